@@ -1,0 +1,129 @@
+// Command ndtrace produces training data for neural debuggers: it traces Python in a sandbox and
+// turns the traces into debugger trajectories.
+//
+// Usage:
+//
+//	ndtrace <command> [flags]
+//
+// Run "ndtrace help" for the list of commands and "ndtrace <command> -h" for a command's flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one subcommand of the CLI.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{
+	"trace": {"trace one function call in the sandbox and print its events as JSON Lines", runTrace},
+}
+
+// usageError is a mistake in how the command was called (bad flags, bad input); it exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns its exit code: 0 success, 1 failure, 2 bad usage or input.
+func run(args []string, stdout, stderr io.Writer) int {
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printUsage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "ndtrace: unknown command %q (run 'ndtrace help')\n", args[0])
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := cmd.run(ctx, args[1:], stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	default:
+		fmt.Fprintf(stderr, "ndtrace %s: %s\n", args[0], oneLine(err.Error()))
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "ndtrace turns Python code into training data for neural debuggers.")
+	fmt.Fprintln(w, "\nUsage: ndtrace <command> [flags]\n\nCommands:")
+	var names []string
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'ndtrace <command> -h' for a command's flags. NDTRACE_LOG=debug turns on debug logs.")
+}
+
+func logLevel() slog.Level {
+	if strings.EqualFold(os.Getenv("NDTRACE_LOG"), "debug") {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
+
+// oneLine keeps error messages to one line, as scripts reading stderr expect.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+// newFlagSet returns a FlagSet that reports errors instead of exiting.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("ndtrace "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: ndtrace %s %s\n\nFlags:\n", name, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, turning flag errors into usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}

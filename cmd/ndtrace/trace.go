@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// sandboxFlags are the flags of every command that runs code in the sandbox.
+type sandboxFlags struct {
+	backend    string
+	python     string
+	timeout    time.Duration
+	maxEvents  int
+	valueChars int
+}
+
+func (f *sandboxFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.backend, "backend", "namespaces", "sandbox backend: "+strings.Join(sandbox.Backends(), " or "))
+	fs.StringVar(&f.python, "python", "/usr/bin/python3", "Python interpreter run inside the sandbox")
+	fs.DurationVar(&f.timeout, "timeout", sandbox.DefaultLimits.WallTime, "wall-clock limit of one run")
+	fs.IntVar(&f.maxEvents, "max-events", sandbox.DefaultLimits.TraceEvents, "stop the run after this many trace events")
+	fs.IntVar(&f.valueChars, "value-chars", sandbox.DefaultLimits.ValueChars, "longest rendered value; longer ones are cut")
+}
+
+func (f *sandboxFlags) config() (sandbox.Config, error) {
+	if f.timeout <= 0 {
+		return sandbox.Config{}, usagef("--timeout must be positive")
+	}
+	if f.maxEvents <= 0 {
+		return sandbox.Config{}, usagef("--max-events must be positive")
+	}
+	if f.valueChars <= 0 {
+		return sandbox.Config{}, usagef("--value-chars must be positive")
+	}
+	return sandbox.Config{Backend: f.backend, Python: f.python, Limits: sandbox.Limits{
+		WallTime: f.timeout, CPUTime: f.timeout, TraceEvents: f.maxEvents, ValueChars: f.valueChars,
+	}}, nil
+}
+
+// traceSummary is the last line ndtrace trace prints.
+type traceSummary struct {
+	Status      schemas.Status `json:"status"`
+	Detail      string         `json:"detail,omitempty"`
+	Value       string         `json:"value,omitempty"`
+	ExcType     string         `json:"exc_type,omitempty"`
+	ExcMessage  string         `json:"exc_message,omitempty"`
+	Events      int            `json:"events"`
+	TraceBytes  int64          `json:"trace_bytes"`
+	StdoutBytes int64          `json:"stdout_bytes"`
+	StderrBytes int64          `json:"stderr_bytes"`
+	WallMS      int64          `json:"wall_ms"`
+	CPUMS       int64          `json:"cpu_ms"`
+}
+
+func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("trace", "--code FILE.py (--call EXPR | --input ARGS [--func NAME]) [flags]", stderr)
+	var (
+		code, call, input, fn string
+		seed                  int64
+		sf                    sandboxFlags
+	)
+	fs.StringVar(&code, "code", "", "Python file whose functions are traced (required)")
+	fs.StringVar(&call, "call", "", "call expression to trace, such as 'f(5)'")
+	fs.StringVar(&input, "input", "", "CruxEval-style argument list; traces FUNC(ARGS)")
+	fs.StringVar(&fn, "func", "f", "function called with --input")
+	fs.Int64Var(&seed, "seed", 0, "seed of Python's random module")
+	sf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if code == "" {
+		return usagef("--code is required")
+	}
+	if call != "" && input != "" {
+		return usagef("give --call or --input, not both")
+	}
+	if input != "" {
+		call = sandbox.CallFromInput(fn, input)
+	}
+	if strings.TrimSpace(call) == "" {
+		return usagef("empty call expression: give --call 'f(...)' or --input")
+	}
+	src, err := os.ReadFile(code)
+	if err != nil {
+		return usagef("cannot read code: %v", err)
+	}
+	cfg, err := sf.config()
+	if err != nil {
+		return err
+	}
+	sb, err := sandbox.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	res, err := sb.Run(ctx, sandbox.Request{Code: string(src), Filename: filepath.Base(code), Call: call, Seed: seed})
+	if err != nil {
+		return err
+	}
+	if res.Status == schemas.StatusInvalid {
+		return usagef("%s: %s", code, res.Detail)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	for i := range res.Events {
+		if err := enc.Encode(&res.Events[i]); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	return enc.Encode(traceSummary{Status: res.Status, Detail: res.Detail, Value: res.Value, ExcType: res.ExcType,
+		ExcMessage: res.ExcMessage, Events: len(res.Events), TraceBytes: res.TraceBytes,
+		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes, WallMS: res.Wall.Milliseconds(),
+		CPUMS: res.CPU.Milliseconds()})
+}

@@ -1,0 +1,3 @@
+module github.com/ndtrace/ndtrace
+
+go 1.26

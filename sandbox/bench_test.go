@@ -1,0 +1,108 @@
+package sandbox_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// BenchmarkRunLatency measures the sandbox start-up cost paid per traced item: one trivial call
+// through a warm sandbox (fork of the zygote, rlimits, uid drop, trace, cleanup, report).
+func BenchmarkRunLatency(b *testing.B) {
+	sb, err := sandbox.New(context.Background(), sandbox.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	req := sandbox.Request{Code: "def f(x):\n    return x + 1\n", Call: "f(1)"}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		res, err := sb.Run(context.Background(), req)
+		lat = append(lat, time.Since(t0))
+		if err != nil || res.Status != schemas.StatusOK {
+			b.Fatalf("%v %v", err, res)
+		}
+	}
+	b.ReportMetric(float64(median(lat).Microseconds())/1000, "median-ms")
+}
+
+// BenchmarkColdStart measures building a sandbox from nothing (namespaces, root filesystem, Python
+// start-up, tracer import) plus its first run.
+func BenchmarkColdStart(b *testing.B) {
+	for _, backend := range sandbox.Backends() {
+		b.Run(backend, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				sb, err := sandbox.New(context.Background(), sandbox.Config{Backend: backend})
+				if err != nil {
+					b.Skip(err)
+				}
+				if _, err := sb.Run(context.Background(), sandbox.Request{Code: "def f():\n    return 1\n", Call: "f()"}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+				sb.Close()
+			}
+			b.ReportMetric(float64(median(lat).Microseconds())/1000, "median-ms")
+		})
+	}
+}
+
+// BenchmarkTraceThroughput measures events traced per second on CPU-bound code, sandbox and Go-side
+// decoding included, for ndtrace's tracer and for the naive tracer that reprs every local at every
+// event.
+func BenchmarkTraceThroughput(b *testing.B) {
+	code := `def work(n):
+    total = 0
+    text = ''
+    items = []
+    for i in range(n):
+        total += i * i
+        text = str(i)
+        if i % 100 == 0:
+            items.append(text)
+    return total, len(items)
+
+def f(n):
+    return work(n)
+`
+	for _, mode := range []struct {
+		name  string
+		naive bool
+	}{{"ndtrace", false}, {"naive", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			sb, err := sandbox.New(context.Background(), sandbox.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.Close()
+			req := sandbox.Request{Code: code, Call: "f(20000)", Naive: mode.naive}
+			events := 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := sb.Run(context.Background(), req)
+				if err != nil || res.Status != schemas.StatusOK {
+					b.Fatalf("%v %+v", err, res)
+				}
+				events += len(res.Events)
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,1202 @@
+"""ndtrace sandbox zygote and line tracer.
+
+This file is embedded in the Go binary and started inside the sandbox as
+
+    python3 -s -B -P -c <this file> --ctrl-fd 3 [--own-pidns] [--drop-uid UID --drop-gid GID]
+
+It is the long-lived *zygote*: it imports everything once, then forks one short-lived *item child*
+per `run` request, so an item costs a fork() instead of a sandbox and interpreter start-up.  The
+contract with the Go side is docs/tracer-protocol.md; the comments below only explain the why.
+
+Trust model.  The zygote never executes user code, never unpickles and only speaks JSON.  The item
+child runs untrusted code in the same process as the tracer, so everything it writes (fd 1, 2 and the
+events pipe on fd 3) is untrusted; the tracer's job there is to be correct for honest code and to
+never crash silently for hostile or pathological code (slow/raising __repr__, huge values, deep
+recursion, memory exhaustion, user forks).
+
+Standard library only; works on CPython 3.11, 3.12 and 3.13.
+"""
+
+import argparse
+import builtins
+import fcntl
+import gc
+import json
+import linecache
+import opcode
+import os
+import platform
+import random
+import re
+import resource
+import select
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+import types
+
+EVENTS_FD = 3                 # the events pipe in the item child
+MAX_MESSAGE = 64 << 20        # control-socket message cap (both directions)
+CHUNK = 64 << 10              # event buffer flush threshold
+RECURSION_SLACK = 100         # extra recursion depth for the tracer's own frames
+RECURSION_MARGIN = 30         # the trace ends this close to the limit (the tracer needs room)
+NEST_LIMIT = 40               # container nesting rendered before giving up (recursion safety)
+
+# Exit codes of an item child that could not finish normally (Go sees them in `done`).
+EXIT_TRACER_BUG = 70          # internal tracer error; an end record was attempted
+EXIT_PIPE = 71                # the events pipe is unwritable: nothing more can be reported
+EXIT_SETUP = 97               # the child failed before user code ran (fds, rlimits, uid drop)
+EXIT_NOMEM = 99               # MemoryError even while writing the end record
+
+DEFAULT_LIMITS = {"wall_ms": 10000, "cpu_s": 10, "as_bytes": 2 << 30, "nproc": 64,
+                  "fsize_bytes": 64 << 20, "nofile": 256, "max_events": 100000,
+                  "max_trace_bytes": 64 << 20, "value_chars": 1000, "repr_ms": 100}
+
+_enc = json.encoder.encode_basestring_ascii      # C encoder: str -> quoted, ASCII-only JSON
+_type_qualname = type.__dict__["__qualname__"].__get__   # bypasses metaclass overrides
+_ADDR_RE = re.compile(r"0x[0-9a-fA-F]{6,}")
+_DEF_RE = re.compile(r"(?:async\s+def|def|class)\b")
+_NEWLINE_RE = re.compile(r"\r\n|\r|\n")          # the line breaks the tokenizer counts
+_OWN_GLOBALS = globals()                         # frames running this file are never traced
+# Where f_lasti points when a frame returns or yields normally; anything else after an
+# exception event means the frame is being unwound (3.12+ report a StopIteration caught by
+# `yield from`/`await` as an exception event followed by a normal return).
+_NORMAL_EXITS = frozenset(opcode.opmap[name] for name in
+                          ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE", "RESUME")
+                          if name in opcode.opmap)
+
+
+def _qualname(tp):
+    """Type name for placeholders and exc_type, without running user code."""
+    try:
+        name = _type_qualname(tp)
+        return name if type(name) is str else "?"
+    except Exception:
+        return "?"
+
+
+class _ReprTimeout(BaseException):
+    """Raised by the SIGALRM handler inside a guarded user __repr__ that ran too long."""
+
+
+# --------------------------------------------------------------------------------------------
+# The tracer (item child only)
+# --------------------------------------------------------------------------------------------
+
+class _CodeInfo:
+    """Per-code-object constants: the JSON prefix of func/file and pre-encoded source lines."""
+    __slots__ = ("head", "first", "def_line", "lines", "getsrc")
+
+    def __init__(self, code, getsrc):
+        self.getsrc = getsrc
+        name = getattr(code, "co_qualname", code.co_name)
+        self.head = ',"func":' + _enc(name) + ',"file":' + _enc(code.co_filename) + ","
+        self.first = code.co_firstlineno
+        self.lines = {}
+        # A decorated function's co_firstlineno is its first decorator; the call event must
+        # point at the `def` line instead (decorators may span several lines).
+        self.def_line = self.first
+        if getsrc(self.first).lstrip().startswith("@"):
+            for ln in range(self.first + 1, self.first + 200):
+                if _DEF_RE.match(getsrc(ln).lstrip()):
+                    self.def_line = ln
+                    break
+
+    def pair(self, lineno):
+        """('"lineno":N,"depth":', ',"src":"..."') for a line, cached."""
+        p = ('"lineno":%d,"depth":' % lineno, ',"src":' + _enc(self.getsrc(lineno)))
+        self.lines[lineno] = p
+        return p
+
+
+def make_tracer(req):
+    """Build the per-item tracer; called once, in the item child, after fork.
+
+    All mutable state lives in this closure (nothing is shared with the zygote or with other
+    items).  Builtins are bound to closure variables so user code that monkey-patches
+    `builtins.repr`/`len`/... cannot subvert the tracer.  Returns a namespace of entry points.
+    """
+    limits = req["limits"]
+    vc = max(1, limits["value_chars"])
+    max_events = limits["max_events"]
+    max_bytes = limits["max_trace_bytes"]
+    repr_s = max(limits["repr_ms"], 1) / 1000.0
+    naive = req["naive"]
+    filename = req["filename"]
+    exact_targets = frozenset(t for t in req["targets"] if not t.endswith("/"))
+    prefix_targets = tuple(t for t in req["targets"] if t.endswith("/"))
+    own_lines = _NEWLINE_RE.split(req["code"])
+
+    _repr, _type, _len, _tuple, _str, _id = repr, type, len, tuple, str, id
+    _write, _settrace, _gettrace = os.write, sys.settrace, sys.gettrace
+    _getrec = sys.getrecursionlimit
+    _setitimer, _getsignal, _signal = signal.setitimer, signal.getsignal, signal.signal
+    _ITIMER, _SIGALRM = signal.ITIMER_REAL, signal.SIGALRM
+    _MethodType = types.MethodType
+    IMMUTABLE = frozenset((int, float, complex, bool, type(None), str, bytes))
+    SCALARS = frozenset((float, complex, bool, type(None)))
+    CONTAINERS = frozenset((list, tuple, dict, set, frozenset))
+    INTS = frozenset((int, bool))
+    FLOATS = frozenset((float, bool, type(None)))
+    STRS = frozenset((str,))
+    MISSING = object()
+    # ints strictly inside (-BIG, BIG) have a repr of at most 19 chars: no size check needed
+    BIG = 10 ** 18 if vc >= 20 else 0
+    INT_BITS = 14284                        # ~4300 digits (CPython's default str limit):
+                                            # past that, int->str is slow (quadratic)
+    FAST_WORK = 4 * vc + 1024               # flat containers up to this size use C repr()
+
+    # Trace-wide counters and output buffer.
+    buf = []
+    n_events = n_bytes = 0
+    flush_at = CHUNK
+    ordinal = 0
+    dead = False            # set in forked grandchildren: never write anything
+    active = False          # tracing is installed (user reprs may remove it)
+    guard = False           # a guarded user repr is running: SIGALRM raises
+    ballast = [bytearray(256 << 10)]   # released on MemoryError to write the end record
+    addresses = {}          # '0x7f..' -> '0x1', per trace
+    slow = {}               # id -> object whose repr timed out once: not retried at every event
+    keyj = {}               # local name -> '"name":' ('' when the name is excluded)
+    infos = {}              # id(code) -> _CodeInfo
+    pinned = []             # keeps traced code objects alive so their ids stay unique
+    file_is_target = {}     # co_filename -> bool
+    try:
+        proxy_type = type(sys._getframe().f_locals)       # FrameLocalsProxy on 3.13+
+    except Exception:
+        proxy_type = dict
+
+    # ---------------------------------------------------------------- output
+
+    def flush():
+        """Write the buffered lines with os.write, looping on partial writes."""
+        if dead:
+            buf.clear()
+            return
+        data = "".join(buf).encode("ascii", "backslashreplace")
+        buf.clear()
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[_write(EVENTS_FD, view):]
+        except OSError:
+            os._exit(EXIT_PIPE)
+
+    def emit(line):
+        """Append one event line, enforcing max_events / max_trace_bytes."""
+        nonlocal n_events, n_bytes, flush_at
+        if n_events >= max_events or n_bytes + _len(line) > max_bytes:
+            limit_reached()
+        n_events += 1
+        n_bytes += _len(line)
+        buf.append(line)
+        if n_bytes >= flush_at:
+            flush_at = n_bytes + CHUNK
+            flush()
+
+    def end(status, value=None, exc_type=None, exc_message=None):
+        """Write the end record and flush; the caller exits."""
+        nonlocal active
+        if active:
+            active = False
+            _settrace(None)
+        parts = ['{"event":"end","status":"', status, '"']
+        if value is not None:
+            parts += [',"value":', _enc(value)]
+        if exc_type is not None:
+            parts += [',"exc_type":', _enc(exc_type)]
+        if exc_message is not None:
+            parts += [',"exc_message":', _enc(exc_message)]
+        parts.append(',"events":%d}\n' % n_events)
+        buf.append("".join(parts))
+        flush()
+
+    def finish(code=0):
+        """Flush the interpreter's own stdout/stderr buffers and leave without cleanup."""
+        for stream in (sys.__stdout__, sys.__stderr__):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except BaseException:
+                pass
+        os._exit(code)
+
+    def limit_reached():
+        end("event_limit")
+        finish(0)
+
+    def end_exception(exc):
+        """End record for an exception that escaped the module body or the call."""
+        if issubclass(_type(exc), MemoryError):
+            ballast.clear()
+            end("memory", exc_type="MemoryError")
+        else:
+            end("exception", render(exc), _qualname(_type(exc)), exc_message(exc))
+
+    def fatal(exc):
+        """An exception inside the tracer itself: report what we have and exit.
+
+        A RecursionError here means the traced program recursed past the (raised) limit: the
+        tracer's frames sit on top of the deepest user frame, so it hits the limit first.  That
+        is reported as the program's RecursionError.  MemoryError means the item exhausted its
+        address space.  Anything else is a tracer bug and exits non-zero.
+        """
+        nonlocal active
+        try:
+            _settrace(None)
+            active = False
+            sys.setrecursionlimit(sys.getrecursionlimit() + 1000)
+            tp = _type(exc)
+            if issubclass(tp, MemoryError):
+                ballast.clear()
+                end("memory", exc_type="MemoryError")
+                finish(0)
+            if issubclass(tp, RecursionError):
+                msg = "maximum recursion depth exceeded"
+                end("exception", "RecursionError(%r)" % msg, "RecursionError", msg)
+                finish(0)
+            end("exception", None, "TracerError",
+                "internal tracer error: %s: %s" % (_qualname(tp), exc_message(exc)))
+            finish(EXIT_TRACER_BUG)
+        except MemoryError:
+            os._exit(EXIT_NOMEM)
+        except BaseException:
+            os._exit(EXIT_TRACER_BUG)
+
+    def at_fork_child():
+        """os.register_at_fork hook: a process forked by user code is never traced."""
+        nonlocal dead, active
+        dead = True
+        active = False
+        buf.clear()
+        _settrace(None)
+
+    # ---------------------------------------------------------------- value rendering
+
+    def on_alarm(signum, frame):
+        # Only interrupts a guarded repr; a late tick (after the repr returned) is ignored.
+        if guard:
+            raise _ReprTimeout()
+
+    def guarded(method, obj, what):
+        """Call method(obj) (a user __repr__/__str__) under an ITIMER_REAL alarm.
+
+        Returns the str result or a placeholder.  The alarm re-fires every 20 ms so a repr that
+        swallows one _ReprTimeout still gets interrupted.  The user's own SIGALRM handler and
+        pending ITIMER_REAL are restored afterwards.
+        """
+        nonlocal guard
+        name = _qualname(_type(obj))
+        if slow.get(_id(obj)) is obj:
+            return "<%s object (%s timed out)>" % (name, what)
+        prev_handler = _getsignal(_SIGALRM)
+        if prev_handler is not on_alarm:
+            _signal(_SIGALRM, on_alarm)
+        result = failure = None
+        prev_timer = (0.0, 0.0)
+        started = time.monotonic()
+        try:
+            try:
+                guard = True
+                prev_timer = _setitimer(_ITIMER, repr_s, 0.02)
+                result = method(obj)
+                guard = False
+            finally:
+                guard = False
+                _setitimer(_ITIMER, 0)
+        except _ReprTimeout:
+            if result is None:      # the alarm may fire right after the repr returned
+                failure = "<%s object (%s timed out)>" % (name, what)
+                slow[_id(obj)] = obj
+        except BaseException as e:
+            failure = "<%s object (%s raised %s)>" % (name, what, _qualname(_type(e)))
+        guard = False
+        try:
+            _setitimer(_ITIMER, 0)    # the finally above may have been cut short by the alarm
+            if prev_handler is not on_alarm:
+                _signal(_SIGALRM, prev_handler if prev_handler is not None else signal.SIG_DFL)
+            if prev_timer[0] > 0:
+                left = prev_timer[0] - (time.monotonic() - started)
+                _setitimer(_ITIMER, max(left, 1e-6), prev_timer[1])
+        except Exception:
+            pass
+        if active and _gettrace() is not global_trace:
+            _settrace(global_trace)   # a user repr removed or replaced the trace function
+        if failure is not None:
+            return failure
+        if _type(result) is not str:
+            if not issubclass(_type(result), str):
+                return "<%s object (%s returned %s)>" % (name, what, _qualname(_type(result)))
+            result = str.__str__(result)
+        return normalise(result)
+
+    def normalise(r):
+        """Replace object addresses by per-trace ordinals, looking only at a prefix of r.
+
+        The prefix grows until the normalised text is safely longer than value_chars, so a
+        partially cut address can never land inside the kept part.
+        """
+        if "0x" not in r:
+            return r
+        size = vc + 64
+        while True:
+            out = _ADDR_RE.sub(address, r[:size])
+            if size >= _len(r) or _len(out) >= vc + 24:
+                return out
+            size *= 2
+
+    def address(m):
+        a = m.group(0)
+        o = addresses.get(a)
+        if o is None:
+            o = addresses[a] = "0x%x" % (_len(addresses) + 1)
+        return o
+
+    def int_repr(v):
+        bits = v.bit_length()
+        if bits > INT_BITS:
+            return "<int with %d bits>" % bits
+        try:
+            return _repr(v)
+        except ValueError:           # beyond sys.get_int_max_str_digits()
+            return "<int with %d bits>" % bits
+
+    def render(v):
+        """The rendering of v: repr-identical for builtins, at most vc chars plus '...'."""
+        tp = _type(v)
+        if tp is str:
+            r = _repr(v) if _len(v) <= vc else _repr(v[:vc])
+        elif tp is int:
+            r = _repr(v) if -BIG < v < BIG else int_repr(v)
+        elif tp in SCALARS:
+            r = _repr(v)
+        elif tp is bytes or tp is bytearray:
+            r = _repr(v) if _len(v) <= vc else _repr(v[:vc])
+        elif tp in CONTAINERS:
+            r = fast_repr(v, tp)
+            if r is None:
+                out = []
+                room = into(v, out, vc, set(), 0)
+                r = "".join(out)
+                if room < 0:            # budget spent (or nesting too deep): always cut
+                    r = r[:vc] + "..."
+                    return r
+        else:
+            r = guarded(tp.__repr__, v, "repr")
+        if _len(r) > vc:
+            r = r[:vc] + "..."
+        return r
+
+    def flat_cost(items, types_):
+        """Upper bound on the C repr work for a flat collection of safe scalars, else None."""
+        if types_ <= INTS:
+            return 21 * _len(items) if -BIG < min(items) and max(items) < BIG else None
+        if types_ <= FLOATS:
+            return 26 * _len(items)
+        if types_ == STRS:
+            return sum(map(_len, items)) + 4 * _len(items)
+        return None
+
+    def fast_repr(v, tp):
+        """C repr() for flat containers of builtin scalars of bounded size (exact output)."""
+        if not v:
+            return _repr(v)
+        if _len(v) * 3 > FAST_WORK:    # every element costs at least 3 chars: too big
+            return None
+        try:
+            if tp is dict:
+                kc = flat_cost(v.keys(), set(map(_type, v)))
+                if kc is None:
+                    return None
+                c = flat_cost(v.values(), set(map(_type, v.values())))
+                if c is None:
+                    return None
+                c += kc
+            else:
+                c = flat_cost(v, set(map(_type, v)))
+            if c is None or c > FAST_WORK:
+                return None
+            return _repr(v)
+        except Exception:   # e.g. a dict mutated under us; fall back to element-wise
+            return None
+
+    def into(x, out, room, open_ids, depth):
+        """Append the repr of container x to out element by element; returns remaining room.
+
+        Stops once room < 0 (the caller cuts the joined text).  open_ids holds the containers
+        being rendered, so self-references print as Python does ([...], {...}, set(...)).
+        """
+        tp = _type(x)
+        if _id(x) in open_ids:
+            s = RECURSIVE[tp]
+            out.append(s)
+            return room - _len(s)
+        if not x:
+            s = _repr(x)
+            out.append(s)
+            return room - _len(s)
+        if depth >= NEST_LIMIT:
+            return -1                 # nesting too deep to render safely: stop, mark as cut
+        opener, closer = BRACKETS[tp]
+        if tp is tuple and _len(x) == 1:
+            closer = ",)"
+        out.append(opener)
+        room -= _len(opener)
+        open_ids.add(_id(x))
+        first = True
+        items = x.items() if tp is dict else x
+        try:
+            for e in items:
+                if room < 0:
+                    return room
+                if first:
+                    first = False
+                else:
+                    out.append(", ")
+                    room -= 2
+                if tp is dict:
+                    room = element(e[0], out, room, open_ids, depth)
+                    out.append(": ")
+                    room -= 2
+                    e = e[1]
+                room = element(e, out, room, open_ids, depth)
+        finally:
+            open_ids.discard(_id(x))
+        if room < 0:                  # cut anyway: a closer would only be misleading
+            return room
+        out.append(closer)
+        return room - _len(closer)
+
+    def element(e, out, room, open_ids, depth):
+        te = _type(e)
+        if te in CONTAINERS:
+            r = fast_repr(e, te) if _id(e) not in open_ids else None
+            if r is None:
+                return into(e, out, room, open_ids, depth + 1)
+            if _len(r) > vc:
+                r = r[:vc] + "..."
+        else:
+            r = render(e)
+        out.append(r)
+        return room - _len(r)
+
+    BRACKETS = {list: ("[", "]"), tuple: ("(", ")"), dict: ("{", "}"), set: ("{", "}"),
+                frozenset: ("frozenset({", "})")}
+    RECURSIVE = {list: "[...]", tuple: "(...)", dict: "{...}", set: "set(...)",
+                 frozenset: "frozenset(...)"}
+
+    def exc_message(exc):
+        """str(exc) (guarded, capped) for the end record."""
+        m = guarded(_type(exc).__str__, exc, "str")
+        return m if _len(m) <= vc else m[:vc] + "..."
+
+    # ---------------------------------------------------------------- frames and events
+
+    def getsrc_for(fn):
+        if fn == filename:
+            def getsrc(lineno):
+                return own_lines[lineno - 1] if 0 < lineno <= _len(own_lines) else ""
+        else:
+            def getsrc(lineno):
+                return linecache.getline(fn, lineno).rstrip("\r\n")
+        return getsrc
+
+    def as_dict(loc):
+        # 3.13+ gives a write-through FrameLocalsProxy; a class body may use any mapping
+        # from __prepare__, whose iteration would run user code: treat that as no locals.
+        if _type(loc) is proxy_type:
+            return loc.copy()
+        return {}
+
+    def name_key(k):
+        """JSON key prefix for a local name, or '' for excluded names (.0, __class__, ...)."""
+        if _type(k) is not str or k[:1] == "." or (k[:2] == "__" and k[-2:] == "__"):
+            j = ""
+        else:
+            j = _enc(k) + ":"
+        keyj[k] = j
+        return j
+
+    class Frame:
+        """Diff state of one traced frame; its bound `trace` is the frame's f_trace.
+
+        Keeping the state on f_trace ties its lifetime to the frame's: a generator keeps its
+        state (and ordinal) across resumptions for as long as it lives, and a finished frame's
+        state is freed with it, without any frame-keyed table that would pin frames.
+        """
+        __slots__ = ("ordinal", "head", "info", "lines", "depth", "sdepth", "dstr", "lineno", "keys", "names", "vals",
+                     "objs", "exc", "fn")
+
+        def __init__(self, info):
+            nonlocal ordinal
+            ordinal += 1
+            self.ordinal = ordinal
+            self.head = '"frame":%d' % ordinal + info.head
+            self.info = info
+            self.lines = info.lines
+            self.keys = self.names = None
+            self.vals = {}
+            self.objs = {}
+            self.exc = False
+            self.lineno = info.first
+            self.fn = self.naive_trace if naive else self.trace
+
+        def rename(self, keys):
+            """Recompute the filtered names after the f_locals keys changed."""
+            self.keys = keys
+            names = [k for k in keys if (keyj.get(k) if k in keyj else name_key(k))]
+            if names == self.names:
+                return ""
+            vals, objs = self.vals, self.objs
+            if self.names:
+                for k in set(self.names).difference(names):
+                    del vals[k], objs[k]      # re-emit a name that disappears and comes back
+            for k in names:
+                if k not in vals:
+                    vals[k] = None
+                    objs[k] = MISSING
+            self.names = names
+            return ',"names":[' + ",".join(map(_enc, names)) + "]"
+
+        def trace(self, frame, event, arg):
+            """The hot path: one event of a traced frame, locals diffed against the last one.
+
+            Kept in one function (no helper calls for the common case): per-event overhead is
+            what bounds the tracer's throughput.
+            """
+            nonlocal n_events, n_bytes, flush_at
+            try:
+                lineno = frame.f_lineno
+                if lineno is None:        # 3.12+: artificial instructions have no line
+                    lineno = self.lineno
+                elif event == "call" and lineno == self.info.first:
+                    lineno = self.info.def_line       # decorated: point at the def line
+                self.lineno = lineno
+                lc = self.lines.get(lineno) or self.info.pair(lineno)
+                loc = frame.f_locals
+                if _type(loc) is not dict:
+                    loc = as_dict(loc)
+                keys = _tuple(loc)
+                names_part = "" if keys == self.keys else self.rename(keys)
+                vals, objs = self.vals, self.objs
+                changed = []
+                for name in self.names:
+                    v = loc[name]
+                    if v is objs[name]:
+                        continue          # same immutable object as last time: unchanged
+                    tp = _type(v)
+                    if tp is int and -BIG < v < BIG:
+                        j = '"' + _repr(v) + '"'
+                    elif tp is str and _len(v) <= vc:
+                        r = _repr(v)
+                        j = _enc(r if _len(r) <= vc else r[:vc] + "...")
+                    else:
+                        j = _enc(render(v))
+                    objs[name] = v if tp in IMMUTABLE else MISSING
+                    if j != vals[name]:
+                        vals[name] = j
+                        changed.append(keyj[name] + j)
+                if event == "line" or event == "call":
+                    tail = "}}\n"
+                elif event == "return":
+                    tail = ('},"value":' + _enc(render(arg))
+                            + (',"unwind":true}\n' if self.exc and unwinding(frame, arg)
+                               else "}\n"))
+                elif event == "exception":
+                    tail = ('},"value":' + _enc(render(arg[1])) + ',"exc_type":'
+                            + _enc(_qualname(arg[0])) + "}\n")
+                else:
+                    return self.fn
+                self.exc = event == "exception"
+                line = (f'{{"event":"{event}",{self.head}{lc[0]}{self.dstr}{lc[1]}{names_part}'
+                        f',"locals":{{{",".join(changed)}{tail}')
+                # emit(line), inlined
+                size = _len(line)
+                if n_events >= max_events or n_bytes + size > max_bytes:
+                    limit_reached()
+                n_events += 1
+                n_bytes += size
+                buf.append(line)
+                if n_bytes >= flush_at:
+                    flush_at = n_bytes + CHUNK
+                    flush()
+            except BaseException as e:
+                try:
+                    fatal(e)
+                except BaseException:
+                    pass      # at the very recursion limit even fatal() cannot be called
+            return self.fn
+
+        def naive_trace(self, frame, event, arg):
+            """Benchmark baseline: plain repr of every local and json.dumps of every event."""
+            try:
+                lineno = frame.f_lineno
+                if event == "call" and lineno == self.info.first:
+                    lineno = self.info.def_line
+                elif lineno is None:
+                    lineno = self.lineno
+                self.lineno = lineno
+                code = frame.f_code
+                ev = {"event": event, "frame": self.ordinal,
+                      "func": getattr(code, "co_qualname", code.co_name),
+                      "file": code.co_filename, "lineno": lineno, "depth": self.depth,
+                      "src": self.info.getsrc(lineno)}
+                loc = frame.f_locals
+                if _type(loc) is not dict:
+                    loc = as_dict(loc)
+                names = [k for k in loc if (keyj.get(k) if k in keyj else name_key(k))]
+                ev["names"] = names
+                ev["locals"] = {k: plain(loc[k]) for k in names}
+                if event == "return":
+                    ev["value"] = plain(arg)
+                    if self.exc and unwinding(frame, arg):
+                        ev["unwind"] = True
+                elif event == "exception":
+                    ev["value"] = plain(arg[1])
+                    ev["exc_type"] = _qualname(arg[0])
+                elif event != "line" and event != "call":
+                    return self.fn
+                self.exc = event == "exception"
+                emit(json.dumps(ev, separators=(",", ":")) + "\n")
+            except BaseException as e:
+                try:
+                    fatal(e)
+                except BaseException:
+                    pass      # at the very recursion limit even fatal() cannot be called
+            return self.fn
+
+    def unwinding(frame, arg):
+        """A return right after an exception event: is the frame left by that exception?"""
+        if arg is not None:
+            return False
+        try:
+            return frame.f_code.co_code[frame.f_lasti] not in _NORMAL_EXITS
+        except Exception:
+            return True
+
+    def plain(v):
+        try:
+            r = _repr(v)
+        except Exception as e:
+            r = "<%s object (repr raised %s)>" % (_qualname(_type(v)), _qualname(_type(e)))
+        return r if _len(r) <= vc else r[:vc] + "..."
+
+    def global_trace(frame, event, arg):
+        """sys.settrace hook: called for every new (or resumed) frame with event 'call'."""
+        try:
+            code = frame.f_code
+            fn = code.co_filename
+            t = file_is_target.get(fn)
+            if t is None:
+                t = file_is_target[fn] = (fn in exact_targets
+                                          or (bool(prefix_targets) and fn.startswith(prefix_targets)))
+            if not t or frame.f_globals is _OWN_GLOBALS:
+                return None
+            st = None
+            ft = frame.f_trace
+            if ft is not None and _type(ft) is _MethodType and _type(ft.__self__) is Frame:
+                st = ft.__self__              # a generator/coroutine resuming: same ordinal
+            if st is None:
+                info = infos.get(_id(code))
+                if info is None:
+                    info = infos[_id(code)] = _CodeInfo(code, getsrc_for(fn))
+                    pinned.append(code)
+                st = Frame(info)
+            # depth = traced frames below this one: the nearest traced caller's depth + 1.
+            # sdepth = Python frames on the stack up to this one (for the recursion check).
+            depth = 0
+            sdepth = 1
+            f = frame.f_back
+            while f is not None:
+                ft = f.f_trace
+                if ft is not None and _type(ft) is _MethodType and _type(ft.__self__) is Frame:
+                    depth = ft.__self__.depth + 1
+                    sdepth += ft.__self__.sdepth
+                    break
+                sdepth += 1
+                f = f.f_back
+            st.sdepth = sdepth
+            st.depth = depth
+            st.dstr = _str(depth)
+            if sdepth > _getrec() - RECURSION_MARGIN:
+                # Leave the tracer room to report: past this point a RecursionError could
+                # hit the trace function itself, and CPython would silently drop tracing.
+                raise RecursionError("maximum recursion depth exceeded")
+            return st.fn(frame, event, arg)
+        except BaseException as e:
+            try:
+                fatal(e)
+            except BaseException:
+                pass
+
+    def start():
+        nonlocal active
+        _signal(_SIGALRM, on_alarm)
+        active = True
+        _settrace(global_trace)
+
+    def stop():
+        nonlocal active
+        active = False
+        _settrace(None)
+
+    return types.SimpleNamespace(start=start, stop=stop, end=end, end_exception=end_exception,
+                                 finish=finish, render=render, at_fork_child=at_fork_child,
+                                 ballast=ballast)
+
+
+# --------------------------------------------------------------------------------------------
+# The item child
+# --------------------------------------------------------------------------------------------
+
+def _set_limit(which, soft, hard=None):
+    """Lower a resource limit; never try to raise above the inherited hard limit."""
+    hard = soft if hard is None else hard
+    _, cur_hard = resource.getrlimit(which)
+    if cur_hard != resource.RLIM_INFINITY:
+        soft, hard = min(soft, cur_hard), min(hard, cur_hard)
+    resource.setrlimit(which, (soft, hard))
+
+
+def _child_setup(req, fds, opts):
+    """Process set-up before any user code: session, fds, rlimits, credentials, cwd."""
+    os.setsid()                      # own process group: the zygote kills it as a whole
+    # Move everything out of the way first so the dup2s below cannot clobber each other.
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in fds]
+    null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+    high.append(fcntl.fcntl(null, fcntl.F_DUPFD_CLOEXEC, 100))
+    os.dup2(high[0], EVENTS_FD, inheritable=False)   # user-exec'd programs don't inherit it
+    os.dup2(high[1], 1)
+    os.dup2(high[2], 2)
+    os.dup2(high[3], 0)
+    nofile_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if nofile_hard == resource.RLIM_INFINITY or nofile_hard > (1 << 20):
+        nofile_hard = 1 << 20
+    os.closerange(EVENTS_FD + 1, max(nofile_hard, 4096))
+
+    lim = req["limits"]
+    _set_limit(resource.RLIMIT_CORE, 0)
+    if lim["as_bytes"] > 0:
+        _set_limit(resource.RLIMIT_AS, lim["as_bytes"])
+    if lim["cpu_s"] > 0:
+        _set_limit(resource.RLIMIT_CPU, lim["cpu_s"], lim["cpu_s"] + 1)
+    if lim["nproc"] > 0:
+        _set_limit(resource.RLIMIT_NPROC, lim["nproc"])
+    if lim["fsize_bytes"] > 0:
+        _set_limit(resource.RLIMIT_FSIZE, lim["fsize_bytes"])
+    if lim["nofile"] > 0:
+        _set_limit(resource.RLIMIT_NOFILE, max(lim["nofile"], EVENTS_FD + 1))
+
+    if opts.drop_uid is not None:
+        os.setgroups([])
+        os.setresgid(opts.drop_gid, opts.drop_gid, opts.drop_gid)
+        os.setresuid(opts.drop_uid, opts.drop_uid, opts.drop_uid)
+        if os.getuid() != opts.drop_uid or os.geteuid() != opts.drop_uid:
+            raise OSError("uid drop failed")
+    os.chdir("/tmp")
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # ordinary Python behaviour
+    sys.argv = [req["filename"]]
+    random.seed(req["seed"])
+
+
+def _item_child(sock, req, fds, opts):
+    """Body of the forked item child.  Never returns: every path ends in os._exit."""
+    try:
+        sock.detach()                # fd 3 is about to become the events pipe
+        _child_setup(req, fds, opts)
+        tracer = make_tracer(req)
+        os.register_at_fork(after_in_child=tracer.at_fork_child)
+    except BaseException as e:
+        try:
+            os.write(2, ("ndtrace: item setup failed: %r\n" % (e,)).encode("utf-8", "replace"))
+        finally:
+            os._exit(EXIT_SETUP)
+
+    try:
+        try:
+            code = compile(req["code"], req["filename"], "exec", dont_inherit=True)
+            call = compile(req["call"], "<call>", "eval", dont_inherit=True)
+        except MemoryError:
+            tracer.ballast.clear()
+            tracer.end("memory", exc_type="MemoryError")
+            tracer.finish(0)
+        except Exception as e:
+            msg = str(e)
+            vc = max(1, req["limits"]["value_chars"])
+            tracer.end("invalid", exc_type=_qualname(type(e)),
+                       exc_message=msg if len(msg) <= vc else msg[:vc] + "...")
+            tracer.finish(0)
+
+        lines = [line + "\n" for line in _NEWLINE_RE.split(req["code"])]
+        linecache.cache[req["filename"]] = (len(req["code"]), None, lines, req["filename"])
+
+        # A fresh __main__ module: user classes pickle and dataclasses resolve against the
+        # user's namespace, and `import __main__` does not reach the tracer's globals.
+        module = types.ModuleType("__main__")
+        namespace = module.__dict__
+        namespace["__builtins__"] = builtins
+        sys.modules["__main__"] = module
+        try:
+            exec(code, namespace)    # the module body runs untraced
+        except BaseException as e:
+            tracer.end_exception(e)
+            tracer.finish(0)
+
+        sys.setrecursionlimit(sys.getrecursionlimit() + RECURSION_SLACK)
+        tracer.start()
+        try:
+            result = eval(call, namespace)
+        except BaseException as e:
+            tracer.stop()
+            tracer.end_exception(e)
+            tracer.finish(0)
+        tracer.stop()
+        tracer.end("ok", tracer.render(result))
+        tracer.finish(0)
+    except MemoryError:
+        try:
+            tracer.ballast.clear()
+            tracer.end("memory", exc_type="MemoryError")
+            tracer.finish(0)
+        except BaseException:
+            os._exit(EXIT_NOMEM)
+    except BaseException as e:
+        try:
+            tracer.end("exception", None, "TracerError", "internal tracer error: %r" % (e,))
+            tracer.finish(EXIT_TRACER_BUG)
+        except BaseException:
+            os._exit(EXIT_TRACER_BUG)
+    finally:
+        os._exit(EXIT_TRACER_BUG)
+
+
+# --------------------------------------------------------------------------------------------
+# The zygote
+# --------------------------------------------------------------------------------------------
+
+class ProtocolError(Exception):
+    """A malformed control message; the zygote replies with an error and goes on."""
+
+
+def send(sock, obj):
+    data = json.dumps(obj, separators=(",", ":")).encode("ascii")
+    sock.sendall(struct.pack(">I", len(data)) + data)
+
+
+def _recv_exact(sock, n):
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError("control socket closed")
+        got += k
+    return bytes(buf)
+
+
+def read_message(sock):
+    """Read one framed message: returns (message or None, fds, error or None).
+
+    The run request's fds ride on the first byte of the length header, so the header is read
+    with recv_fds (at most 4 bytes: never past this message) and the rest with plain recvs.
+    Raises EOFError/OSError when the socket is gone.
+    """
+    data, fds, flags, _ = socket.recv_fds(sock, 4, 3)
+    if not data:
+        _close_all(fds)
+        raise EOFError("control socket closed")
+    if len(data) < 4:
+        data += _recv_exact(sock, 4 - len(data))
+    (size,) = struct.unpack(">I", data)
+    if size > MAX_MESSAGE:
+        while size:                       # keep the stream in sync, then reject
+            size -= len(_recv_exact(sock, min(size, 1 << 20)))
+        return None, fds, "message too large"
+    body = _recv_exact(sock, size)
+    if flags & getattr(socket, "MSG_CTRUNC", 0):
+        return None, fds, "too many file descriptors"
+    try:
+        msg = json.loads(body)
+    except Exception as e:
+        return None, fds, "malformed JSON: %s" % (e,)
+    if type(msg) is not dict or type(msg.get("op")) is not str:
+        return None, fds, "message is not an object with an op"
+    return msg, fds, None
+
+
+def _close_all(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def validate_run(msg, fds):
+    """Check a run request and fill in missing limits; raises ProtocolError."""
+    def need(key, *types_):
+        v = msg.get(key)
+        if type(v) not in types_:
+            raise ProtocolError("run: %r missing or of the wrong type" % key)
+        return v
+    if len(fds) != 3:
+        raise ProtocolError("run: expected 3 file descriptors, got %d" % len(fds))
+    need("id", int)
+    need("code", str)
+    need("filename", str)
+    need("call", str)
+    targets = need("targets", list)
+    if not all(type(t) is str and t for t in targets):
+        raise ProtocolError("run: targets must be non-empty strings")
+    if type(msg.get("seed", 0)) not in (int, str, float, type(None)):
+        raise ProtocolError("run: bad seed")
+    if type(msg.get("naive", False)) is not bool:
+        raise ProtocolError("run: naive must be a boolean")
+    limits = dict(DEFAULT_LIMITS)
+    given = msg.get("limits", {})
+    if type(given) is not dict:
+        raise ProtocolError("run: limits must be an object")
+    for k, v in given.items():
+        if k in limits:
+            if type(v) is not int:
+                raise ProtocolError("run: limit %r must be an integer" % k)
+            limits[k] = v
+    return {"id": msg["id"], "code": msg["code"], "filename": msg["filename"],
+            "call": msg["call"], "targets": targets, "seed": msg.get("seed", 0),
+            "naive": msg.get("naive", False), "limits": limits}
+
+
+def _signal_group(pid):
+    """SIGKILL the item's process group and the item itself (it may not have setsid yet)."""
+    for kill, target in ((os.killpg, pid), (os.kill, pid)):
+        try:
+            kill(target, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _has_exited(pid):
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def supervise(sock, req, pid, started):
+    """Wait for the item to exit, a kill for it, or its wall-clock deadline.
+
+    Returns (reason, exit_zygote).  The child is left as a zombie (not reaped) so its pid and
+    process-group id stay reserved until the caller has killed the group.
+    """
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None                      # fall back to polling waitid
+    deadline = started + max(req["limits"]["wall_ms"], 1) / 1000.0
+    reason, exit_zygote = "exited", False
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                reason = "timeout"
+                break
+            watch = [sock] if pidfd is None else [sock, pidfd]
+            ready, _, _ = select.select(watch, [], [],
+                                        remaining if pidfd is not None else min(remaining, 0.005))
+            if (pidfd in ready) if pidfd is not None else _has_exited(pid):
+                break
+            if sock not in ready:
+                continue
+            try:
+                msg, fds, err = read_message(sock)
+            except (EOFError, OSError):
+                reason, exit_zygote = "killed", True      # Go is gone: stop everything
+                break
+            _close_all(fds)
+            if err is not None:
+                send(sock, {"op": "error", "message": err})
+            elif msg["op"] == "kill":
+                if msg.get("id") == req["id"]:
+                    reason = "killed"
+                    break                 # a kill for another (finished) item is stale
+            elif msg["op"] == "exit":
+                reason, exit_zygote = "killed", True
+                break
+            elif msg["op"] == "run":
+                send(sock, {"op": "error", "message": "busy: item %r is running" % req["id"],
+                            "id": msg.get("id")})
+            else:
+                send(sock, {"op": "error", "message": "unknown op %r" % msg["op"]})
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+    if reason != "exited":
+        _signal_group(pid)
+    return reason, exit_zygote
+
+
+def empty_dir(path, mode=None):
+    """Remove every entry under path (fd-relative, never following symlinks).
+
+    Returns True when the directory ends up empty (and, if mode is given, has that mode
+    again: an item running as the namespace's root could have chmod-ed /tmp itself).
+    Subdirectories the item made unreadable or unwritable are chmod-ed and retried.
+    """
+    try:
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        if mode is not None and stat.S_IMODE(os.fstat(dfd).st_mode) != mode:
+            os.chmod(dfd, mode)
+        _remove_entries(dfd, 0)
+        return not os.listdir(dfd)
+    except (OSError, RecursionError):
+        return False
+    finally:
+        os.close(dfd)
+
+
+def _remove_entries(dfd, depth):
+    if depth > 200:
+        raise OSError("directory tree too deep")
+    for name in os.listdir(dfd):
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            try:
+                os.unlink(name, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            except PermissionError:
+                if depth == 0:
+                    raise            # never loosen /tmp itself
+                os.chmod(dfd, 0o700)     # the item locked this directory
+                os.unlink(name, dir_fd=dfd)
+            continue
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+        try:
+            sub = os.open(name, flags, dir_fd=dfd)
+        except PermissionError:
+            os.chmod(name, 0o700, dir_fd=dfd)
+            sub = os.open(name, flags, dir_fd=dfd)
+        try:
+            try:
+                _remove_entries(sub, depth + 1)
+            except PermissionError:
+                os.chmod(sub, 0o700)
+                _remove_entries(sub, depth + 1)
+        finally:
+            os.close(sub)
+        os.rmdir(name, dir_fd=dfd)
+
+
+def run_item(sock, msg, fds, opts):
+    """Handle one `run`: fork, supervise, reap, clean up, report.  Returns True to exit."""
+    try:
+        req = validate_run(msg, fds)
+    except ProtocolError as e:
+        _close_all(fds)
+        reply = {"op": "error", "message": str(e)}
+        if type(msg.get("id")) is int:
+            reply["id"] = msg["id"]
+        send(sock, reply)
+        return False
+
+    started = time.monotonic()
+    try:
+        pid = os.fork()
+    except OSError as e:
+        _close_all(fds)
+        send(sock, {"op": "error", "message": "fork failed: %s" % (e,), "id": req["id"]})
+        return False
+    if pid == 0:
+        try:
+            _item_child(sock, req, fds, opts)
+        finally:
+            os._exit(EXIT_SETUP)
+    _close_all(fds)                   # only the child holds the pipes' write ends now
+
+    reason, exit_zygote = supervise(sock, req, pid, started)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)     # zombie: pgid still reserved
+    wall_ms = int((time.monotonic() - started) * 1000)
+    try:
+        os.killpg(pid, signal.SIGKILL)   # whatever the item left in its process group
+    except OSError:
+        pass
+    _, status, usage = os.wait4(pid, 0)
+    if opts.own_pidns:
+        # Safe only because we are alone in a PID namespace: remove every leftover process
+        # (daemons that left the group, fork bombs), then reap whatever was reparented to us.
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    clean = empty_dir("/tmp", opts.tmp_mode)
+    send(sock, {"op": "done", "id": req["id"], "reason": reason, "exit_code": exit_code,
+                "signal": sig, "wall_ms": wall_ms,
+                "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
+                "max_rss_kb": usage.ru_maxrss, "clean": clean})
+    return exit_zygote
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="ndtrace-zygote", add_help=False)
+    p.add_argument("--ctrl-fd", type=int, required=True)
+    p.add_argument("--own-pidns", action="store_true")
+    p.add_argument("--drop-uid", type=int)
+    p.add_argument("--drop-gid", type=int)
+    opts = p.parse_args(argv)
+    if (opts.drop_uid is None) != (opts.drop_gid is None):
+        p.error("--drop-uid and --drop-gid go together")
+    return opts
+
+
+def main(argv):
+    opts = parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=opts.ctrl_fd)
+    sock.settimeout(None)
+    try:
+        opts.tmp_mode = stat.S_IMODE(os.stat("/tmp").st_mode)   # restored after every item
+    except OSError:
+        opts.tmp_mode = None
+    gc.collect()
+    gc.freeze()                   # fewer copy-on-write faults in the forked children
+    send(sock, {"op": "ready", "python": platform.python_version(), "pid": os.getpid()})
+    while True:
+        try:
+            msg, fds, err = read_message(sock)
+        except (EOFError, OSError):
+            return 0
+        if err is not None:
+            _close_all(fds)
+            send(sock, {"op": "error", "message": err})
+            continue
+        op = msg["op"]
+        if op == "run":
+            if run_item(sock, msg, fds, opts):
+                return 0
+            continue
+        _close_all(fds)
+        if op == "exit":
+            return 0
+        if op != "kill":              # a kill while idle is stale: ignore it
+            send(sock, {"op": "error", "message": "unknown op %r" % op})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

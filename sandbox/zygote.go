@@ -1,0 +1,267 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// tracerSource is the Python tracer and zygote, run inside the sandbox (docs/tracer-protocol.md).
+//
+//go:embed tracer.py
+var tracerSource string
+
+// TracerVersion identifies the tracer's behaviour; it changes whenever its output could.
+const TracerVersion = "1"
+
+// sandboxEnv is the whole environment of the sandboxed interpreter.
+var sandboxEnv = []string{
+	"PYTHONHASHSEED=0", "PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp", "TMPDIR=/tmp",
+	"PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8", "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
+}
+
+// maxFrame bounds one control message.
+const maxFrame = 64 << 20
+
+// zygote is one running sandbox: the isolated interpreter that forks a child per run.
+type zygote struct {
+	cmd     *exec.Cmd
+	ctrl    *net.UnixConn
+	msgs    chan ctrlMsg  // messages from the zygote; closed when the connection ends
+	exited  chan struct{} // closed when the process has been waited for
+	stderr  *capBuffer
+	python  string
+	cleanup []func()
+	runs    int
+}
+
+// ctrlMsg is any message from the zygote; fields are filled by op.
+type ctrlMsg struct {
+	Op       string `json:"op"`
+	ID       int64  `json:"id"`
+	Python   string `json:"python"`
+	Message  string `json:"message"`
+	Reason   string `json:"reason"`
+	ExitCode *int   `json:"exit_code"`
+	Signal   *int   `json:"signal"`
+	WallMS   int64  `json:"wall_ms"`
+	CPUMS    int64  `json:"cpu_ms"`
+	MaxRSSKB int64  `json:"max_rss_kb"`
+	Clean    *bool  `json:"clean"`
+}
+
+// startZygote starts the interpreter under backend b and waits for its ready message.
+func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "ctrl")
+	theirs := os.NewFile(uintptr(fds[1]), "ctrl-zygote")
+	defer theirs.Close()
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	l := &Launch{
+		Python:   cfg.Python,
+		Args:     []string{"-s", "-B", "-P", "-c", tracerSource, "--ctrl-fd", "3"},
+		Env:      sandboxEnv,
+		ReadOnly: cfg.ReadOnly,
+		TmpBytes: cfg.TmpBytes,
+		Ctrl:     theirs,
+	}
+	cmd, err := b.Command(l)
+	if err != nil {
+		conn.Close()
+		runAll(l.Cleanup)
+		return nil, fmt.Errorf("%s backend: %w", b.Name(), err)
+	}
+	z := &zygote{cmd: cmd, ctrl: conn.(*net.UnixConn), msgs: make(chan ctrlMsg, 4),
+		exited: make(chan struct{}), stderr: &capBuffer{max: 64 << 10}, cleanup: l.Cleanup}
+	cmd.Stdout = io.Discard
+	cmd.Stderr = z.stderr
+	// A process the sandbox leaks (it cannot, with a PID namespace) must not hold Wait forever.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		z.close()
+		return nil, fmt.Errorf("start %s sandbox: %w", b.Name(), err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(z.exited)
+	}()
+	go z.readLoop()
+
+	timer := time.NewTimer(cfg.StartTimeout)
+	defer timer.Stop()
+	select {
+	case m, ok := <-z.msgs:
+		if !ok || m.Op != "ready" {
+			z.kill()
+			<-z.exited
+			return nil, fmt.Errorf("%s sandbox did not start: %s", b.Name(), z.why())
+		}
+		z.python = m.Python
+		return z, nil
+	case <-timer.C:
+		z.kill()
+		return nil, fmt.Errorf("%s sandbox did not start within %v: %s", b.Name(), cfg.StartTimeout, z.why())
+	case <-ctx.Done():
+		z.kill()
+		return nil, ctx.Err()
+	}
+}
+
+// why describes why the zygote failed, from what it wrote to stderr.
+func (z *zygote) why() string {
+	<-waitOr(z.exited, time.Second)
+	s := bytes.TrimSpace(z.stderr.Bytes())
+	if len(s) == 0 {
+		if z.cmd.ProcessState != nil {
+			return z.cmd.ProcessState.String()
+		}
+		return "no message"
+	}
+	if i := bytes.LastIndexByte(s, '\n'); i >= 0 && len(s)-i < 400 {
+		// The last line is the one that says what went wrong (a traceback ends with it).
+		return string(s[i+1:])
+	}
+	return string(s)
+}
+
+func waitOr(ch <-chan struct{}, d time.Duration) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+		case <-time.After(d):
+		}
+		close(out)
+	}()
+	return out
+}
+
+func (z *zygote) readLoop() {
+	defer close(z.msgs)
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(z.ctrl, hdr[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > maxFrame {
+			return
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(z.ctrl, body); err != nil {
+			return
+		}
+		var m ctrlMsg
+		if err := json.Unmarshal(body, &m); err != nil {
+			return
+		}
+		z.msgs <- m
+	}
+}
+
+// send writes one control message, passing files along with its first byte.
+func (z *zygote) send(v any, files ...*os.File) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	hdr := make([]byte, 4)
+	binary.BigEndian.PutUint32(hdr, uint32(len(body)))
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = syscall.UnixRights(fds...)
+	}
+	_ = z.ctrl.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := z.ctrl.WriteMsgUnix(hdr[:1], oob, nil); err != nil {
+		return err
+	}
+	if _, err := z.ctrl.Write(append(hdr[1:], body...)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// kill ends the sandbox at once: killing the PID namespace's first process kills all of it.
+func (z *zygote) kill() {
+	if z.cmd.Process != nil {
+		_ = z.cmd.Process.Kill()
+	}
+}
+
+// close stops the zygote (politely first) and releases everything it holds.
+func (z *zygote) close() {
+	if z.cmd.Process != nil {
+		_ = z.send(map[string]string{"op": "exit"})
+		select {
+		case <-z.exited:
+		case <-time.After(time.Second):
+			z.kill()
+			<-z.exited
+		}
+	}
+	z.ctrl.Close()
+	runAll(z.cleanup)
+}
+
+func runAll(fns []func()) {
+	for _, f := range fns {
+		f()
+	}
+}
+
+// capBuffer keeps the first max bytes written to it and counts them all.
+type capBuffer struct {
+	mu    sync.Mutex
+	max   int
+	buf   bytes.Buffer
+	total int64
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total += int64(len(p))
+	if room := c.max - c.buf.Len(); room > 0 {
+		if len(p) > room {
+			c.buf.Write(p[:room])
+		} else {
+			c.buf.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+// Bytes returns a copy of what was kept.
+func (c *capBuffer) Bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf.Bytes())
+}
+
+// Total is how many bytes were written.
+func (c *capBuffer) Total() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}

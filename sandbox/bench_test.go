@@ -26,7 +26,7 @@ func BenchmarkRunLatency(b *testing.B) {
 		res, err := sb.Run(context.Background(), req)
 		lat = append(lat, time.Since(t0))
 		if err != nil || res.Status != schemas.StatusOK {
-			b.Fatalf("%v %v", err, res)
+			b.Fatalf("%v %s %s", err, res.Status, res.Detail)
 		}
 	}
 	b.ReportMetric(float64(median(lat).Microseconds())/1000, "median-ms")
@@ -83,13 +83,14 @@ def f(n):
 				b.Fatal(err)
 			}
 			defer sb.Close()
-			req := sandbox.Request{Code: code, Call: "f(20000)", Naive: mode.naive}
+			req := sandbox.Request{Code: code, Call: "f(5000)", Naive: mode.naive,
+				Limits: sandbox.Limits{TraceEvents: 1 << 24, TraceBytes: 1 << 32, WallTime: time.Minute, CPUTime: time.Minute}}
 			events := 0
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				res, err := sb.Run(context.Background(), req)
 				if err != nil || res.Status != schemas.StatusOK {
-					b.Fatalf("%v %+v", err, res)
+					b.Fatalf("%v %s %s", err, res.Status, res.Detail)
 				}
 				events += len(res.Events)
 			}

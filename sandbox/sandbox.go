@@ -16,7 +16,6 @@ package sandbox
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -419,32 +418,16 @@ type traceDecoder struct {
 	bytes  int64
 }
 
+// frameState is what the decoder knows of one frame: its names in order and its current locals.
+// locals is shared by every event at which nothing changed, so it is never modified in place.
 type frameState struct {
-	names []string
-	vals  map[string]string
+	names  []string
+	locals schemas.Locals
 }
 
 type endRecord struct {
 	status                     schemas.Status
 	value, excType, excMessage string
-}
-
-// wireEvent is one line of the events stream.
-type wireEvent struct {
-	Event      string            `json:"event"`
-	Frame      int               `json:"frame"`
-	Func       string            `json:"func"`
-	File       string            `json:"file"`
-	Lineno     int               `json:"lineno"`
-	Depth      int               `json:"depth"`
-	Src        string            `json:"src"`
-	Names      []string          `json:"names"`
-	Locals     map[string]string `json:"locals"`
-	Value      *string           `json:"value"`
-	ExcType    string            `json:"exc_type"`
-	Unwind     bool              `json:"unwind"`
-	Status     string            `json:"status"`
-	ExcMessage string            `json:"exc_message"`
 }
 
 func newTraceDecoder() *traceDecoder {
@@ -477,7 +460,7 @@ func (d *traceDecoder) read(r io.Reader, maxBytes int64) error {
 			_, _ = io.Copy(io.Discard, br)
 			return errTraceTooLarge
 		}
-		if len(line) > 0 && line[len(line)-1] == '\n' && d.end == nil {
+		if len(line) > 0 && line[len(line)-1] == '\n' {
 			d.decode(line)
 		}
 		if err != nil {
@@ -487,8 +470,11 @@ func (d *traceDecoder) read(r io.Reader, maxBytes int64) error {
 }
 
 func (d *traceDecoder) decode(line []byte) {
-	var w wireEvent
-	if json.Unmarshal(line, &w) != nil {
+	if d.end != nil {
+		return // nothing after the end record counts
+	}
+	w, err := parseWire(line)
+	if err != nil {
 		return
 	}
 	switch w.Event {
@@ -505,33 +491,42 @@ func (d *traceDecoder) decode(line []byte) {
 	}
 	st := d.frames[w.Frame]
 	if st == nil {
-		st = &frameState{vals: map[string]string{}}
+		st = &frameState{}
 		d.frames[w.Frame] = st
 	}
-	if w.Names != nil {
-		st.names = w.Names
-		if len(st.vals) > len(st.names) || len(w.Locals) > 0 {
-			keep := make(map[string]bool, len(st.names))
-			for _, n := range st.names {
-				keep[n] = true
-			}
-			for n := range st.vals {
-				if !keep[n] {
-					delete(st.vals, n)
-				}
-			}
-		}
-	}
-	for k, v := range w.Locals {
-		st.vals[k] = v
-	}
-	locals := make(schemas.Locals, 0, len(st.names))
-	for _, n := range st.names {
-		if v, ok := st.vals[n]; ok {
-			locals = append(locals, schemas.Var{Name: n, Value: v})
-		}
+	if w.HasNames || len(w.Locals) > 0 {
+		st.apply(w)
 	}
 	d.events = append(d.events, schemas.Event{Event: w.Event, Frame: w.Frame, Func: w.Func, File: w.File,
-		Lineno: w.Lineno, Depth: w.Depth, Src: w.Src, Locals: locals, Value: w.Value, ExcType: w.ExcType,
+		Lineno: w.Lineno, Depth: w.Depth, Src: w.Src, Locals: st.locals, Value: w.Value, ExcType: w.ExcType,
 		Unwind: w.Unwind})
+}
+
+// apply builds the frame's new locals from the previous ones and the event's diff, in names order.
+// Names without a value (which the tracer never sends) are left out.
+func (st *frameState) apply(w wireEvent) {
+	if w.HasNames {
+		st.names = w.Names
+	}
+	next := make(schemas.Locals, 0, len(st.names))
+	for _, n := range st.names {
+		v, ok := lookup(w.Locals, n)
+		if !ok {
+			v, ok = st.locals.Get(n)
+		}
+		if ok {
+			next = append(next, schemas.Var{Name: n, Value: v})
+		}
+	}
+	st.locals = next
+}
+
+// lookup finds name in a diff (searched from the end, so a repeated key's last value wins).
+func lookup(diff []schemas.Var, name string) (string, bool) {
+	for i := len(diff) - 1; i >= 0; i-- {
+		if diff[i].Name == name {
+			return diff[i].Value, true
+		}
+	}
+	return "", false
 }

@@ -414,3 +414,39 @@ func TestBadConfig(t *testing.T) {
 		t.Errorf("empty call: no error")
 	}
 }
+
+// TestDiffsMatchNaive checks the tracer's diff encoding and caches end to end: for every program,
+// the full locals rebuilt from the diffs equal the naive tracer's, which renders everything at every
+// event.
+func TestDiffsMatchNaive(t *testing.T) {
+	programs := []struct{ code, call string }{
+		{"def f():\n    xs = [1, 2, 3]\n    xs[0] = 9\n    xs[1] = 2\n    xs.append(4)\n    d = {'a': 1}\n    d['a'] = 2\n    d2 = {'a': 1}\n    del d2['a']\n    d2['b'] = 1\n    ys = xs\n    del ys\n    ys = xs\n    ys[2] = 'x'\n    t = (1, [2])\n    t[1].append(3)\n    s = {1, 2}\n    s.add(3)\n    s.discard(3)\n    nested = [[1], [2]]\n    nested[0][0] = 5\n    return xs, d, d2, t, s, nested\n", "f()"},
+		{"def g(n):\n    acc = []\n    for i in range(n):\n        acc.append(i)\n        acc[0] = -i\n        if i % 2:\n            del acc[-1]\n    return acc\n\ndef f():\n    r = g(6)\n    r2 = g(3)\n    return r + r2\n", "f()"},
+		{"def gen(n):\n    state = []\n    for i in range(n):\n        state.append(i)\n        yield list(state)\n\ndef f():\n    return [s for s in gen(4)]\n", "f()"},
+		{"class C:\n    def __init__(self):\n        self.v = []\n    def __repr__(self):\n        return 'C%r' % (self.v,)\n\ndef f():\n    c = C()\n    c.v.append(1)\n    c.v.append(2)\n    return c\n", "f()"},
+	}
+	for i, p := range programs {
+		a, err := shared(t).Run(context.Background(), sandbox.Request{Code: p.code, Call: p.call})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := shared(t).Run(context.Background(), sandbox.Request{Code: p.code, Call: p.call, Naive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Status != schemas.StatusOK || b.Status != schemas.StatusOK || len(a.Events) != len(b.Events) {
+			t.Fatalf("program %d: %s/%s, %d vs %d events", i, a.Status, b.Status, len(a.Events), len(b.Events))
+		}
+		for j := range a.Events {
+			la, lb := a.Events[j].Locals, b.Events[j].Locals
+			if len(la) != len(lb) {
+				t.Fatalf("program %d event %d (line %d): locals %v, naive %v", i, j, a.Events[j].Lineno, la, lb)
+			}
+			for k := range la {
+				if la[k] != lb[k] {
+					t.Fatalf("program %d event %d (line %d): locals %v, naive %v", i, j, a.Events[j].Lineno, la, lb)
+				}
+			}
+		}
+	}
+}

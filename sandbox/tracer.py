@@ -8,11 +8,11 @@ It is the long-lived *zygote*: it imports everything once, then forks one short-
 per `run` request, so an item costs a fork() instead of a sandbox and interpreter start-up.  The
 contract with the Go side is docs/tracer-protocol.md; the comments below only explain the why.
 
-Trust model.  The zygote never executes user code, never unpickles and only speaks JSON.  The item
-child runs untrusted code in the same process as the tracer, so everything it writes (fd 1, 2 and the
-events pipe on fd 3) is untrusted; the tracer's job there is to be correct for honest code and to
-never crash silently for hostile or pathological code (slow/raising __repr__, huge values, deep
-recursion, memory exhaustion, user forks).
+Trust model.  The zygote never executes user code, never unpickles and only speaks JSON.  The
+item child runs untrusted code in the same process as the tracer, so everything it writes (fd 1,
+2 and the events pipe on fd 3) is untrusted; the tracer's job there is to be correct for honest
+code and to never crash silently for hostile or pathological code (slow/raising __repr__, huge
+values, deep recursion, memory exhaustion, user forks).
 
 Standard library only; works on CPython 3.11, 3.12 and 3.13.
 """
@@ -24,6 +24,7 @@ import gc
 import json
 import linecache
 import opcode
+import operator
 import os
 import platform
 import random
@@ -37,6 +38,11 @@ import struct
 import sys
 import time
 import types
+
+try:
+    import _signal as _csignal   # getsignal/signal without signal.py's enum wrapping (faster)
+except ImportError:              # pragma: no cover - not CPython
+    _csignal = signal
 
 EVENTS_FD = 3                 # the events pipe in the item child
 MAX_MESSAGE = 64 << 20        # control-socket message cap (both directions)
@@ -116,8 +122,8 @@ def make_tracer(req):
     """Build the per-item tracer; called once, in the item child, after fork.
 
     All mutable state lives in this closure (nothing is shared with the zygote or with other
-    items).  Builtins are bound to closure variables so user code that monkey-patches
-    `builtins.repr`/`len`/... cannot subvert the tracer.  Returns a namespace of entry points.
+    items).  The builtins the tracer uses are bound to closure variables: faster to load, and
+    immune to user code that rebinds `builtins.repr` & co.  Returns a namespace of entry points.
     """
     limits = req["limits"]
     vc = max(1, limits["value_chars"])
@@ -131,9 +137,10 @@ def make_tracer(req):
     own_lines = _NEWLINE_RE.split(req["code"])
 
     _repr, _type, _len, _tuple, _str, _id = repr, type, len, tuple, str, id
+    _min, _max, _sum, _map, _set, _issubclass = min, max, sum, map, set, issubclass
     _write, _settrace, _gettrace = os.write, sys.settrace, sys.gettrace
     _getrec = sys.getrecursionlimit
-    _setitimer, _getsignal, _signal = signal.setitimer, signal.getsignal, signal.signal
+    _setitimer, _getsignal, _signal = signal.setitimer, _csignal.getsignal, _csignal.signal
     _ITIMER, _SIGALRM = signal.ITIMER_REAL, signal.SIGALRM
     _MethodType = types.MethodType
     IMMUTABLE = frozenset((int, float, complex, bool, type(None), str, bytes))
@@ -143,6 +150,10 @@ def make_tracer(req):
     FLOATS = frozenset((float, bool, type(None)))
     STRS = frozenset((str,))
     MISSING = object()
+    # Element types whose rendering depends only on the object itself: a flat list, tuple or
+    # dict of these renders the same as long as its elements are the very same objects.
+    FLAT = IMMUTABLE
+    _is, _all = operator.is_, all
     # ints strictly inside (-BIG, BIG) have a repr of at most 19 chars: no size check needed
     BIG = 10 ** 18 if vc >= 20 else 0
     INT_BITS = 14284                        # ~4300 digits (CPython's default str limit):
@@ -230,7 +241,7 @@ def make_tracer(req):
 
     def end_exception(exc):
         """End record for an exception that escaped the module body or the call."""
-        if issubclass(_type(exc), MemoryError):
+        if _issubclass(_type(exc), MemoryError):
             ballast.clear()
             end("memory", exc_type="MemoryError")
         else:
@@ -250,11 +261,11 @@ def make_tracer(req):
             active = False
             sys.setrecursionlimit(sys.getrecursionlimit() + 1000)
             tp = _type(exc)
-            if issubclass(tp, MemoryError):
+            if _issubclass(tp, MemoryError):
                 ballast.clear()
                 end("memory", exc_type="MemoryError")
                 finish(0)
-            if issubclass(tp, RecursionError):
+            if _issubclass(tp, RecursionError):
                 msg = "maximum recursion depth exceeded"
                 end("exception", "RecursionError(%r)" % msg, "RecursionError", msg)
                 finish(0)
@@ -328,7 +339,7 @@ def make_tracer(req):
         if failure is not None:
             return failure
         if _type(result) is not str:
-            if not issubclass(_type(result), str):
+            if not _issubclass(_type(result), str):
                 return "<%s object (%s returned %s)>" % (name, what, _qualname(_type(result)))
             result = str.__str__(result)
         return normalise(result)
@@ -364,6 +375,19 @@ def make_tracer(req):
         except ValueError:           # beyond sys.get_int_max_str_digits()
             return "<int with %d bits>" % bits
 
+    def flat_snapshot(v, tp):
+        """(v, len, elements[, keys]) if v is a flat list/tuple/dict of FLAT scalars, else None."""
+        try:
+            if tp is list or tp is tuple:
+                if _set(_map(_type, v)) <= FLAT:
+                    return (v, _len(v), _tuple(v))
+            elif tp is dict:
+                if _set(_map(_type, v)) <= FLAT and _set(_map(_type, v.values())) <= FLAT:
+                    return (v, _len(v), _tuple(v.values()), _tuple(v))
+        except Exception:
+            pass
+        return None
+
     def render(v):
         """The rendering of v: repr-identical for builtins, at most vc chars plus '...'."""
         tp = _type(v)
@@ -379,11 +403,13 @@ def make_tracer(req):
             r = fast_repr(v, tp)
             if r is None:
                 out = []
-                room = into(v, out, vc, set(), 0)
+                try:
+                    room = into(v, out, vc, _set(), 0)
+                except Exception as e:  # e.g. an element's repr mutated the container
+                    return "<%s object (repr raised %s)>" % (_qualname(tp), _qualname(_type(e)))
                 r = "".join(out)
                 if room < 0:            # budget spent (or nesting too deep): always cut
-                    r = r[:vc] + "..."
-                    return r
+                    return r[:vc] + "..."
         else:
             r = guarded(tp.__repr__, v, "repr")
         if _len(r) > vc:
@@ -393,11 +419,11 @@ def make_tracer(req):
     def flat_cost(items, types_):
         """Upper bound on the C repr work for a flat collection of safe scalars, else None."""
         if types_ <= INTS:
-            return 21 * _len(items) if -BIG < min(items) and max(items) < BIG else None
+            return 21 * _len(items) if -BIG < _min(items) and _max(items) < BIG else None
         if types_ <= FLOATS:
             return 26 * _len(items)
         if types_ == STRS:
-            return sum(map(_len, items)) + 4 * _len(items)
+            return _sum(_map(_len, items)) + 4 * _len(items)
         return None
 
     def fast_repr(v, tp):
@@ -408,15 +434,15 @@ def make_tracer(req):
             return None
         try:
             if tp is dict:
-                kc = flat_cost(v.keys(), set(map(_type, v)))
+                kc = flat_cost(v.keys(), _set(_map(_type, v)))
                 if kc is None:
                     return None
-                c = flat_cost(v.values(), set(map(_type, v.values())))
+                c = flat_cost(v.values(), _set(_map(_type, v.values())))
                 if c is None:
                     return None
                 c += kc
             else:
-                c = flat_cost(v, set(map(_type, v)))
+                c = flat_cost(v, _set(_map(_type, v)))
             if c is None or c > FAST_WORK:
                 return None
             return _repr(v)
@@ -511,14 +537,23 @@ def make_tracer(req):
             return loc.copy()
         return {}
 
-    def name_key(k):
-        """JSON key prefix for a local name, or '' for excluded names (.0, __class__, ...)."""
-        if _type(k) is not str or k[:1] == "." or (k[:2] == "__" and k[-2:] == "__"):
-            j = ""
-        else:
-            j = _enc(k) + ":"
-        keyj[k] = j
-        return j
+    def kept_names(keys):
+        """The local names that are reported, in order; fills keyj with their JSON keys.
+
+        Excluded: a comprehension's `.0` and dunders such as a `__class__` cell (and any
+        non-str key a class body's namespace might hold).
+        """
+        names = []
+        for k in keys:
+            if _type(k) is not str:
+                continue
+            j = keyj.get(k)
+            if j is None:
+                j = keyj[k] = ("" if k[:1] == "." or (k[:2] == "__" and k[-2:] == "__")
+                               else _enc(k) + ":")
+            if j:
+                names.append(k)
+        return names
 
     class Frame:
         """Diff state of one traced frame; its bound `trace` is the frame's f_trace.
@@ -527,8 +562,8 @@ def make_tracer(req):
         state (and ordinal) across resumptions for as long as it lives, and a finished frame's
         state is freed with it, without any frame-keyed table that would pin frames.
         """
-        __slots__ = ("ordinal", "head", "info", "lines", "depth", "sdepth", "dstr", "lineno", "keys", "names", "vals",
-                     "objs", "exc", "fn")
+        __slots__ = ("ordinal", "head", "info", "lines", "depth", "sdepth", "dstr", "lineno",
+                     "keys", "names", "vals", "objs", "snaps", "exc", "fn")
 
         def __init__(self, info):
             nonlocal ordinal
@@ -540,6 +575,7 @@ def make_tracer(req):
             self.keys = self.names = None
             self.vals = {}
             self.objs = {}
+            self.snaps = {}
             self.exc = False
             self.lineno = info.first
             self.fn = self.naive_trace if naive else self.trace
@@ -547,13 +583,14 @@ def make_tracer(req):
         def rename(self, keys):
             """Recompute the filtered names after the f_locals keys changed."""
             self.keys = keys
-            names = [k for k in keys if (keyj.get(k) if k in keyj else name_key(k))]
+            names = kept_names(keys)
             if names == self.names:
                 return ""
             vals, objs = self.vals, self.objs
             if self.names:
                 for k in set(self.names).difference(names):
                     del vals[k], objs[k]      # re-emit a name that disappears and comes back
+                    self.snaps.pop(k, None)
             for k in names:
                 if k not in vals:
                     vals[k] = None
@@ -581,7 +618,7 @@ def make_tracer(req):
                     loc = as_dict(loc)
                 keys = _tuple(loc)
                 names_part = "" if keys == self.keys else self.rename(keys)
-                vals, objs = self.vals, self.objs
+                vals, objs, snaps = self.vals, self.objs, self.snaps
                 changed = []
                 for name in self.names:
                     v = loc[name]
@@ -594,7 +631,15 @@ def make_tracer(req):
                         r = _repr(v)
                         j = _enc(r if _len(r) <= vc else r[:vc] + "...")
                     else:
+                        # A flat list/tuple/dict whose elements are still the same objects
+                        # renders as before: skip the repr (identity checks run in C).
+                        snap = snaps.get(name)
+                        if (snap is not None and snap[0] is v and _len(v) == snap[1]
+                                and _all(_map(_is, snap[2], v if tp is not dict else v.values()))
+                                and (tp is not dict or _all(_map(_is, snap[3], v)))):
+                            continue
                         j = _enc(render(v))
+                        snaps[name] = flat_snapshot(v, tp)
                     objs[name] = v if tp in IMMUTABLE else MISSING
                     if j != vals[name]:
                         vals[name] = j
@@ -647,7 +692,7 @@ def make_tracer(req):
                 loc = frame.f_locals
                 if _type(loc) is not dict:
                     loc = as_dict(loc)
-                names = [k for k in loc if (keyj.get(k) if k in keyj else name_key(k))]
+                names = kept_names(loc)
                 ev["names"] = names
                 ev["locals"] = {k: plain(loc[k]) for k in names}
                 if event == "return":
@@ -691,8 +736,8 @@ def make_tracer(req):
             fn = code.co_filename
             t = file_is_target.get(fn)
             if t is None:
-                t = file_is_target[fn] = (fn in exact_targets
-                                          or (bool(prefix_targets) and fn.startswith(prefix_targets)))
+                t = file_is_target[fn] = (fn in exact_targets or (
+                    bool(prefix_targets) and fn.startswith(prefix_targets)))
             if not t or frame.f_globals is _OWN_GLOBALS:
                 return None
             st = None
@@ -882,8 +927,13 @@ class ProtocolError(Exception):
 
 
 def send(sock, obj):
+    """Send one framed message; False when Go has gone away (the caller then winds down)."""
     data = json.dumps(obj, separators=(",", ":")).encode("ascii")
-    sock.sendall(struct.pack(">I", len(data)) + data)
+    try:
+        sock.sendall(struct.pack(">I", len(data)) + data)
+        return True
+    except OSError:
+        return False
 
 
 def _recv_exact(sock, n):
@@ -1013,9 +1063,10 @@ def supervise(sock, req, pid, started):
             except (EOFError, OSError):
                 reason, exit_zygote = "killed", True      # Go is gone: stop everything
                 break
+            reply = None
             _close_all(fds)
             if err is not None:
-                send(sock, {"op": "error", "message": err})
+                reply = {"op": "error", "message": err}
             elif msg["op"] == "kill":
                 if msg.get("id") == req["id"]:
                     reason = "killed"
@@ -1024,10 +1075,13 @@ def supervise(sock, req, pid, started):
                 reason, exit_zygote = "killed", True
                 break
             elif msg["op"] == "run":
-                send(sock, {"op": "error", "message": "busy: item %r is running" % req["id"],
-                            "id": msg.get("id")})
+                reply = {"op": "error", "message": "busy: item %r is running" % req["id"],
+                         "id": msg.get("id")}
             else:
-                send(sock, {"op": "error", "message": "unknown op %r" % msg["op"]})
+                reply = {"op": "error", "message": "unknown op %r" % msg["op"]}
+            if reply is not None and not send(sock, reply):
+                reason, exit_zygote = "killed", True
+                break
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -1096,6 +1150,31 @@ def _remove_entries(dfd, depth):
         os.rmdir(name, dir_fd=dfd)
 
 
+def _kill_namespace(timeout=5.0):
+    """--own-pidns only: SIGKILL every other process in our PID namespace and reap them all.
+
+    kill(-1) from inside a private PID namespace reaches exactly the item's leftovers
+    (daemons that left its process group, fork bombs); outside one it would hit the whole
+    host, hence the flag.  Orphans are reparented to us (PID 1 of the namespace), so "no
+    children left" means "nothing left".  A fork racing the kill can escape one round, so
+    repeat until empty; False if something survives the timeout (Go recycles the sandbox).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+
+
 def run_item(sock, msg, fds, opts):
     """Handle one `run`: fork, supervise, reap, clean up, report.  Returns True to exit."""
     try:
@@ -1105,16 +1184,15 @@ def run_item(sock, msg, fds, opts):
         reply = {"op": "error", "message": str(e)}
         if type(msg.get("id")) is int:
             reply["id"] = msg["id"]
-        send(sock, reply)
-        return False
+        return not send(sock, reply)
 
     started = time.monotonic()
     try:
         pid = os.fork()
     except OSError as e:
         _close_all(fds)
-        send(sock, {"op": "error", "message": "fork failed: %s" % (e,), "id": req["id"]})
-        return False
+        return not send(sock, {"op": "error", "message": "fork failed: %s" % (e,),
+                               "id": req["id"]})
     if pid == 0:
         try:
             _item_child(sock, req, fds, opts)
@@ -1130,26 +1208,15 @@ def run_item(sock, msg, fds, opts):
     except OSError:
         pass
     _, status, usage = os.wait4(pid, 0)
-    if opts.own_pidns:
-        # Safe only because we are alone in a PID namespace: remove every leftover process
-        # (daemons that left the group, fork bombs), then reap whatever was reparented to us.
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        while True:
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
+    all_gone = _kill_namespace() if opts.own_pidns else True
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    clean = empty_dir("/tmp", opts.tmp_mode)
-    send(sock, {"op": "done", "id": req["id"], "reason": reason, "exit_code": exit_code,
-                "signal": sig, "wall_ms": wall_ms,
-                "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
-                "max_rss_kb": usage.ru_maxrss, "clean": clean})
-    return exit_zygote
+    clean = empty_dir("/tmp", opts.tmp_mode) and all_gone
+    sent = send(sock, {"op": "done", "id": req["id"], "reason": reason, "exit_code": exit_code,
+                       "signal": sig, "wall_ms": wall_ms,
+                       "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
+                       "max_rss_kb": usage.ru_maxrss, "clean": clean})
+    return exit_zygote or not sent
 
 
 def parse_args(argv):
@@ -1176,7 +1243,8 @@ def main(argv):
         opts.tmp_mode = None
     gc.collect()
     gc.freeze()                   # fewer copy-on-write faults in the forked children
-    send(sock, {"op": "ready", "python": platform.python_version(), "pid": os.getpid()})
+    if not send(sock, {"op": "ready", "python": platform.python_version(), "pid": os.getpid()}):
+        return 0
     while True:
         try:
             msg, fds, err = read_message(sock)
@@ -1184,7 +1252,8 @@ def main(argv):
             return 0
         if err is not None:
             _close_all(fds)
-            send(sock, {"op": "error", "message": err})
+            if not send(sock, {"op": "error", "message": err}):
+                return 0
             continue
         op = msg["op"]
         if op == "run":
@@ -1194,8 +1263,8 @@ def main(argv):
         _close_all(fds)
         if op == "exit":
             return 0
-        if op != "kill":              # a kill while idle is stale: ignore it
-            send(sock, {"op": "error", "message": "unknown op %r" % op})
+        if op != "kill" and not send(sock, {"op": "error", "message": "unknown op %r" % op}):
+            return 0                  # (a kill while idle is stale: ignored)
 
 
 if __name__ == "__main__":

@@ -376,13 +376,22 @@ func (s *Sandbox) classify(res *Result, dec *traceDecoder, done *ctrlMsg, killSt
 		res.Status, res.Detail = schemas.StatusTimeout, fmt.Sprintf("wall-clock limit of %v reached", lim.WallTime)
 	case done.Reason == "killed":
 		res.Status, res.Detail = schemas.StatusKilled, "killed on request"
+	case done.ExitCode != nil && (*done.ExitCode == exitSetup || *done.ExitCode == exitTracerBug):
+		// The tracer failed, not the traced code: that is the sandbox's fault, never data.
+		res.Status = schemas.StatusSandboxError
+		res.Detail = fmt.Sprintf("tracer failed (exit %d): %s", *done.ExitCode, lastLine(res.Stderr))
+		if end != nil && end.excType == "TracerError" {
+			res.Detail = "tracer failed: " + end.excMessage
+		}
 	case end != nil:
 		res.Status = end.status
 	case done.Signal != nil && (*done.Signal == int(syscall.SIGXCPU) ||
 		(*done.Signal == int(syscall.SIGKILL) && time.Duration(done.CPUMS)*time.Millisecond >= lim.CPUTime)):
 		res.Status, res.Detail = schemas.StatusTimeout, fmt.Sprintf("CPU-time limit of %v reached", lim.CPUTime)
-	case done.ExitCode != nil && *done.ExitCode == 99:
+	case done.ExitCode != nil && *done.ExitCode == exitNoMemory:
 		res.Status, res.Detail = schemas.StatusMemory, "the tracer ran out of memory"
+	case done.ExitCode != nil && *done.ExitCode == exitPipe:
+		res.Status, res.Detail = schemas.StatusKilled, "the traced code closed the events channel"
 	case done.Signal != nil:
 		res.Status, res.Detail = schemas.StatusKilled, "killed by signal "+syscall.Signal(*done.Signal).String()
 	default:
@@ -403,6 +412,20 @@ func (s *Sandbox) classify(res *Result, dec *traceDecoder, done *ctrlMsg, killSt
 			res.Detail = fmt.Sprintf("trace limit reached (%d events or %d bytes)", lim.TraceEvents, lim.TraceBytes)
 		}
 	}
+}
+
+// Exit codes of the item child when it cannot write a normal end record (docs/tracer-protocol.md).
+const (
+	exitTracerBug = 70
+	exitPipe      = 71
+	exitSetup     = 97
+	exitNoMemory  = 99
+)
+
+// lastLine returns the last non-empty line of b, for one-line error details.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // backendDropsPrivileges reports whether traced code runs as a different uid than the zygote.

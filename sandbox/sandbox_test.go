@@ -304,6 +304,12 @@ func TestTracer(t *testing.T) {
 			}},
 		{name: "call_syntax_error", code: "def f(x):\n    return x\n", call: "f(1,,)", status: schemas.StatusInvalid},
 		{name: "module_body_raises", code: "raise KeyError('at import')\n", call: "f()", status: schemas.StatusException},
+		{name: "code_closes_event_fd", code: "import os\ndef f():\n    os.close(3)\n    return 1\n", call: "f()", status: schemas.StatusKilled,
+			check: func(t *testing.T, res *sandbox.Result) {
+				if !strings.Contains(res.Detail, "events channel") {
+					t.Errorf("detail %q", res.Detail)
+				}
+			}},
 		{name: "event_limit", code: "def f():\n    i = 0\n    while True:\n        i += 1\n", call: "f()", status: schemas.StatusEventLimit},
 	}
 	for _, tc := range tests {

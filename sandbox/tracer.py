@@ -1228,6 +1228,11 @@ def parse_args(argv):
     opts = p.parse_args(argv)
     if (opts.drop_uid is None) != (opts.drop_gid is None):
         p.error("--drop-uid and --drop-gid go together")
+    # Defence in depth: kill(-1) outside a private PID namespace would hit the whole host. In
+    # one, the zygote is PID 1 (namespaces backend) or 2 (bubblewrap's init is PID 1).
+    if opts.own_pidns and os.getpid() > 2:
+        p.error("--own-pidns given, but this process (pid %d) is not at the top of a fresh PID "
+                "namespace" % os.getpid())
     return opts
 
 

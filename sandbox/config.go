@@ -48,43 +48,45 @@ var DefaultLimits = Limits{
 	ReprTimeout:  100 * time.Millisecond,
 }
 
-// withDefaults returns l with every zero field set from DefaultLimits.
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
-	if l.WallTime <= 0 {
-		l.WallTime = d.WallTime
+// withDefaults returns l with every zero (or negative) field set from DefaultLimits.
+func (l Limits) withDefaults() Limits { return mergeLimits(DefaultLimits, l) }
+
+// mergeLimits returns base with every positive field of over taking its place.
+func mergeLimits(base, over Limits) Limits {
+	if over.WallTime > 0 {
+		base.WallTime = over.WallTime
 	}
-	if l.CPUTime <= 0 {
-		l.CPUTime = d.CPUTime
+	if over.CPUTime > 0 {
+		base.CPUTime = over.CPUTime
 	}
-	if l.AddressSpace <= 0 {
-		l.AddressSpace = d.AddressSpace
+	if over.AddressSpace > 0 {
+		base.AddressSpace = over.AddressSpace
 	}
-	if l.Processes <= 0 {
-		l.Processes = d.Processes
+	if over.Processes > 0 {
+		base.Processes = over.Processes
 	}
-	if l.FileSize <= 0 {
-		l.FileSize = d.FileSize
+	if over.FileSize > 0 {
+		base.FileSize = over.FileSize
 	}
-	if l.OpenFiles <= 0 {
-		l.OpenFiles = d.OpenFiles
+	if over.OpenFiles > 0 {
+		base.OpenFiles = over.OpenFiles
 	}
-	if l.OutputBytes <= 0 {
-		l.OutputBytes = d.OutputBytes
+	if over.OutputBytes > 0 {
+		base.OutputBytes = over.OutputBytes
 	}
-	if l.TraceEvents <= 0 {
-		l.TraceEvents = d.TraceEvents
+	if over.TraceEvents > 0 {
+		base.TraceEvents = over.TraceEvents
 	}
-	if l.TraceBytes <= 0 {
-		l.TraceBytes = d.TraceBytes
+	if over.TraceBytes > 0 {
+		base.TraceBytes = over.TraceBytes
 	}
-	if l.ValueChars <= 0 {
-		l.ValueChars = d.ValueChars
+	if over.ValueChars > 0 {
+		base.ValueChars = over.ValueChars
 	}
-	if l.ReprTimeout <= 0 {
-		l.ReprTimeout = d.ReprTimeout
+	if over.ReprTimeout > 0 {
+		base.ReprTimeout = over.ReprTimeout
 	}
-	return l
+	return base
 }
 
 // Config configures a Sandbox.

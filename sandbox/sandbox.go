@@ -131,43 +131,6 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	return res, err
 }
 
-func mergeLimits(base, over Limits) Limits {
-	if over.WallTime > 0 {
-		base.WallTime = over.WallTime
-	}
-	if over.CPUTime > 0 {
-		base.CPUTime = over.CPUTime
-	}
-	if over.AddressSpace > 0 {
-		base.AddressSpace = over.AddressSpace
-	}
-	if over.Processes > 0 {
-		base.Processes = over.Processes
-	}
-	if over.FileSize > 0 {
-		base.FileSize = over.FileSize
-	}
-	if over.OpenFiles > 0 {
-		base.OpenFiles = over.OpenFiles
-	}
-	if over.OutputBytes > 0 {
-		base.OutputBytes = over.OutputBytes
-	}
-	if over.TraceEvents > 0 {
-		base.TraceEvents = over.TraceEvents
-	}
-	if over.TraceBytes > 0 {
-		base.TraceBytes = over.TraceBytes
-	}
-	if over.ValueChars > 0 {
-		base.ValueChars = over.ValueChars
-	}
-	if over.ReprTimeout > 0 {
-		base.ReprTimeout = over.ReprTimeout
-	}
-	return base
-}
-
 // runMsg is the zygote's run command (docs/tracer-protocol.md).
 type runMsg struct {
 	Op       string    `json:"op"`

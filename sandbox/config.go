@@ -166,6 +166,8 @@ type Result struct {
 	Detail string
 	// Events is the trace, with full locals at every event.
 	Events []schemas.Event
+	// Blocks are the top-level statements of the traced file (for the CODE context).
+	Blocks []schemas.Block
 	// Value is the rendered return value of the call (status ok) or the rendered exception.
 	Value string
 	// ExcType and ExcMessage describe the exception of status exception, memory or invalid.

@@ -295,6 +295,7 @@ wait:
 	}
 
 	res.Events = dec.events
+	res.Blocks = dec.blocks
 	res.TraceBytes = dec.bytes
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 	res.StdoutBytes, res.StderrBytes = stdout.Total(), stderr.Total()
@@ -399,6 +400,7 @@ func (s *Sandbox) backendDropsPrivileges() bool {
 // traceDecoder rebuilds full events from the tracer's diff-encoded JSON Lines.
 type traceDecoder struct {
 	events []schemas.Event
+	blocks []schemas.Block
 	frames map[int]*frameState
 	end    *endRecord
 	bytes  int64
@@ -464,6 +466,13 @@ func (d *traceDecoder) decode(line []byte) {
 		return
 	}
 	switch w.Event {
+	case "blocks":
+		for _, b := range w.Blocks {
+			if b[0] > 0 && b[1] >= b[0] {
+				d.blocks = append(d.blocks, schemas.Block{File: w.File, Start: b[0], End: b[1]})
+			}
+		}
+		return
 	case "end":
 		e := &endRecord{status: schemas.Status(w.Status), excType: w.ExcType, excMessage: w.ExcMessage}
 		if w.Value != nil {

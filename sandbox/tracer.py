@@ -18,6 +18,7 @@ Standard library only; works on CPython 3.11, 3.12 and 3.13.
 """
 
 import argparse
+import ast
 import builtins
 import fcntl
 import gc
@@ -790,7 +791,7 @@ def make_tracer(req):
 
     return types.SimpleNamespace(start=start, stop=stop, end=end, end_exception=end_exception,
                                  finish=finish, render=render, at_fork_child=at_fork_child,
-                                 ballast=ballast)
+                                 ballast=ballast, emit=emit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -862,7 +863,8 @@ def _item_child(sock, req, fds, opts):
 
     try:
         try:
-            code = compile(req["code"], req["filename"], "exec", dont_inherit=True)
+            tree = ast.parse(req["code"], req["filename"])
+            code = compile(tree, req["filename"], "exec", dont_inherit=True)
             call = compile(req["call"], "<call>", "eval", dont_inherit=True)
         except MemoryError:
             tracer.ballast.clear()
@@ -874,6 +876,13 @@ def _item_child(sock, req, fds, opts):
             tracer.end("invalid", exc_type=_qualname(type(e)),
                        exc_message=msg if len(msg) <= vc else msg[:vc] + "...")
             tracer.finish(0)
+
+        # The file's top-level statements (decorators included): the debugger's CODE context is
+        # made of the blocks that contain visited lines.
+        blocks = [[min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", ())]),
+                   n.end_lineno] for n in tree.body]
+        tracer.emit('{"event":"blocks","file":%s,"blocks":%s}\n'
+                    % (json.dumps(req["filename"]), json.dumps(blocks, separators=(",", ":"))))
 
         lines = [line + "\n" for line in _NEWLINE_RE.split(req["code"])]
         linecache.cache[req["filename"]] = (len(req["code"]), None, lines, req["filename"])

@@ -20,6 +20,7 @@ type wireEvent struct {
 	ExcType, ExcMessage    string
 	Unwind                 bool
 	Status                 string
+	Blocks                 [][2]int
 }
 
 var errWire = errors.New("malformed trace line")
@@ -82,6 +83,8 @@ func parseWire(b []byte) (wireEvent, error) {
 			w.HasNames = ok && w.Names != nil
 		case "locals":
 			w.Locals, ok = s.strMap()
+		case "blocks":
+			w.Blocks, ok = s.pairs()
 		default:
 			ok = s.skip(0)
 		}
@@ -383,6 +386,59 @@ func (s *scanner) strMap() ([]schemas.Var, bool) {
 		}
 		return out, s.byte('}')
 	}
+}
+
+// pairs reads an array of two-integer arrays ([[1,5],[7,9]]); anything else is skipped.
+func (s *scanner) pairs() ([][2]int, bool) {
+	s.ws()
+	start := s.i
+	if !s.byte('[') {
+		return nil, s.skip(0)
+	}
+	out := [][2]int{}
+	if s.byte(']') {
+		return out, true
+	}
+	for {
+		var p [2]int
+		ok := s.byte('[')
+		if ok {
+			p[0], ok = s.intOnly()
+		}
+		if ok {
+			ok = s.byte(',')
+		}
+		if ok {
+			p[1], ok = s.intOnly()
+		}
+		if ok {
+			ok = s.byte(']')
+		}
+		if !ok {
+			s.i = start
+			return nil, s.skip(0)
+		}
+		out = append(out, p)
+		if s.byte(',') {
+			continue
+		}
+		if s.byte(']') {
+			return out, true
+		}
+		s.i = start
+		return nil, s.skip(0)
+	}
+}
+
+// intOnly reads an integer and fails on anything else.
+func (s *scanner) intOnly() (int, bool) {
+	s.ws()
+	start := s.i
+	if ok, integer := s.number(); !ok || !integer {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(s.b[start:s.i]))
+	return n, err == nil
 }
 
 // maxNesting bounds skip's recursion on hostile input.

@@ -17,6 +17,8 @@ var wireSeeds = []string{
 	`{"event":"end","status":"exception","value":"KeyError('k')","exc_type":"KeyError","exc_message":"'k'","events":3}`,
 	`{"event":"line","frame":1,"locals":{"s":"'\ud800'"},"extra":[1,{"a":[true,false,null,-1.5e3]}]}`,
 	`{}`, `{"event":1}`, `{"frame":"x"}`, `{"names":null,"locals":null}`, `[1,2]`, `{"a":}`, `{"event":"line"} x`,
+	`{"event":"blocks","file":"main.py","blocks":[[1,5],[7,12]]}`,
+	`{"event":"blocks","blocks":[[1,"x"]]}`, `{"blocks":[]}`, `{"blocks":[[1,2],]}`,
 }
 
 // wireRef is the same line decoded by encoding/json, the reference.
@@ -35,6 +37,7 @@ type wireRef struct {
 	ExcMessage string            `json:"exc_message"`
 	Unwind     bool              `json:"unwind"`
 	Status     string            `json:"status"`
+	Blocks     [][2]int          `json:"blocks"`
 }
 
 var wireFields = func() map[string]string {
@@ -99,7 +102,7 @@ func checkWire(t *testing.T, b []byte) {
 	}
 	got := wireRef{Event: w.Event, Frame: w.Frame, Func: w.Func, File: w.File, Lineno: w.Lineno, Depth: w.Depth,
 		Src: w.Src, Names: w.Names, Value: w.Value, ExcType: w.ExcType, ExcMessage: w.ExcMessage,
-		Unwind: w.Unwind, Status: w.Status}
+		Unwind: w.Unwind, Status: w.Status, Blocks: w.Blocks}
 	if w.Locals != nil {
 		got.Locals = map[string]string{}
 		for _, v := range w.Locals {

@@ -128,3 +128,12 @@ func (l *Locals) UnmarshalJSON(data []byte) error {
 	*l = out
 	return nil
 }
+
+// Block is a top-level statement of a traced source file (a function, a class, an assignment):
+// lines Start to End, 1-based and inclusive, decorators included. The debugger's CODE context is
+// made of the blocks that contain visited lines.
+type Block struct {
+	File  string `json:"file"`
+	Start int    `json:"start"`
+	End   int    `json:"end"`
+}

@@ -1,0 +1,156 @@
+package debugger
+
+import (
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// MainFunc is the name of the wrapper function that holds a function-level entry's call.
+const MainFunc = "main"
+
+// WrapMain returns the forward tree of `def main(): return CALL` around a function-level trace:
+// main's call, its line `    return CALL` holding every top-level state of fwd as children, and,
+// if the run ended, main's exception (for an uncaught one) and return. The wrapper lets a forward
+// trajectory start before the call, with the inputs in the CODE context, as in the paper.
+func WrapMain(fwd *Tree, call string) *Tree {
+	src := "    return " + call
+	mk := func(kind Kind, src string, value *string) *Node {
+		return &Node{Kind: kind, Event: schemas.Event{Event: string(kind), Func: MainFunc, File: "<main>",
+			Src: src, Locals: schemas.Locals{}, Value: value, Frame: 0}}
+	}
+	callN := mk(KindCall, "def main():", nil)
+	callN.Event.Lineno = 1
+	line := mk(KindLine, src, nil)
+	line.Event.Lineno = 2
+	line.Children = fwd.Top
+	top := []*Node{callN, line}
+	var lastTop *Node
+	if len(fwd.Top) > 0 {
+		lastTop = fwd.Top[len(fwd.Top)-1]
+	}
+	switch fwd.Exit {
+	case ExitNormal:
+		v := "None"
+		if lastTop != nil && lastTop.Event.Value != nil {
+			v = *lastTop.Event.Value
+		}
+		ret := mk(KindReturn, src, &v)
+		ret.Event.Lineno = 2
+		top = append(top, ret)
+	case ExitError:
+		// The exception passes through main too, as it would in Python.
+		var exc *Node
+		for _, n := range fwd.Order {
+			if n.Kind == KindException && n.Depth == 0 {
+				exc = n
+			}
+		}
+		if exc != nil {
+			e := mk(KindException, src, exc.Event.Value)
+			e.Event.ExcType, e.Event.Lineno = exc.Event.ExcType, 2
+			none := "None"
+			ret := mk(KindReturn, src, &none)
+			ret.Event.Unwind, ret.Event.Lineno = true, 2
+			top = append(top, e, ret)
+		}
+	}
+	for _, n := range fwd.Order {
+		n.Depth++
+	}
+	t := &Tree{Direction: Forward, Exit: fwd.Exit, Top: top}
+	t.index()
+	return t
+}
+
+// MainWrapper returns the source of the wrapper WrapMain models.
+func MainWrapper(call string) string {
+	return "def " + MainFunc + "():\n    return " + call + "\n"
+}
+
+// CodeContext returns the CODE context of a trace of the file code: the top-level blocks that contain
+// a line some state of t visited, in source order, separated by blank lines, ending in a newline.
+// With wrapperCall set (forward function-level trajectories) the main() wrapper follows. Without
+// blocks (an older tracer) the whole file is the context.
+func CodeContext(code string, blocks []schemas.Block, t *Tree, wrapperCall string) string {
+	lines := strings.Split(strings.ReplaceAll(code, "\r\n", "\n"), "\n")
+	visited := map[int]bool{}
+	var file string
+	for _, n := range t.Order {
+		if n.Event.Func == MainFunc && n.Event.File == "<main>" {
+			continue
+		}
+		visited[n.Event.Lineno] = true
+		file = n.Event.File
+	}
+	var parts []string
+	sorted := append([]schemas.Block(nil), blocks...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
+	for _, b := range sorted {
+		if file != "" && b.File != "" && b.File != file {
+			continue
+		}
+		hit := false
+		for l := b.Start; l <= b.End && !hit; l++ {
+			hit = visited[l]
+		}
+		if hit && b.Start >= 1 && b.End <= len(lines) {
+			parts = append(parts, strings.TrimRight(strings.Join(lines[b.Start-1:b.End], "\n"), "\n"))
+		}
+	}
+	ctx := strings.Join(parts, "\n\n")
+	if len(blocks) == 0 {
+		ctx = strings.TrimRight(strings.Join(lines, "\n"), "\n")
+	}
+	if wrapperCall != "" {
+		if ctx != "" {
+			ctx += "\n\n"
+		}
+		return ctx + MainWrapper(wrapperCall)
+	}
+	return ctx + "\n"
+}
+
+// SampleEntry picks one function call of a long trace as a trajectory's entry point, uniformly among
+// the calls that start a frame (not a generator's later resumptions), and returns the forward tree
+// truncated to that call's scope, rebased to depth 0 (paper §4.3). Its exit is normal if the call
+// returned, error if an exception left it, and never if the trace ends inside it.
+func SampleEntry(fwd *Tree, rng *rand.Rand) (*Tree, error) {
+	seen := map[int]bool{}
+	var calls []*Node
+	for _, n := range fwd.Order {
+		if n.Kind == KindCall && !seen[n.Event.Frame] {
+			seen[n.Event.Frame] = true
+			calls = append(calls, n)
+		}
+	}
+	if len(calls) == 0 {
+		return nil, ErrEmptyTrace
+	}
+	return Scope(fwd, calls[rng.IntN(len(calls))])
+}
+
+// Scope returns the forward tree of the call that starts at call node c, truncated to its scope.
+func Scope(fwd *Tree, c *Node) (*Tree, error) {
+	ret := fwd.firstOnLevel(c, KindReturn)
+	end := len(fwd.Order) // the scope runs to the end of the trace if the call never returned
+	exit := ExitNever
+	if ret != nil {
+		end = ret.seq + 1
+		exit = ExitNormal
+		if ret.Event.Unwind {
+			exit = ExitError
+		}
+	} else if fwd.Exit != ExitNever {
+		exit = fwd.Exit
+	}
+	events := make([]schemas.Event, 0, end-c.seq)
+	for _, n := range fwd.Order[c.seq:end] {
+		ev := n.Event
+		ev.Depth -= c.Event.Depth
+		events = append(events, ev)
+	}
+	return BuildForward(events, exit)
+}

@@ -1,0 +1,52 @@
+package debugger
+
+import (
+	"fmt"
+
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// Item is one traced function-level call: what a trajectory is built from.
+type Item struct {
+	// Code is the module source and Call the traced call expression.
+	Code, Call string
+	// Events, Blocks and Status come from the trace (sandbox.Result).
+	Events []schemas.Event
+	Blocks []schemas.Block
+	Status schemas.Status
+}
+
+// Tree returns the item's state tree in direction dir with its CODE context: forward trees are
+// wrapped in main() and their context ends with the wrapper; inverse trees are the entry call's
+// reversed states with the function's source only.
+func (it Item) Tree(dir Direction) (*Tree, string, error) {
+	exit, err := ExitFor(it.Status)
+	if err != nil {
+		return nil, "", err
+	}
+	fwd, err := BuildForward(it.Events, exit)
+	if err != nil {
+		return nil, "", err
+	}
+	switch dir {
+	case Forward:
+		t := WrapMain(fwd, it.Call)
+		return t, CodeContext(it.Code, it.Blocks, t, it.Call), nil
+	case Inverse:
+		t, err := BuildInverse(fwd)
+		if err != nil {
+			return nil, "", err
+		}
+		return t, CodeContext(it.Code, it.Blocks, t, ""), nil
+	}
+	return nil, "", fmt.Errorf("debugger: unknown direction %q", dir)
+}
+
+// Sample draws one trajectory of the item in direction dir (see Sample).
+func (it Item) Sample(dir Direction, p Policy, seed uint64, cost CostFunc) (Trajectory, error) {
+	t, code, err := it.Tree(dir)
+	if err != nil {
+		return Trajectory{}, err
+	}
+	return Sample(t, code, p, seed, cost)
+}

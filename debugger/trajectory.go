@@ -104,7 +104,8 @@ type State struct {
 	Locals schemas.Locals
 }
 
-// Step is a state and the action taken from it. The last step of a trajectory has no action.
+// Step is a state and the action taken from it. In a trajectory every step has an action (the last
+// one leads to the exit); a prompt built with Replay may end with a step without one.
 type Step struct {
 	State  State
 	Action Action

@@ -29,7 +29,9 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"trace": {"trace one function call in the sandbox and print its events as JSON Lines", runTrace},
+	"trace":   {"trace one function call in the sandbox and print its events as JSON Lines", runTrace},
+	"render":  {"trace a call and render one debugger trajectory (grammar text, JSON or CWM format)", runRender},
+	"prompts": {"build evaluation prompts (CruxEval input/output prediction, next-state sets)", runPrompts},
 }
 
 // usageError is a mistake in how the command was called (bad flags, bad input); it exits 2.

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -78,21 +77,9 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if code == "" {
-		return usagef("--code is required")
-	}
-	if call != "" && input != "" {
-		return usagef("give --call or --input, not both")
-	}
-	if input != "" {
-		call = sandbox.CallFromInput(fn, input)
-	}
-	if strings.TrimSpace(call) == "" {
-		return usagef("empty call expression: give --call 'f(...)' or --input")
-	}
-	src, err := os.ReadFile(code)
+	src, call, err := readCodeAndCall(code, call, input, fn)
 	if err != nil {
-		return usagef("cannot read code: %v", err)
+		return err
 	}
 	cfg, err := sf.config()
 	if err != nil {
@@ -103,7 +90,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer sb.Close()
-	res, err := sb.Run(ctx, sandbox.Request{Code: string(src), Filename: filepath.Base(code), Call: call, Seed: seed})
+	res, err := sb.Run(ctx, sandbox.Request{Code: src, Filename: filepath.Base(code), Call: call, Seed: seed})
 	if err != nil {
 		return err
 	}

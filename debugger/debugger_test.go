@@ -416,3 +416,35 @@ func TestPolicyMixture(t *testing.T) {
 		}
 	}
 }
+
+// TestCaps checks that a capped trajectory is finished as fast as the MDP allows and stays within
+// its cap: continue forward; inv_step_call / inv_step_over back to the entry inverse.
+func TestCaps(t *testing.T) {
+	code := "def g(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n\ndef f(n):\n    t = 0\n    for k in range(n):\n        t += g(k)\n    return t\n"
+	res := traceCode(t, code, "f(30)")
+	item := debugger.Item{Code: code, Call: "f(30)", Events: res.Events, Blocks: res.Blocks, Status: res.Status}
+	p := debugger.StepIntoPolicy()
+	p.MaxActions = 10
+	fwd, err := item.Sample(debugger.Forward, p, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fwd.Actions() != 10 || fwd.Steps[9].Action != debugger.Continue || fwd.Exit != debugger.ExitNormal {
+		t.Fatalf("forward: %d actions, last %s, exit %s", fwd.Actions(), fwd.Steps[len(fwd.Steps)-1].Action, fwd.Exit)
+	}
+	inv, err := item.Sample(debugger.Inverse, p, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Within the cap plus the walk back up (at most two actions a level).
+	if inv.Actions() > 10+2*4 || inv.Exit != debugger.InvExitEntry {
+		t.Fatalf("inverse: %d actions, exit %s", inv.Actions(), inv.Exit)
+	}
+	p = debugger.StepIntoPolicy()
+	p.MaxTokens = 100
+	cost := func(debugger.Step) int { return 10 }
+	fwd, _ = item.Sample(debugger.Forward, p, 0, cost)
+	if fwd.Actions() != 11 { // 10 steps of 10 tokens reach the cap; the 11th continues
+		t.Fatalf("token cap: %d actions", fwd.Actions())
+	}
+}

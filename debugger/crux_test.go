@@ -1,14 +1,11 @@
 package debugger_test
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"sort"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
@@ -21,29 +18,7 @@ func TestCruxEvalTrajectoryStats(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	p := os.Getenv("NDTRACE_CRUXEVAL")
-	if p == "" {
-		p = filepath.Join("..", "..", "shared", "corpora", "cruxeval.jsonl")
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	defer f.Close()
-	type row struct{ Code, Input string }
-	var rows []row
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var r row
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, r)
-	}
+	rows := cruxeval.Rows(t)
 	type stats struct{ tokens, actions, states, chars []float64 }
 	all := map[debugger.Direction]*stats{debugger.Forward: {}, debugger.Inverse: {}}
 	for i, r := range rows {

@@ -1,69 +1,21 @@
 package sandbox_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-// cruxRow is one row of a CruxEval-format corpus.
-type cruxRow struct {
-	ID     string `json:"id"`
-	Code   string `json:"code"`
-	Input  string `json:"input"`
-	Output string `json:"output"`
-}
-
-// cruxevalPath finds ../shared/corpora/cruxeval.jsonl beside the checkout (or $NDTRACE_CRUXEVAL).
-func cruxevalPath(t testing.TB) string {
-	t.Helper()
-	p := os.Getenv("NDTRACE_CRUXEVAL")
-	if p == "" {
-		p = filepath.Join("..", "..", "shared", "corpora", "cruxeval.jsonl")
-	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CruxEval corpus: %v", err)
-		}
-		t.Skipf("CruxEval corpus not found (%v); set NDTRACE_CRUXEVAL", err)
-	}
-	return p
-}
-
-func readCrux(t testing.TB) []cruxRow {
-	f, err := os.Open(cruxevalPath(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var rows []cruxRow
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var r cruxRow
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("corpus row %d: %v", len(rows)+1, err)
-		}
-		rows = append(rows, r)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return rows
-}
-
 // expectedReprs normalises each expected output to repr(ast.literal_eval(output)). literal_eval
 // only reads literals; it runs no code of the corpus.
-func expectedReprs(t *testing.T, rows []cruxRow) []string {
+func expectedReprs(t *testing.T, rows []cruxeval.Row) []string {
 	var in strings.Builder
 	for _, r := range rows {
 		b, _ := json.Marshal(r.Output)
@@ -101,7 +53,7 @@ func TestCruxEval(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	rows := readCrux(t)
+	rows := cruxeval.Rows(t)
 	want := expectedReprs(t, rows)
 	const workers = 2
 	sbs := make([]*sandbox.Sandbox, workers)

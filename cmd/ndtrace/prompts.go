@@ -89,11 +89,7 @@ func runPrompts(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	cfg, err := sf.config()
-	if err != nil {
-		return err
-	}
-	sb, err := sandbox.New(ctx, cfg)
+	sb, err := sf.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -72,11 +72,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg, err := sf.config()
-	if err != nil {
-		return err
-	}
-	sb, err := sandbox.New(ctx, cfg)
+	sb, err := sf.open(ctx)
 	if err != nil {
 		return err
 	}

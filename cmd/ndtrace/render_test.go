@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -121,7 +122,7 @@ func TestPromptsRejects(t *testing.T) {
 
 func TestNextStateSet(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "next.jsonl")
-	in := cruxevalPath(t)
+	in := cruxeval.Path(t)
 	if _, stderr, code := runCLI(t, "prompts", "--input", in, "--task", "next-state", "--per-action", "5", "--out", out); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

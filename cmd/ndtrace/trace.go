@@ -46,6 +46,15 @@ func (f *sandboxFlags) config() (sandbox.Config, error) {
 	}}, nil
 }
 
+// open builds the sandbox the flags describe.
+func (f *sandboxFlags) open(ctx context.Context) (*sandbox.Sandbox, error) {
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.New(ctx, cfg)
+}
+
 // traceSummary is the last line ndtrace trace prints.
 type traceSummary struct {
 	Status      schemas.Status `json:"status"`
@@ -81,11 +90,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cfg, err := sf.config()
-	if err != nil {
-		return err
-	}
-	sb, err := sandbox.New(ctx, cfg)
+	sb, err := sf.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,73 @@
+package schemas
+
+import "time"
+
+// RowSchemaVersion changes whenever Row's columns change.
+const RowSchemaVersion = "1"
+
+// Row is one trajectory in a dataset shard: one Parquet row. Every column is documented here and in
+// docs/dataset.md; the Parquet schema is derived from the struct tags (parquet-go), and a test checks
+// it against the Arrow schema in package dataset.
+type Row struct {
+	// ID is the row's stable id: the hex SHA-256 of its source, direction, policy, seed, tokenizer and
+	// text, so the same trajectory always has the same id.
+	ID string `parquet:"id" json:"id"`
+
+	// Level is "function" or "repository".
+	Level string `parquet:"level,dict" json:"level"`
+	// RepoURL and Commit identify a repository-level source (empty at function level).
+	RepoURL string `parquet:"repo_url,dict" json:"repo_url"`
+	Commit  string `parquet:"commit,dict" json:"commit"`
+	// Path is the source file (the corpus file and row id at function level).
+	Path string `parquet:"path,dict" json:"path"`
+	// QualName is the qualified name of the entry function.
+	QualName string `parquet:"qualname,dict" json:"qualname"`
+	// SourceID identifies the input item (a corpus row id, a test id).
+	SourceID string `parquet:"source_id" json:"source_id"`
+
+	// Direction is "forward" or "inverse"; Policy the action policy's name; Seed the trajectory seed.
+	Direction string `parquet:"direction,dict" json:"direction"`
+	Policy    string `parquet:"policy,dict" json:"policy"`
+	Seed      int64  `parquet:"seed" json:"seed"`
+
+	// Text is the trajectory in the neural-debugger grammar (docs/grammar.md).
+	Text string `parquet:"text,zstd" json:"text"`
+	// InputIDs are Text's token ids under Tokenizer.
+	InputIDs []int32 `parquet:"input_ids,list,dict" json:"input_ids"`
+	// LossMask has one entry per input id: true for the tokens a model learns to predict (see
+	// MaskMode in docs/dataset.md), false for the tokens it is given.
+	LossMask []bool `parquet:"loss_mask,list" json:"loss_mask"`
+
+	// NumTokens is len(InputIDs); NumLearned counts the true entries of LossMask.
+	NumTokens  int32 `parquet:"num_tokens" json:"num_tokens"`
+	NumLearned int32 `parquet:"num_learned" json:"num_learned"`
+	// NumActions and NumStates count the trajectory's actions and states.
+	NumActions int32 `parquet:"num_actions" json:"num_actions"`
+	NumStates  int32 `parquet:"num_states" json:"num_states"`
+	// Actions per type.
+	ActStepInto    int32 `parquet:"act_step_into" json:"act_step_into"`
+	ActStepOver    int32 `parquet:"act_step_over" json:"act_step_over"`
+	ActStepReturn  int32 `parquet:"act_step_return" json:"act_step_return"`
+	ActBreakpoint  int32 `parquet:"act_breakpoint" json:"act_breakpoint"`
+	ActContinue    int32 `parquet:"act_continue" json:"act_continue"`
+	ActInvStepInto int32 `parquet:"act_inv_step_into" json:"act_inv_step_into"`
+	ActInvStepOver int32 `parquet:"act_inv_step_over" json:"act_inv_step_over"`
+	ActInvStepCall int32 `parquet:"act_inv_step_call" json:"act_inv_step_call"`
+	// Trace events per type (of the whole trace the trajectory was sampled from).
+	EvCall      int32 `parquet:"ev_call" json:"ev_call"`
+	EvLine      int32 `parquet:"ev_line" json:"ev_line"`
+	EvReturn    int32 `parquet:"ev_return" json:"ev_return"`
+	EvException int32 `parquet:"ev_exception" json:"ev_exception"`
+	// Exit is the trajectory's exit state (exit_normal, exit_error, exit_never, inv_exit_entry).
+	Exit string `parquet:"exit,dict" json:"exit"`
+	// CodeChars is the length of the CODE context in characters.
+	CodeChars int32 `parquet:"code_chars" json:"code_chars"`
+
+	// TracerVersion, PipelineVersion and Tokenizer record what produced the row.
+	TracerVersion   string `parquet:"tracer_version,dict" json:"tracer_version"`
+	PipelineVersion string `parquet:"pipeline_version,dict" json:"pipeline_version"`
+	Tokenizer       string `parquet:"tokenizer,dict" json:"tokenizer"`
+	// CreatedAt is the dataset's creation time, taken from its configuration (not the clock), so the
+	// same input, configuration and seed give byte-identical shards.
+	CreatedAt time.Time `parquet:"created_at,timestamp(microsecond)" json:"created_at"`
+}

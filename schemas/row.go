@@ -71,3 +71,23 @@ type Row struct {
 	// same input, configuration and seed give byte-identical shards.
 	CreatedAt time.Time `parquet:"created_at,timestamp(microsecond)" json:"created_at"`
 }
+
+// PackedRow is a fixed-length training sequence made of whole trajectories (rows) laid end to end and
+// padded: a trajectory is never split across sequences.
+type PackedRow struct {
+	// ID is the hex SHA-256 of the member rows' ids, in order.
+	ID string `parquet:"id" json:"id"`
+	// InputIDs has exactly the packing length; the tail after the last trajectory is padding.
+	InputIDs []int32 `parquet:"input_ids,list,dict" json:"input_ids"`
+	// LossMask is the members' masks end to end; padding is false.
+	LossMask []bool `parquet:"loss_mask,list" json:"loss_mask"`
+	// SegmentStarts are the offsets in InputIDs where each member trajectory starts (for attention
+	// masks that keep trajectories apart); RowIDs are the members' row ids, in the same order.
+	SegmentStarts []int32  `parquet:"segment_starts,list" json:"segment_starts"`
+	RowIDs        []string `parquet:"row_ids,list" json:"row_ids"`
+	// NumTokens counts real tokens; NumPadding the padding at the end.
+	NumTokens  int32 `parquet:"num_tokens" json:"num_tokens"`
+	NumPadding int32 `parquet:"num_padding" json:"num_padding"`
+	// Tokenizer names the tokenizer of the ids.
+	Tokenizer string `parquet:"tokenizer,dict" json:"tokenizer"`
+}

@@ -1,0 +1,226 @@
+package dataset
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+// PipelineVersion identifies the code that turns traces into rows; it is recorded in every row.
+const PipelineVersion = "1"
+
+// DefaultMaxTokens is the longest trajectory kept by default: the paper's sequence length.
+const DefaultMaxTokens = 16384
+
+// TooLong says what happens to a trajectory longer than RowOptions.MaxTokens.
+type TooLong string
+
+// Too-long policies.
+const (
+	// Resample draws the trajectory again with a token budget, shorter each attempt; if no attempt
+	// fits (the CODE context alone may be too long) it is dropped.
+	Resample TooLong = "resample"
+	// Drop drops it.
+	Drop TooLong = "drop"
+)
+
+// RowOptions configures BuildRow.
+type RowOptions struct {
+	Tokenizer tokenize.Tokenizer
+	// Mask selects the loss mask (default tokenize.MaskStates).
+	Mask tokenize.MaskMode
+	// MaxTokens caps a row's tokens (default DefaultMaxTokens). A longer trajectory is never cut: it
+	// is re-sampled or dropped per TooLong (default Resample), and the caller counts it.
+	MaxTokens int
+	TooLong   TooLong
+	// Attempts bounds the re-sampling (default 4).
+	Attempts int
+	// CreatedAt is the dataset's creation time recorded in every row (not the clock: rows must be
+	// reproducible).
+	CreatedAt time.Time
+	// TracerVersion is recorded in every row.
+	TracerVersion string
+}
+
+func (o RowOptions) withDefaults() RowOptions {
+	if o.Mask == "" {
+		o.Mask = tokenize.MaskStates
+	}
+	if o.MaxTokens <= 0 {
+		o.MaxTokens = DefaultMaxTokens
+	}
+	if o.TooLong == "" {
+		o.TooLong = Resample
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 4
+	}
+	return o
+}
+
+// Source describes where a trajectory comes from; it fills the row's source columns.
+type Source struct {
+	Level    string // "function" or "repository"
+	RepoURL  string
+	Commit   string
+	Path     string
+	QualName string
+	SourceID string
+}
+
+// ErrTooLong is returned (wrapped) for a trajectory that does not fit in RowOptions.MaxTokens.
+var ErrTooLong = errors.New("trajectory longer than the token limit")
+
+// BuildRow samples the trajectory of tree in its direction with policy and seed, renders and tokenizes
+// it and returns its row. events are the trace's events (counted per type). An error wrapping
+// ErrTooLong means the trajectory was dropped for its length; the caller counts it.
+func BuildRow(src Source, tree *debugger.Tree, code string, events []schemas.Event, p debugger.Policy, seed uint64, o RowOptions) (schemas.Row, error) {
+	o = o.withDefaults()
+	if o.Tokenizer == nil {
+		return schemas.Row{}, errors.New("dataset: no tokenizer")
+	}
+	traj, err := debugger.Sample(tree, code, p, seed, nil)
+	if err != nil {
+		return schemas.Row{}, err
+	}
+	text, ids, err := encode(traj, o.Tokenizer)
+	if err != nil {
+		return schemas.Row{}, err
+	}
+	if len(ids) > o.MaxTokens {
+		if o.TooLong != Resample {
+			return schemas.Row{}, fmt.Errorf("%w: %d tokens > %d", ErrTooLong, len(ids), o.MaxTokens)
+		}
+		// Re-sample under an exact token budget that shrinks each attempt. The budget counts the
+		// states only; the CODE context and framing come on top.
+		cost := StepCost(o.Tokenizer)
+		fixed, err := tokenize.Encode(o.Tokenizer, traj.Code)
+		if err != nil {
+			return schemas.Row{}, err
+		}
+		budget := o.MaxTokens - len(fixed) - 16
+		fit := false
+		for a := 0; a < o.Attempts && budget > 0; a++ {
+			q := p
+			q.MaxTokens = budget
+			if traj, err = debugger.Sample(tree, code, q, seed, cost); err != nil {
+				return schemas.Row{}, err
+			}
+			if text, ids, err = encode(traj, o.Tokenizer); err != nil {
+				return schemas.Row{}, err
+			}
+			if len(ids) <= o.MaxTokens {
+				fit = true
+				break
+			}
+			budget = budget * 3 / 4
+		}
+		if !fit {
+			return schemas.Row{}, fmt.Errorf("%w: %d tokens > %d after %d re-samples", ErrTooLong, len(ids), o.MaxTokens, o.Attempts)
+		}
+	}
+	mask, err := tokenize.LossMask(o.Tokenizer, ids, o.Mask)
+	if err != nil {
+		return schemas.Row{}, err
+	}
+	row := schemas.Row{
+		Level: src.Level, RepoURL: src.RepoURL, Commit: src.Commit, Path: src.Path, QualName: src.QualName,
+		SourceID: src.SourceID, Direction: string(traj.Direction), Policy: p.Name, Seed: int64(seed),
+		Text: text, InputIDs: ids, LossMask: mask, NumTokens: int32(len(ids)),
+		NumActions: int32(traj.Actions()), NumStates: int32(len(traj.Steps)), Exit: string(traj.Exit),
+		CodeChars: int32(len([]rune(traj.Code))), TracerVersion: o.TracerVersion, PipelineVersion: PipelineVersion,
+		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
+	}
+	for _, m := range mask {
+		if m {
+			row.NumLearned++
+		}
+	}
+	countActions(&row, traj)
+	countEvents(&row, events)
+	row.ID = RowID(row)
+	return row, nil
+}
+
+// encode renders a trajectory and tokenizes it.
+func encode(traj debugger.Trajectory, tok tokenize.Tokenizer) (string, []int32, error) {
+	text, err := tokenize.Render(traj)
+	if err != nil {
+		return "", nil, err
+	}
+	ids, err := tokenize.Encode(tok, text)
+	if err != nil {
+		return "", nil, err
+	}
+	return text, ids, nil
+}
+
+// StepCost returns the exact token cost of a step under tok: its frame, state and action.
+func StepCost(tok tokenize.Tokenizer) debugger.CostFunc {
+	return func(s debugger.Step) int {
+		st, err := tokenize.RenderState(s.State)
+		if err != nil {
+			return debugger.EstimateTokens(s)
+		}
+		ids, err := tokenize.Encode(tok, st)
+		if err != nil {
+			return debugger.EstimateTokens(s)
+		}
+		arg, _ := tokenize.Encode(tok, s.Arg)
+		return len(ids) + len(arg) + 3 // <|frame_sep|>, <|action_sep|>, the action
+	}
+}
+
+// RowID is a row's stable id: the SHA-256 of its source, direction, policy, seed, tokenizer and text.
+func RowID(r schemas.Row) string {
+	h := sha256.New()
+	for _, f := range []string{r.Level, r.RepoURL, r.Commit, r.Path, r.QualName, r.SourceID, r.Direction,
+		r.Policy, fmt.Sprint(r.Seed), r.Tokenizer, r.Text} {
+		fmt.Fprintf(h, "%d:%s;", len(f), f)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func countActions(r *schemas.Row, t debugger.Trajectory) {
+	for _, s := range t.Steps {
+		switch s.Action {
+		case debugger.StepInto:
+			r.ActStepInto++
+		case debugger.StepOver:
+			r.ActStepOver++
+		case debugger.StepReturn:
+			r.ActStepReturn++
+		case debugger.Breakpoint:
+			r.ActBreakpoint++
+		case debugger.Continue:
+			r.ActContinue++
+		case debugger.InvStepInto:
+			r.ActInvStepInto++
+		case debugger.InvStepOver:
+			r.ActInvStepOver++
+		case debugger.InvStepCall:
+			r.ActInvStepCall++
+		}
+	}
+}
+
+func countEvents(r *schemas.Row, events []schemas.Event) {
+	for _, e := range events {
+		switch e.Event {
+		case schemas.EventCall:
+			r.EvCall++
+		case schemas.EventLine:
+			r.EvLine++
+		case schemas.EventReturn:
+			r.EvReturn++
+		case schemas.EventException:
+			r.EvException++
+		}
+	}
+}

@@ -1,0 +1,511 @@
+package activities
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+// Task queues: sandboxed tracing runs on its own workers, everything else on the I/O queue.
+const (
+	TraceQueue = "ndtrace-trace"
+	IOQueue    = "ndtrace-io"
+)
+
+// ErrBadInput is the application error type of bad input: never retried, recorded with its reason.
+const ErrBadInput = "BadInput"
+
+// Keys of a dataset's working objects, relative to the dataset root.
+const (
+	workDir      = "work/"
+	batchDir     = "batches/"
+	rejectsKey   = "rejects.jsonl"
+	traceChunk   = 8 // items per trace chunk: the unit of resumption after a retry
+	manifestType = "application/json"
+)
+
+// Activities holds what the activities need. A worker creates one and registers its methods.
+type Activities struct {
+	// Sandboxes hands out sandboxes for tracing (nil on workers that do not trace).
+	Sandboxes *SandboxPool
+	// Tokenizers looks tokenizers up by name.
+	Tokenizers func(name string) (tokenize.Tokenizer, error)
+}
+
+// PlanInput is the input of Plan.
+type PlanInput struct {
+	Spec    schemas.Spec
+	Dataset string
+}
+
+// PlanResult sums up a plan; the plan itself is stored in the dataset's work area.
+type PlanResult struct {
+	PlanKey       string
+	Batches       int
+	Items         int
+	SourceRejects int
+}
+
+// plan is the stored list of batches.
+type plan struct {
+	SpecHash string      `json:"spec_hash"`
+	Batches  []planBatch `json:"batches"`
+	Rejects  []crawl.Reject
+}
+
+type planBatch struct {
+	Hash  string       `json:"hash"`
+	Items []crawl.Item `json:"items"`
+}
+
+func badInput(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return temporal.NewNonRetryableApplicationError(msg, ErrBadInput, errors.New(msg))
+}
+
+// Plan reads every source of the spec and splits the items into batches. A batch's hash covers the
+// spec (what changes rows) and its items' content, so an unchanged batch is found again by a
+// re-run and its shard reused.
+func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanResult, error) {
+	store, err := dataset.Open(ctx, in.Dataset)
+	if err != nil {
+		return PlanResult{}, badInput("output %s: %v", in.Dataset, err)
+	}
+	defer store.Close()
+	specHash := in.Spec.Hash()
+	var items []crawl.Item
+	p := plan{SpecHash: specHash}
+	for i, src := range in.Spec.Sources {
+		its, rej, err := crawl.Items(ctx, src)
+		if err != nil {
+			return PlanResult{}, badInput("sources[%d]: %v", i, err)
+		}
+		items = append(items, its...)
+		p.Rejects = append(p.Rejects, rej...)
+	}
+	size := in.Spec.BatchSize
+	for start := 0; start < len(items); start += size {
+		b := planBatch{Items: items[start:min(start+size, len(items))]}
+		h := sha256.New()
+		h.Write([]byte(specHash))
+		for _, it := range b.Items {
+			h.Write([]byte(it.Hash()))
+		}
+		b.Hash = hex.EncodeToString(h.Sum(nil))
+		p.Batches = append(p.Batches, b)
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return PlanResult{}, err
+	}
+	sum := sha256.Sum256(data)
+	key := workDir + "plan-" + hex.EncodeToString(sum[:8]) + ".json"
+	if _, err := store.PutOnce(ctx, key, data, manifestType, nil); err != nil {
+		return PlanResult{}, fmt.Errorf("store plan: %w", err)
+	}
+	return PlanResult{PlanKey: key, Batches: len(p.Batches), Items: len(items), SourceRejects: len(p.Rejects)}, nil
+}
+
+func readPlan(ctx context.Context, store *dataset.Store, key string) (*plan, error) {
+	data, err := store.ReadAll(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	var p plan
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("read plan %s: %w", key, err)
+	}
+	return &p, nil
+}
+
+// BatchInput names one batch of a plan.
+type BatchInput struct {
+	Spec      schemas.Spec
+	Dataset   string
+	PlanKey   string
+	Index     int
+	CreatedAt time.Time
+}
+
+// TraceResult says where a batch's traces are.
+type TraceResult struct {
+	// Done is true when the batch's record already exists: nothing to trace or build.
+	Done   bool
+	Hash   string
+	Chunks int
+	Items  int
+}
+
+// traced is one traced item, as stored between TraceBatch and BuildShard.
+type traced struct {
+	Item   crawl.Item      `json:"item"`
+	Status schemas.Status  `json:"status"`
+	Detail string          `json:"detail,omitempty"`
+	Events []schemas.Event `json:"events,omitempty"`
+	Blocks []schemas.Block `json:"blocks,omitempty"`
+}
+
+// TraceBatch traces every item of a batch in the sandbox, in chunks stored in the work area. It
+// heartbeats the number of items done and, after a retry, resumes from the last stored chunk.
+func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (TraceResult, error) {
+	if a.Sandboxes == nil {
+		return TraceResult{}, errors.New("this worker has no sandboxes")
+	}
+	store, err := dataset.Open(ctx, in.Dataset)
+	if err != nil {
+		return TraceResult{}, err
+	}
+	defer store.Close()
+	p, err := readPlan(ctx, store, in.PlanKey)
+	if err != nil {
+		return TraceResult{}, err
+	}
+	if in.Index < 0 || in.Index >= len(p.Batches) {
+		return TraceResult{}, badInput("batch %d is not in the plan", in.Index)
+	}
+	b := p.Batches[in.Index]
+	res := TraceResult{Hash: b.Hash, Items: len(b.Items), Chunks: (len(b.Items) + traceChunk - 1) / traceChunk}
+	if done, err := store.Exists(ctx, batchKey(b.Hash)); err != nil {
+		return res, err
+	} else if done {
+		res.Done = true
+		return res, nil
+	}
+	lim, err := limitsOf(in.Spec)
+	if err != nil {
+		return res, badInput("%v", err)
+	}
+	first := 0
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &first)
+	}
+	for c := first; c < res.Chunks; c++ {
+		key := chunkKey(b.Hash, c)
+		if ok, err := store.Exists(ctx, key); err != nil {
+			return res, err
+		} else if ok {
+			activity.RecordHeartbeat(ctx, c+1)
+			continue
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		for _, it := range b.Items[c*traceChunk : min((c+1)*traceChunk, len(b.Items))] {
+			t, err := a.trace(ctx, it, lim)
+			if err != nil {
+				return res, err
+			}
+			if err := enc.Encode(t); err != nil {
+				return res, err
+			}
+		}
+		if err := store.Bucket().WriteAll(ctx, key, buf.Bytes(), nil); err != nil {
+			return res, fmt.Errorf("store traces: %w", err)
+		}
+		activity.RecordHeartbeat(ctx, c+1)
+	}
+	return res, nil
+}
+
+// trace runs one item; a sandbox failure is an error (retried), anything the code does is data.
+func (a *Activities) trace(ctx context.Context, it crawl.Item, lim sandbox.Limits) (traced, error) {
+	sb, release, err := a.Sandboxes.Get(ctx)
+	if err != nil {
+		return traced{}, err
+	}
+	defer release()
+	res, err := sb.Run(ctx, sandbox.Request{Code: it.Code, Filename: it.Filename, Call: it.Call, Limits: lim})
+	if err != nil {
+		if res != nil && res.Status == schemas.StatusSandboxError {
+			return traced{}, fmt.Errorf("trace %s: %w", it.Key, err)
+		}
+		return traced{Item: it, Status: schemas.StatusInvalid, Detail: err.Error()}, nil
+	}
+	return traced{Item: it, Status: res.Status, Detail: res.Detail, Events: res.Events, Blocks: res.Blocks}, nil
+}
+
+func limitsOf(spec schemas.Spec) (sandbox.Limits, error) {
+	d, err := time.ParseDuration(spec.Limits.Timeout)
+	if err != nil {
+		return sandbox.Limits{}, fmt.Errorf("limits.timeout: %w", err)
+	}
+	return sandbox.Limits{WallTime: d, CPUTime: d, TraceEvents: spec.Limits.MaxEvents, ValueChars: spec.Limits.ValueChars}, nil
+}
+
+func chunkKey(hash string, c int) string {
+	return fmt.Sprintf("%straces/%s/chunk-%04d.jsonl", workDir, hash, c)
+}
+func batchKey(hash string) string { return batchDir + hash + ".json" }
+
+// BatchRecord is what a finished batch leaves in the dataset: its shard and what became of every
+// item.
+type BatchRecord struct {
+	Index   int                `json:"index"`
+	Hash    string             `json:"hash"`
+	Shard   *dataset.ShardInfo `json:"shard"`
+	Items   int                `json:"items"`
+	Rows    int                `json:"rows"`
+	Rejects []crawl.Reject     `json:"rejects"`
+	Counts  map[string]int64   `json:"counts"`
+}
+
+// BatchSummary is the small part of a BatchRecord that goes back to the workflow.
+type BatchSummary struct {
+	Items    int
+	Rows     int
+	Tokens   int64
+	Rejected int
+	Reused   bool
+}
+
+// BuildShard turns a batch's traces into trajectories, tokenizes them and writes the batch's shard
+// and record. A batch whose record exists is reused as it is.
+func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResult) (BatchSummary, error) {
+	store, err := dataset.Open(ctx, in.Dataset)
+	if err != nil {
+		return BatchSummary{}, err
+	}
+	defer store.Close()
+	if rec, err := readBatch(ctx, store, tr.Hash); err == nil {
+		return summary(rec, true), nil
+	} else if !dataset.IsNotExist(err) {
+		return BatchSummary{}, err
+	}
+	tok, err := a.Tokenizers(in.Spec.Tokenizer)
+	if err != nil {
+		return BatchSummary{}, badInput("tokenizer: %v", err)
+	}
+	policy, err := debugger.PolicyByName(in.Spec.Policy)
+	if err != nil {
+		return BatchSummary{}, badInput("policy: %v", err)
+	}
+	opts := dataset.RowOptions{Tokenizer: tok, Mask: tokenize.MaskMode(in.Spec.Mask), MaxTokens: in.Spec.MaxTokens,
+		TooLong: dataset.TooLong(in.Spec.TooLong), CreatedAt: in.CreatedAt, TracerVersion: sandbox.TracerVersion}
+	rec := &BatchRecord{Index: in.Index, Hash: tr.Hash, Counts: map[string]int64{}}
+	var rows []schemas.Row
+	for c := 0; c < tr.Chunks; c++ {
+		data, err := store.ReadAll(ctx, chunkKey(tr.Hash, c))
+		if err != nil {
+			return BatchSummary{}, fmt.Errorf("read traces: %w", err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 1<<20), 1<<30)
+		for sc.Scan() {
+			var t traced
+			if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
+				return BatchSummary{}, fmt.Errorf("read traces: %w", err)
+			}
+			rec.Items++
+			r, reason := itemRows(t, in.Spec, policy, opts, rec.Counts)
+			if reason != "" {
+				rec.Rejects = append(rec.Rejects, crawl.Reject{Source: t.Item.Path, Key: t.Item.Key, Reason: reason})
+				continue
+			}
+			rows = append(rows, r...)
+		}
+		if err := sc.Err(); err != nil {
+			return BatchSummary{}, err
+		}
+		activity.RecordHeartbeat(ctx, c)
+	}
+	rec.Rows = len(rows)
+	if len(rows) > 0 {
+		info, err := dataset.WriteShard(ctx, store, "part-"+tr.Hash[:24], rows)
+		if err != nil {
+			return BatchSummary{}, fmt.Errorf("write shard: %w", err)
+		}
+		rec.Shard = &info
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return BatchSummary{}, err
+	}
+	if _, err := store.PutOnce(ctx, batchKey(tr.Hash), data, manifestType, nil); err != nil {
+		return BatchSummary{}, fmt.Errorf("write batch record: %w", err)
+	}
+	return summary(rec, false), nil
+}
+
+func summary(rec *BatchRecord, reused bool) BatchSummary {
+	s := BatchSummary{Items: rec.Items, Rows: rec.Rows, Rejected: len(rec.Rejects), Reused: reused}
+	if rec.Shard != nil {
+		s.Tokens = rec.Shard.Tokens
+	}
+	return s
+}
+
+func readBatch(ctx context.Context, store *dataset.Store, hash string) (*BatchRecord, error) {
+	data, err := store.ReadAll(ctx, batchKey(hash))
+	if err != nil {
+		return nil, err
+	}
+	var rec BatchRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("batch record %s: %w", hash, err)
+	}
+	return &rec, nil
+}
+
+// itemRows builds every row of one traced item. It returns the reason when the item gives no row.
+func itemRows(t traced, spec schemas.Spec, p debugger.Policy, o dataset.RowOptions, counts map[string]int64) ([]schemas.Row, string) {
+	if _, err := debugger.ExitFor(t.Status); err != nil {
+		if t.Detail != "" {
+			return nil, fmt.Sprintf("%s: %s", t.Status, t.Detail)
+		}
+		return nil, string(t.Status)
+	}
+	item := debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Events: t.Events, Blocks: t.Blocks, Status: t.Status}
+	src := dataset.Source{Level: "function", Path: t.Item.Path, QualName: t.Item.QualName, SourceID: t.Item.SourceID}
+	var rows []schemas.Row
+	var last string
+	for _, dir := range spec.Directions {
+		tree, code, err := item.Tree(debugger.Direction(dir))
+		if err != nil {
+			counts["skipped:"+dir+":"+reasonKey(err)]++
+			last = err.Error()
+			continue
+		}
+		for k := 0; k < spec.TrajectoriesPerTrace; k++ {
+			seed := trajectorySeed(spec.Seed, t.Item.Key, dir, k)
+			row, err := dataset.BuildRow(src, tree, code, t.Events, p, seed, o)
+			if err != nil {
+				counts["dropped:"+reasonKey(err)]++
+				last = err.Error()
+				continue
+			}
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		if last == "" {
+			last = "no trajectory"
+		}
+		return nil, last
+	}
+	return rows, ""
+}
+
+// reasonKey is a short counter key for an error.
+func reasonKey(err error) string {
+	switch {
+	case errors.Is(err, dataset.ErrTooLong):
+		return "too_long"
+	case errors.Is(err, debugger.ErrNoInverse):
+		return "run_cut_off"
+	case errors.Is(err, tokenize.ErrSpecialToken):
+		return "special_token_in_source"
+	}
+	return "error"
+}
+
+// trajectorySeed derives a trajectory's seed from the spec's seed, the item and the draw.
+func trajectorySeed(seed uint64, key, dir string, k int) uint64 {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d/%s/%s/%d", seed, key, dir, k)
+	return binary.LittleEndian.Uint64(h.Sum(nil)[:8])
+}
+
+// FinalizeInput names a planned dataset to commit.
+type FinalizeInput struct {
+	Spec      schemas.Spec
+	Dataset   string
+	PlanKey   string
+	CreatedAt time.Time
+}
+
+// FinalizeResult is the committed dataset's summary.
+type FinalizeResult struct {
+	Manifest string
+	Totals   dataset.Totals
+	Counts   map[string]int64
+}
+
+// Finalize gathers every batch record, writes the rejects and the manifest (the commit point).
+func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeResult, error) {
+	store, err := dataset.Open(ctx, in.Dataset)
+	if err != nil {
+		return FinalizeResult{}, err
+	}
+	defer store.Close()
+	p, err := readPlan(ctx, store, in.PlanKey)
+	if err != nil {
+		return FinalizeResult{}, err
+	}
+	counts := map[string]int64{}
+	rejects := append([]crawl.Reject{}, p.Rejects...)
+	var shards []dataset.ShardInfo
+	items := int64(0)
+	for _, b := range p.Batches {
+		rec, err := readBatch(ctx, store, b.Hash)
+		if err != nil {
+			return FinalizeResult{}, fmt.Errorf("batch %s is not finished: %w", b.Hash[:12], err)
+		}
+		items += int64(rec.Items)
+		if rec.Shard != nil {
+			shards = append(shards, *rec.Shard)
+		}
+		rejects = append(rejects, rec.Rejects...)
+		for k, v := range rec.Counts {
+			counts[k] += v
+		}
+	}
+	sort.SliceStable(rejects, func(i, j int) bool { return rejects[i].Key < rejects[j].Key })
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, r := range rejects {
+		counts["rejects:"+reasonClass(r.Reason)]++
+		if err := enc.Encode(r); err != nil {
+			return FinalizeResult{}, err
+		}
+	}
+	counts["items"] = items + int64(len(p.Rejects))
+	counts["rejects"] = int64(len(rejects))
+	if err := store.Bucket().WriteAll(ctx, rejectsKey, buf.Bytes(), nil); err != nil {
+		return FinalizeResult{}, fmt.Errorf("write rejects: %w", err)
+	}
+	cfg, err := json.Marshal(in.Spec)
+	if err != nil {
+		return FinalizeResult{}, err
+	}
+	m, err := dataset.WriteManifest(ctx, store, dataset.Manifest{CreatedAt: in.CreatedAt, Config: cfg,
+		Versions: dataset.Versions{Tracer: sandbox.TracerVersion, Pipeline: dataset.PipelineVersion, Tokenizer: tokName(a, in.Spec.Tokenizer)},
+		Shards:   shards, Counts: counts})
+	if err != nil {
+		return FinalizeResult{}, fmt.Errorf("write manifest: %w", err)
+	}
+	return FinalizeResult{Manifest: store.URL(), Totals: m.Totals, Counts: counts}, nil
+}
+
+func tokName(a *Activities, name string) string {
+	if tok, err := a.Tokenizers(name); err == nil {
+		return tok.Name()
+	}
+	return name
+}
+
+// reasonClass is the first word of a reject reason (the status or the kind of problem).
+func reasonClass(reason string) string {
+	for i, c := range reason {
+		if c == ':' || c == ' ' {
+			return reason[:i]
+		}
+	}
+	return reason
+}

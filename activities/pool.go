@@ -1,0 +1,57 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ndtrace/ndtrace/sandbox"
+)
+
+// SandboxPool hands out up to Size sandboxes, built on first use and reused: the worker's tracing
+// concurrency.
+type SandboxPool struct {
+	cfg  sandbox.Config
+	free chan *sandbox.Sandbox
+	slot chan struct{}
+	mu   sync.Mutex
+	all  []*sandbox.Sandbox
+}
+
+// NewSandboxPool returns a pool of at most size sandboxes built from cfg.
+func NewSandboxPool(cfg sandbox.Config, size int) *SandboxPool {
+	if size < 1 {
+		size = 1
+	}
+	return &SandboxPool{cfg: cfg, free: make(chan *sandbox.Sandbox, size), slot: make(chan struct{}, size)}
+}
+
+// Get returns a sandbox and the function that gives it back.
+func (p *SandboxPool) Get(ctx context.Context) (*sandbox.Sandbox, func(), error) {
+	select {
+	case sb := <-p.free:
+		return sb, func() { p.free <- sb }, nil
+	case p.slot <- struct{}{}:
+		sb, err := sandbox.New(ctx, p.cfg)
+		if err != nil {
+			<-p.slot
+			return nil, nil, fmt.Errorf("sandbox: %w", err)
+		}
+		p.mu.Lock()
+		p.all = append(p.all, sb)
+		p.mu.Unlock()
+		return sb, func() { p.free <- sb }, nil
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+}
+
+// Close stops every sandbox of the pool.
+func (p *SandboxPool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sb := range p.all {
+		sb.Close()
+	}
+	p.all = nil
+}

@@ -1,0 +1,117 @@
+//go:build !worker
+
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+// embeddedAvailable reports whether this binary carries the embedded Temporal server (builds with
+// the "worker" tag do not, to keep worker images small).
+const embeddedAvailable = true
+
+// embeddedServer is a Temporal server running inside this process.
+type embeddedServer struct {
+	srv  temporal.Server
+	addr string
+}
+
+// startEmbedded starts every Temporal service in-process on 127.0.0.1, persisting to a SQLite file
+// (dbFile) or to memory (dbFile ""). Static hosts instead of ringpop membership make restarts on a
+// file database fast; the version check that calls home is off.
+func startEmbedded(dbFile, namespace string) (*embeddedServer, error) {
+	const host = "127.0.0.1"
+	sql := &config.SQL{PluginName: sqliteplugin.PluginName, ConnectAttributes: map[string]string{}}
+	if dbFile == "" {
+		sql.DatabaseName = fmt.Sprintf("ndtrace-%d", time.Now().UnixNano())
+		sql.ConnectAttributes["mode"], sql.ConnectAttributes["cache"] = "memory", "shared"
+	} else {
+		if err := os.MkdirAll(filepath.Dir(dbFile), 0o755); err != nil {
+			return nil, fmt.Errorf("temporal database: %w", err)
+		}
+		sql.DatabaseName = dbFile
+		sql.ConnectAttributes["mode"], sql.ConnectAttributes["journal_mode"], sql.ConnectAttributes["busy_timeout"] = "rwc", "wal", "10000"
+		if _, err := os.Stat(dbFile); os.IsNotExist(err) {
+			if err := sqliteschema.SetupSchema(sql); err != nil {
+				return nil, fmt.Errorf("temporal database schema: %w", err)
+			}
+		}
+	}
+	var ports [4]int
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	svc := func(p int) config.Service { return config.Service{RPC: config.RPC{GRPCPort: p, BindOnIP: host}} }
+	hp := func(p int) static.Hosts { return static.SingleLocalHost(fmt.Sprintf("%s:%d", host, p)) }
+	fe := fmt.Sprintf("%s:%d", host, ports[0])
+	cfg := &config.Config{
+		Global: config.Global{Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host}},
+		Persistence: config.Persistence{DefaultStore: "sqlite", VisibilityStore: "sqlite", NumHistoryShards: 1,
+			DataStores: map[string]config.DataStore{"sqlite": {SQL: sql}}},
+		ClusterMetadata: &cluster.Config{FailoverVersionIncrement: 10, MasterClusterName: "active", CurrentClusterName: "active",
+			ClusterInformation: map[string]cluster.ClusterInformation{"active": {Enabled: true, InitialFailoverVersion: 1, RPCAddress: fe}}},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services: map[string]config.Service{"frontend": svc(ports[0]), "history": svc(ports[1]),
+			"matching": svc(ports[2]), "worker": svc(ports[3])},
+		Archival: config.Archival{History: config.HistoryArchival{State: "disabled"}, Visibility: config.VisibilityArchival{State: "disabled"}},
+		NamespaceDefaults: config.NamespaceDefaults{Archival: config.ArchivalNamespaceDefaults{
+			History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+			Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"}}},
+		PublicClient: config.PublicClient{HostPort: fe},
+	}
+	nsCfg, err := sqliteschema.NewNamespaceConfig("active", namespace, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("temporal namespace: %w", err)
+	}
+	if err := sqliteschema.CreateNamespaces(sql, nsCfg); err != nil {
+		return nil, fmt.Errorf("temporal namespace: %w", err)
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(cfg),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: hp(ports[0]), primitives.HistoryService: hp(ports[1]),
+			primitives.MatchingService: hp(ports[2]), primitives.WorkerService: hp(ports[3])}),
+		temporal.WithLogger(log.NewNoopLogger()),
+		temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
+			dynamicconfig.EnableServerVersionCheck.Key(): []dynamicconfig.ConstrainedValue{{Value: false}},
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("temporal server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start temporal server: %w", err)
+	}
+	return &embeddedServer{srv: srv, addr: fe}, nil
+}
+
+func (e *embeddedServer) Addr() string { return e.addr }
+func (e *embeddedServer) Stop()        { _ = e.srv.Stop() }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

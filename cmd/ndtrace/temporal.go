@@ -1,0 +1,386 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/ndtrace/ndtrace/activities"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/tokenize"
+	"github.com/ndtrace/ndtrace/workflows"
+)
+
+// temporalFlags say which Temporal cluster to use.
+type temporalFlags struct {
+	addr      string
+	namespace string
+}
+
+func (f *temporalFlags) register(fs *flag.FlagSet, required bool) {
+	help := "Temporal frontend HOST:PORT"
+	if !required {
+		help += " (default: start an embedded server in this process)"
+	}
+	fs.StringVar(&f.addr, "temporal", "", help)
+	fs.StringVar(&f.namespace, "namespace", "default", "Temporal namespace")
+}
+
+// dial connects to the cluster.
+func (f *temporalFlags) dial() (client.Client, error) {
+	if f.addr == "" {
+		return nil, usagef("--temporal HOST:PORT is required")
+	}
+	c, err := client.Dial(client.Options{HostPort: f.addr, Namespace: f.namespace, Logger: sdkLogger()})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", f.addr, err)
+	}
+	return c, nil
+}
+
+// sdkLogger routes the SDK's logs to slog at warning level unless NDTRACE_LOG=debug.
+func sdkLogger() *slog.Logger { return slog.Default() }
+
+// workerFlags size a worker.
+type workerFlags struct {
+	traceSlots int
+	ioSlots    int
+	queues     string
+}
+
+func (f *workerFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.traceSlots, "trace-concurrency", 2, "sandboxes, i.e. items traced at once, per worker")
+	fs.IntVar(&f.ioSlots, "io-concurrency", 4, "concurrent I/O activities (planning, building shards) per worker")
+	fs.StringVar(&f.queues, "queues", "trace,io", "task queues this worker serves: trace, io or both")
+}
+
+// startWorkers runs the workers of the chosen queues until the returned stop function is called.
+func startWorkers(c client.Client, wf workerFlags, sf sandboxFlags) (stop func(), err error) {
+	if wf.traceSlots < 1 || wf.ioSlots < 1 {
+		return nil, usagef("concurrency must be positive")
+	}
+	queues := map[string]bool{}
+	for _, q := range strings.Split(wf.queues, ",") {
+		switch q = strings.TrimSpace(q); q {
+		case "trace", "io":
+			queues[q] = true
+		default:
+			return nil, usagef("--queues: unknown queue %q (trace, io)", q)
+		}
+	}
+	acts := &activities.Activities{Tokenizers: tokenize.Get}
+	var ws []worker.Worker
+	if queues["trace"] {
+		cfg, err := sf.config()
+		if err != nil {
+			return nil, err
+		}
+		// Fail now, not on the first item, if this machine cannot sandbox.
+		probe, err := sandbox.New(context.Background(), cfg)
+		if err != nil {
+			return nil, err
+		}
+		probe.Close()
+		acts.Sandboxes = activities.NewSandboxPool(cfg, wf.traceSlots)
+		w := worker.New(c, activities.TraceQueue, worker.Options{MaxConcurrentActivityExecutionSize: wf.traceSlots})
+		w.RegisterActivity(acts.TraceBatch)
+		ws = append(ws, w)
+	}
+	if queues["io"] {
+		w := worker.New(c, activities.IOQueue, worker.Options{MaxConcurrentActivityExecutionSize: wf.ioSlots})
+		w.RegisterWorkflow(workflows.DatasetWorkflow)
+		w.RegisterWorkflow(workflows.BatchWorkflow)
+		w.RegisterActivity(acts.Plan)
+		w.RegisterActivity(acts.BuildShard)
+		w.RegisterActivity(acts.Finalize)
+		ws = append(ws, w)
+	}
+	for i, w := range ws {
+		if err := w.Start(); err != nil {
+			for _, s := range ws[:i] {
+				s.Stop()
+			}
+			return nil, fmt.Errorf("start worker: %w", err)
+		}
+	}
+	return func() {
+		for _, w := range ws {
+			w.Stop()
+		}
+		if acts.Sandboxes != nil {
+			acts.Sandboxes.Close()
+		}
+	}, nil
+}
+
+// loadSpec reads a spec file, or returns the built-in examples spec when path is empty.
+func loadSpec(path, out string) (schemas.Spec, error) {
+	var spec schemas.Spec
+	if path == "" {
+		spec = schemas.Spec{Name: "ndtrace-examples", Sources: []schemas.SourceSpec{{Kind: "examples"}}}.WithDefaults()
+	} else {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return spec, usagef("cannot read spec: %v", err)
+		}
+		if spec, err = schemas.ParseSpec(data); err != nil {
+			return spec, usageError{err.Error()}
+		}
+	}
+	if out != "" {
+		spec.Output = out
+	}
+	return spec, spec.Validate()
+}
+
+// startDataset starts (or attaches to) the dataset workflow of spec and returns its ID.
+func startDataset(ctx context.Context, c client.Client, spec schemas.Spec) (client.WorkflowRun, error) {
+	created := time.Now().UTC().Truncate(time.Second)
+	if spec.CreatedAt != "" {
+		created, _ = time.Parse(time.RFC3339, spec.CreatedAt)
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.WorkflowID(spec),
+		TaskQueue:                activities.IOQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+	run, err := c.ExecuteWorkflow(ctx, opts, workflows.DatasetWorkflow, workflows.DatasetInput{Spec: spec, Dataset: spec.Output, CreatedAt: created})
+	if err != nil {
+		return nil, fmt.Errorf("start dataset workflow: %w", err)
+	}
+	return run, nil
+}
+
+// queryProgress asks a running dataset workflow for its progress.
+func queryProgress(ctx context.Context, c client.Client, id string) (workflows.Progress, error) {
+	var p workflows.Progress
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.ProgressQuery)
+	if err != nil {
+		return p, err
+	}
+	return p, v.Get(&p)
+}
+
+// progressLine formats progress with its rate and ETA.
+func progressLine(p workflows.Progress, now time.Time) string {
+	line := fmt.Sprintf("%s: %d/%d items traced, %d trajectories, %d tokens, %d rejects, %d/%d batches",
+		p.Phase, p.ItemsDone, p.Items, p.Rows, p.Tokens, p.Rejected, p.BatchesDone, p.Batches)
+	if !p.Started.IsZero() && p.ItemsDone > 0 {
+		el := now.Sub(p.Started).Seconds()
+		rate := float64(p.ItemsDone) / el
+		line += fmt.Sprintf(", %.1f items/s", rate)
+		if left := p.Items - p.ItemsDone; left > 0 && rate > 0 {
+			line += fmt.Sprintf(", ETA %s", (time.Duration(float64(left)/rate) * time.Second).Round(time.Second))
+		}
+	}
+	return line
+}
+
+// watch prints progress to w until the run ends and returns its result.
+func watch(ctx context.Context, c client.Client, run client.WorkflowRun, w io.Writer) (workflows.DatasetResult, error) {
+	done := make(chan error, 1)
+	var res workflows.DatasetResult
+	go func() { done <- run.Get(ctx, &res) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := ""
+	for {
+		select {
+		case err := <-done:
+			return res, err
+		case <-tick.C:
+			if p, err := queryProgress(ctx, c, run.GetID()); err == nil {
+				if line := progressLine(p, time.Now()); line != last {
+					fmt.Fprintln(w, line)
+					last = line
+				}
+			}
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", "[--spec FILE] [--out URL] [--temporal HOST:PORT] [flags]", stderr)
+	var (
+		specPath, out, db string
+		tf                temporalFlags
+		wf                workerFlags
+		sf                sandboxFlags
+		noWorker          bool
+	)
+	fs.StringVar(&specPath, "spec", "", "dataset spec (YAML, docs/spec.md); default: the built-in examples")
+	fs.StringVar(&out, "out", "", "dataset URL, overriding the spec's output (default ./ndtrace-data)")
+	fs.StringVar(&db, "db", "", "embedded server: SQLite file for Temporal's state (default in memory)")
+	fs.BoolVar(&noWorker, "no-worker", false, "start no worker in this process (workers run elsewhere)")
+	tf.register(fs, false)
+	wf.register(fs)
+	sf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	spec, err := loadSpec(specPath, out)
+	if err != nil {
+		return err
+	}
+	if tf.addr == "" {
+		if !embeddedAvailable {
+			return usagef("this build has no embedded Temporal server: give --temporal HOST:PORT")
+		}
+		srv, err := startEmbedded(db, tf.namespace)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		tf.addr = srv.Addr()
+		slog.Debug("embedded Temporal server", "addr", tf.addr)
+	}
+	c, err := tf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if !noWorker {
+		stop, err := startWorkers(c, wf, sf)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	run, err := startDataset(ctx, c, spec)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "dataset workflow %s writing %s\n", run.GetID(), spec.Output)
+	res, err := watch(ctx, c, run, stderr)
+	if err != nil {
+		return fmt.Errorf("dataset %s: %w", spec.Output, err)
+	}
+	printSummary(stdout, spec.Output, res)
+	return nil
+}
+
+func printSummary(w io.Writer, url string, res workflows.DatasetResult) {
+	p, f := res.Progress, res.Final
+	fmt.Fprintf(w, "dataset %s: %d rows in %d shards, %d tokens (%d learned), %d of %d items rejected (see rejects.jsonl); %d batches reused\n",
+		url, f.Totals.Rows, f.Totals.Shards, f.Totals.Tokens, f.Totals.LearnedTokens, f.Counts["rejects"], f.Counts["items"], p.Reused)
+}
+
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("worker", "--temporal HOST:PORT [flags]", stderr)
+	var (
+		tf temporalFlags
+		wf workerFlags
+		sf sandboxFlags
+	)
+	tf.register(fs, true)
+	wf.register(fs)
+	sf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := tf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop, err := startWorkers(c, wf, sf)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Fprintf(stderr, "ndtrace worker serving %s on %s (Ctrl-C to stop)\n", wf.queues, tf.addr)
+	<-ctx.Done()
+	return nil
+}
+
+func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("submit", "--spec FILE --temporal HOST:PORT [--out URL]", stderr)
+	var (
+		specPath, out string
+		tf            temporalFlags
+	)
+	fs.StringVar(&specPath, "spec", "", "dataset spec (YAML, docs/spec.md) (required)")
+	fs.StringVar(&out, "out", "", "dataset URL, overriding the spec's output")
+	tf.register(fs, true)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if specPath == "" {
+		return usagef("--spec is required")
+	}
+	spec, err := loadSpec(specPath, out)
+	if err != nil {
+		return err
+	}
+	c, err := tf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	run, err := startDataset(ctx, c, spec)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, run.GetID())
+	return nil
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "ID --temporal HOST:PORT", stderr)
+	var tf temporalFlags
+	tf.register(fs, true)
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if id == "" {
+		return usagef("the workflow ID is required (ndtrace submit prints it)")
+	}
+	c, err := tf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return fmt.Errorf("workflow %s: %w", id, err)
+	}
+	status := desc.GetWorkflowExecutionInfo().GetStatus()
+	fmt.Fprintf(stdout, "workflow %s: %s\n", id, strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		var res workflows.DatasetResult
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			return err
+		}
+		printSummary(stdout, res.Progress.Manifest, res)
+		return nil
+	}
+	p, err := queryProgress(ctx, c, id)
+	if err != nil {
+		var notRunning bool
+		notRunning = status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		if notRunning {
+			return errors.New("the workflow is not running and did not complete")
+		}
+		return fmt.Errorf("progress: %w", err)
+	}
+	fmt.Fprintln(stdout, progressLine(p, time.Now()))
+	return nil
+}

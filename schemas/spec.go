@@ -1,0 +1,243 @@
+package schemas
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Spec describes a dataset: what to trace and how to turn it into rows. It is read from a YAML file
+// (docs/spec.md documents every field and its default). A Spec crosses process boundaries (it is a
+// Temporal workflow input), so it holds only small values.
+type Spec struct {
+	// Name names the dataset (default "ndtrace").
+	Name string `yaml:"name" json:"name"`
+	// Output is the dataset URL: a local folder, file://, s3://, gs:// or azblob:// (default
+	// ./ndtrace-data).
+	Output string `yaml:"output" json:"output"`
+	// Sources lists the code to trace.
+	Sources []SourceSpec `yaml:"sources" json:"sources"`
+	// Directions are the trajectory directions sampled per trace (default [forward, inverse]).
+	Directions []string `yaml:"directions" json:"directions"`
+	// TrajectoriesPerTrace is the number of trajectories sampled per trace and direction (default 1).
+	TrajectoriesPerTrace int `yaml:"trajectories_per_trace" json:"trajectories_per_trace"`
+	// Policy is the action policy: "paper" (default) or "step_into".
+	Policy string `yaml:"policy" json:"policy"`
+	// Seed seeds every trajectory (each gets its own seed derived from it and the item).
+	Seed uint64 `yaml:"seed" json:"seed"`
+	// Tokenizer names the tokenizer (default cl100k_base).
+	Tokenizer string `yaml:"tokenizer" json:"tokenizer"`
+	// Mask is the loss mask: "states" (default) or "all".
+	Mask string `yaml:"mask" json:"mask"`
+	// MaxTokens caps a trajectory's tokens (default 16384); TooLong is "resample" (default) or
+	// "drop".
+	MaxTokens int    `yaml:"max_tokens" json:"max_tokens"`
+	TooLong   string `yaml:"too_long" json:"too_long"`
+	// Limits bound each traced run.
+	Limits LimitsSpec `yaml:"limits" json:"limits"`
+	// BatchSize is the number of items per batch: one batch is one child workflow and one shard
+	// (default 64).
+	BatchSize int `yaml:"batch_size" json:"batch_size"`
+	// Parallelism is the number of batches in flight (default 4).
+	Parallelism int `yaml:"parallelism" json:"parallelism"`
+	// CreatedAt is recorded in every row. Pin it for byte-identical re-runs; if empty, the run's
+	// start time is used.
+	CreatedAt string `yaml:"created_at" json:"created_at"`
+}
+
+// SourceSpec is one source of code.
+type SourceSpec struct {
+	// Kind is "jsonl" (a CruxEval-format corpus: id, code, input), "python" (a Python file and call
+	// expressions) or "examples" (ndtrace's built-in examples).
+	Kind string `yaml:"kind" json:"kind"`
+	// Path is the file (local path or bucket URL) of a jsonl or python source.
+	Path string `yaml:"path" json:"path"`
+	// Func is the function a jsonl row's input is passed to (default f).
+	Func string `yaml:"func" json:"func"`
+	// Calls are the call expressions traced in a python source.
+	Calls []string `yaml:"calls" json:"calls"`
+	// Limit keeps only the first Limit items (0: all).
+	Limit int `yaml:"limit" json:"limit"`
+}
+
+// LimitsSpec bounds traced runs (see sandbox.Limits).
+type LimitsSpec struct {
+	Timeout    string `yaml:"timeout" json:"timeout"`         // default 10s
+	MaxEvents  int    `yaml:"max_events" json:"max_events"`   // default 100000
+	ValueChars int    `yaml:"value_chars" json:"value_chars"` // default 1000
+}
+
+// Spec defaults.
+const (
+	DefaultOutput      = "./ndtrace-data"
+	DefaultBatchSize   = 64
+	DefaultParallelism = 4
+)
+
+// ParseSpec reads a YAML spec, rejecting unknown fields, fills in defaults and validates it. Errors
+// name the field.
+func ParseSpec(data []byte) (Spec, error) {
+	var s Spec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, fmt.Errorf("spec: %w", err)
+	}
+	s = s.WithDefaults()
+	return s, s.Validate()
+}
+
+// WithDefaults returns s with every unset field at its default.
+func (s Spec) WithDefaults() Spec {
+	if s.Name == "" {
+		s.Name = "ndtrace"
+	}
+	if s.Output == "" {
+		s.Output = DefaultOutput
+	}
+	if len(s.Directions) == 0 {
+		s.Directions = []string{"forward", "inverse"}
+	}
+	if s.TrajectoriesPerTrace == 0 {
+		s.TrajectoriesPerTrace = 1
+	}
+	if s.Policy == "" {
+		s.Policy = "paper"
+	}
+	if s.Tokenizer == "" {
+		s.Tokenizer = "cl100k_base"
+	}
+	if s.Mask == "" {
+		s.Mask = "states"
+	}
+	if s.MaxTokens == 0 {
+		s.MaxTokens = 16384
+	}
+	if s.TooLong == "" {
+		s.TooLong = "resample"
+	}
+	if s.Limits.Timeout == "" {
+		s.Limits.Timeout = "10s"
+	}
+	if s.Limits.MaxEvents == 0 {
+		s.Limits.MaxEvents = 100000
+	}
+	if s.Limits.ValueChars == 0 {
+		s.Limits.ValueChars = 1000
+	}
+	if s.BatchSize == 0 {
+		s.BatchSize = DefaultBatchSize
+	}
+	if s.Parallelism == 0 {
+		s.Parallelism = DefaultParallelism
+	}
+	for i := range s.Sources {
+		if s.Sources[i].Kind == "jsonl" && s.Sources[i].Func == "" {
+			s.Sources[i].Func = "f"
+		}
+	}
+	return s
+}
+
+// Validate checks every field and names the first bad one.
+func (s Spec) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("spec: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if len(s.Sources) == 0 {
+		return bad("sources", "at least one source is required")
+	}
+	for i, src := range s.Sources {
+		f := fmt.Sprintf("sources[%d]", i)
+		switch src.Kind {
+		case "jsonl":
+			if src.Path == "" {
+				return bad(f+".path", "a jsonl source needs a path")
+			}
+		case "python":
+			if src.Path == "" {
+				return bad(f+".path", "a python source needs a path")
+			}
+			if len(src.Calls) == 0 {
+				return bad(f+".calls", "a python source needs at least one call expression")
+			}
+			for j, c := range src.Calls {
+				if strings.TrimSpace(c) == "" {
+					return bad(fmt.Sprintf("%s.calls[%d]", f, j), "empty call expression")
+				}
+			}
+		case "examples":
+		case "repository":
+			return bad(f+".kind", "repository sources are not supported yet")
+		case "":
+			return bad(f+".kind", "missing (jsonl, python or examples)")
+		default:
+			return bad(f+".kind", "unknown kind %q (jsonl, python or examples)", src.Kind)
+		}
+		if src.Limit < 0 {
+			return bad(f+".limit", "must not be negative")
+		}
+	}
+	seen := map[string]bool{}
+	for i, d := range s.Directions {
+		if d != "forward" && d != "inverse" {
+			return bad(fmt.Sprintf("directions[%d]", i), "%q is not forward or inverse", d)
+		}
+		if seen[d] {
+			return bad(fmt.Sprintf("directions[%d]", i), "%q given twice", d)
+		}
+		seen[d] = true
+	}
+	if s.TrajectoriesPerTrace < 1 || s.TrajectoriesPerTrace > 1000 {
+		return bad("trajectories_per_trace", "%d is not between 1 and 1000", s.TrajectoriesPerTrace)
+	}
+	if s.Policy != "paper" && s.Policy != "step_into" {
+		return bad("policy", "%q is not paper or step_into", s.Policy)
+	}
+	if s.Mask != "states" && s.Mask != "all" {
+		return bad("mask", "%q is not states or all", s.Mask)
+	}
+	if s.MaxTokens < 64 {
+		return bad("max_tokens", "%d is below 64", s.MaxTokens)
+	}
+	if s.TooLong != "resample" && s.TooLong != "drop" {
+		return bad("too_long", "%q is not resample or drop", s.TooLong)
+	}
+	if d, err := time.ParseDuration(s.Limits.Timeout); err != nil || d <= 0 {
+		return bad("limits.timeout", "%q is not a positive duration", s.Limits.Timeout)
+	}
+	if s.Limits.MaxEvents < 1 {
+		return bad("limits.max_events", "must be positive")
+	}
+	if s.Limits.ValueChars < 1 {
+		return bad("limits.value_chars", "must be positive")
+	}
+	if s.BatchSize < 1 || s.BatchSize > 100000 {
+		return bad("batch_size", "%d is not between 1 and 100000", s.BatchSize)
+	}
+	if s.Parallelism < 1 || s.Parallelism > 1000 {
+		return bad("parallelism", "%d is not between 1 and 1000", s.Parallelism)
+	}
+	if s.CreatedAt != "" {
+		if _, err := time.Parse(time.RFC3339, s.CreatedAt); err != nil {
+			return bad("created_at", "%q is not an RFC 3339 time", s.CreatedAt)
+		}
+	}
+	return nil
+}
+
+// Hash is a stable hash of everything in s that changes the rows produced (not Output, Name,
+// Parallelism or CreatedAt).
+func (s Spec) Hash() string {
+	c := s
+	c.Output, c.Name, c.Parallelism, c.CreatedAt = "", "", 0, ""
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,195 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ndtrace/ndtrace/activities"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// ProgressQuery is the query that returns a DatasetWorkflow's Progress.
+const ProgressQuery = "progress"
+
+// batchesPerRun bounds the batches one workflow run starts before it continues as new, which keeps
+// its history far below Temporal's limits.
+const batchesPerRun = 200
+
+// DatasetInput is the input of DatasetWorkflow. State is nil on the first run and carries the
+// progress across continue-as-new.
+type DatasetInput struct {
+	Spec      schemas.Spec
+	Dataset   string
+	CreatedAt time.Time
+	State     *DatasetState
+}
+
+// DatasetState is what a DatasetWorkflow run hands to the next.
+type DatasetState struct {
+	Plan     activities.PlanResult
+	Next     int
+	Progress Progress
+}
+
+// Progress is what ndtrace status and ndtrace run show.
+type Progress struct {
+	Phase       string // planning, tracing, finalizing, done
+	Batches     int
+	BatchesDone int
+	Items       int
+	ItemsDone   int
+	Rows        int
+	Tokens      int64
+	Rejected    int
+	Reused      int
+	Started     time.Time
+	Manifest    string
+}
+
+// DatasetResult is the committed dataset.
+type DatasetResult struct {
+	Progress Progress
+	Final    activities.FinalizeResult
+}
+
+// WorkflowID is the deterministic workflow ID of a dataset: the same spec and output give the same
+// ID, so submitting it again attaches to (or re-runs over) the same work.
+func WorkflowID(spec schemas.Spec) string {
+	sum := sha256.Sum256([]byte(spec.Hash() + "|" + spec.Output))
+	return fmt.Sprintf("ndtrace-dataset-%s-%s", spec.Name, hex.EncodeToString(sum[:6]))
+}
+
+// ioOptions are the options of I/O activities: retried with backoff, never for bad input.
+func ioOptions(timeout time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:           activities.IOQueue,
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadInput}},
+	}
+}
+
+// DatasetWorkflow produces a dataset: it plans the batches, runs a BatchWorkflow per batch with a
+// bounded window in flight, and finalizes the manifest.
+func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, error) {
+	var a *activities.Activities
+	st := in.State
+	if st == nil {
+		st = &DatasetState{Progress: Progress{Phase: "planning", Started: workflow.Now(ctx)}}
+	}
+	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) { return st.Progress, nil }); err != nil {
+		return DatasetResult{}, err
+	}
+	if in.State == nil {
+		actx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
+		if err := workflow.ExecuteActivity(actx, a.Plan, activities.PlanInput{Spec: in.Spec, Dataset: in.Dataset}).Get(ctx, &st.Plan); err != nil {
+			return DatasetResult{}, fmt.Errorf("plan: %w", err)
+		}
+		st.Progress.Batches, st.Progress.Items = st.Plan.Batches, st.Plan.Items
+		st.Progress.Rejected = st.Plan.SourceRejects
+		st.Progress.Phase = "tracing"
+	}
+
+	// A sliding window of children: at most Parallelism in flight; a child's ID is derived from the
+	// parent's and the batch, so a re-run finds the same children.
+	parentID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	window := in.Spec.Parallelism
+	pending := 0
+	started := 0
+	var firstErr error
+	sel := workflow.NewSelector(ctx)
+	startChild := func(i int) {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:            fmt.Sprintf("%s/batch-%06d", parentID, i),
+			TaskQueue:             activities.IOQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
+		})
+		f := workflow.ExecuteChildWorkflow(cctx, BatchWorkflow, activities.BatchInput{Spec: in.Spec, Dataset: in.Dataset,
+			PlanKey: st.Plan.PlanKey, Index: i, CreatedAt: in.CreatedAt})
+		pending++
+		sel.AddFuture(f, func(f workflow.Future) {
+			pending--
+			var s activities.BatchSummary
+			if err := f.Get(ctx, &s); err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("batch %d: %w", i, err)
+				}
+				return
+			}
+			p := &st.Progress
+			p.BatchesDone++
+			p.ItemsDone += s.Items
+			p.Rows += s.Rows
+			p.Tokens += s.Tokens
+			p.Rejected += s.Rejected
+			if s.Reused {
+				p.Reused++
+			}
+		})
+	}
+	for st.Next < st.Plan.Batches && started < batchesPerRun && firstErr == nil {
+		for pending < window && st.Next < st.Plan.Batches && started < batchesPerRun {
+			startChild(st.Next)
+			st.Next++
+			started++
+		}
+		sel.Select(ctx)
+	}
+	// Drain the window: nothing may be in flight when the run continues as new or finalizes.
+	for pending > 0 {
+		sel.Select(ctx)
+	}
+	if firstErr != nil {
+		return DatasetResult{Progress: st.Progress}, firstErr
+	}
+	if st.Next < st.Plan.Batches {
+		return DatasetResult{}, workflow.NewContinueAsNewError(ctx, DatasetWorkflow, DatasetInput{
+			Spec: in.Spec, Dataset: in.Dataset, CreatedAt: in.CreatedAt, State: st})
+	}
+
+	st.Progress.Phase = "finalizing"
+	var final activities.FinalizeResult
+	actx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
+	if err := workflow.ExecuteActivity(actx, a.Finalize, activities.FinalizeInput{Spec: in.Spec, Dataset: in.Dataset,
+		PlanKey: st.Plan.PlanKey, CreatedAt: in.CreatedAt}).Get(ctx, &final); err != nil {
+		return DatasetResult{Progress: st.Progress}, fmt.Errorf("finalize: %w", err)
+	}
+	st.Progress.Phase, st.Progress.Manifest = "done", final.Manifest
+	return DatasetResult{Progress: st.Progress, Final: final}, nil
+}
+
+// BatchWorkflow traces one batch on the sandbox queue, then builds its rows and shard on the I/O
+// queue. Both activities are idempotent: a batch whose record exists is reused.
+func BatchWorkflow(ctx workflow.Context, in activities.BatchInput) (activities.BatchSummary, error) {
+	var a *activities.Activities
+	timeout, err := time.ParseDuration(in.Spec.Limits.Timeout)
+	if err != nil {
+		return activities.BatchSummary{}, temporal.NewNonRetryableApplicationError("limits.timeout", activities.ErrBadInput, err)
+	}
+	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: activities.TraceQueue,
+		// Every item may take the whole wall-clock limit.
+		StartToCloseTimeout: time.Duration(in.Spec.BatchSize)*(timeout+5*time.Second) + time.Minute,
+		HeartbeatTimeout:    timeout*2 + time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadInput}},
+	})
+	var tr activities.TraceResult
+	if err := workflow.ExecuteActivity(tctx, a.TraceBatch, in).Get(ctx, &tr); err != nil {
+		return activities.BatchSummary{}, fmt.Errorf("trace: %w", err)
+	}
+	var s activities.BatchSummary
+	bctx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
+	if err := workflow.ExecuteActivity(bctx, a.BuildShard, in, tr).Get(ctx, &s); err != nil {
+		return activities.BatchSummary{}, fmt.Errorf("build shard: %w", err)
+	}
+	return s, nil
+}

@@ -215,6 +215,8 @@ func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (TraceResult
 			if err := enc.Encode(t); err != nil {
 				return res, err
 			}
+			// Liveness: the details stay the number of chunks stored, the resume point.
+			activity.RecordHeartbeat(ctx, c)
 		}
 		if err := store.Bucket().WriteAll(ctx, key, buf.Bytes(), nil); err != nil {
 			return res, fmt.Errorf("store traces: %w", err)

@@ -28,6 +28,8 @@ type DatasetInput struct {
 	Dataset   string
 	CreatedAt time.Time
 	State     *DatasetState
+	// BatchesPerRun bounds the batches one run starts before continuing as new (default 200).
+	BatchesPerRun int
 }
 
 // DatasetState is what a DatasetWorkflow run hands to the next.
@@ -101,6 +103,10 @@ func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, erro
 	// parent's and the batch, so a re-run finds the same children.
 	parentID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	window := in.Spec.Parallelism
+	perRun := in.BatchesPerRun
+	if perRun <= 0 {
+		perRun = batchesPerRun
+	}
 	pending := 0
 	started := 0
 	var firstErr error
@@ -135,8 +141,8 @@ func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, erro
 			}
 		})
 	}
-	for st.Next < st.Plan.Batches && started < batchesPerRun && firstErr == nil {
-		for pending < window && st.Next < st.Plan.Batches && started < batchesPerRun {
+	for st.Next < st.Plan.Batches && started < perRun && firstErr == nil {
+		for pending < window && st.Next < st.Plan.Batches && started < perRun {
 			startChild(st.Next)
 			st.Next++
 			started++
@@ -152,7 +158,7 @@ func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, erro
 	}
 	if st.Next < st.Plan.Batches {
 		return DatasetResult{}, workflow.NewContinueAsNewError(ctx, DatasetWorkflow, DatasetInput{
-			Spec: in.Spec, Dataset: in.Dataset, CreatedAt: in.CreatedAt, State: st})
+			Spec: in.Spec, Dataset: in.Dataset, CreatedAt: in.CreatedAt, State: st, BatchesPerRun: in.BatchesPerRun})
 	}
 
 	st.Progress.Phase = "finalizing"
@@ -178,7 +184,7 @@ func BatchWorkflow(ctx workflow.Context, in activities.BatchInput) (activities.B
 		TaskQueue: activities.TraceQueue,
 		// Every item may take the whole wall-clock limit.
 		StartToCloseTimeout: time.Duration(in.Spec.BatchSize)*(timeout+5*time.Second) + time.Minute,
-		HeartbeatTimeout:    timeout*2 + time.Minute,
+		HeartbeatTimeout:    timeout + 30*time.Second, // a heartbeat follows every item
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadInput}},
 	})

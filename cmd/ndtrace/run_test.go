@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/tokenize"
+	"github.com/ndtrace/ndtrace/workflows"
+)
+
+func writeSpec(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkDataset validates a dataset and returns its manifest and every row id.
+func checkDataset(t *testing.T, url string) (*dataset.Manifest, []string) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := dataset.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := dataset.Validate(ctx, store, tokenize.Get); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	m, err := dataset.ReadManifest(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range m.Shards {
+		rows, err := dataset.ReadRows(ctx, store, s.Path, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+	}
+	return m, ids
+}
+
+func uniqueCount(ids []string) int {
+	seen := map[string]bool{}
+	for _, id := range ids {
+		seen[id] = true
+	}
+	return len(seen)
+}
+
+// TestRunCruxEvalEndToEnd runs all of CruxEval through the pipeline on a real in-process Temporal
+// server, validates the dataset, and checks that running the same spec again reuses every batch.
+func TestRunCruxEvalEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "data")
+	spec := writeSpec(t, dir, fmt.Sprintf("name: crux\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 100\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(t)))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "items traced") || !strings.Contains(stdout.String(), "dataset "+out) {
+		t.Errorf("no progress or summary:\n%s\n%s", stderr.String(), stdout.String())
+	}
+	m, ids := checkDataset(t, out)
+	// Every item ends as rows or as a reject: 800 items, two directions each.
+	if m.Counts["items"] != 800 || int64(len(ids)) != m.Totals.Rows || uniqueCount(ids) != len(ids) {
+		t.Fatalf("items %d, rows %d (%d ids, %d unique)", m.Counts["items"], m.Totals.Rows, len(ids), uniqueCount(ids))
+	}
+	if m.Totals.Rows+2*m.Counts["rejects"] < 1600 || m.Totals.Rows < 1500 {
+		t.Fatalf("%d rows and %d rejects for 800 items", m.Totals.Rows, m.Counts["rejects"])
+	}
+	t.Logf("CruxEval: %d rows, %d tokens, counts %v", m.Totals.Rows, m.Totals.Tokens, m.Counts)
+	before, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("re-run: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "8 batches reused") {
+		t.Errorf("re-run did not reuse the batches: %s", stdout.String())
+	}
+	after, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if !bytes.Equal(before, after) {
+		t.Errorf("re-running the same spec changed the manifest")
+	}
+}
+
+// buildBinary builds ndtrace for tests that need separate processes.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ndtrace")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestWorkerKilledMidRun runs a dataset on two worker processes, SIGKILLs one mid-run, and checks that
+// the dataset completes with no lost and no duplicated rows.
+func TestWorkerKilledMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := buildBinary(t)
+	srv, err := startEmbedded("", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := client.Dial(client.Options{HostPort: srv.Addr(), Logger: sdkLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	startWorker := func(name string) *exec.Cmd {
+		cmd := exec.Command(bin, "worker", "--temporal", srv.Addr(), "--trace-concurrency", "1")
+		log, _ := os.Create(filepath.Join(t.TempDir(), name+".log"))
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+		return cmd
+	}
+	w1 := startWorker("w1")
+	startWorker("w2")
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "data")
+	spec, err := loadSpec(writeSpec(t, dir, fmt.Sprintf(
+		"name: fault\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\n    limit: 240\nbatch_size: 20\nparallelism: 4\nlimits:\n  timeout: 2s\ncreated_at: 2026-11-22T00:00:00Z\n",
+		out, cruxeval.Path(t))), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	wr, err := startDataset(ctx, c, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill worker 1 (and its sandboxes) as soon as the run is under way.
+	killed := false
+	for !killed {
+		p, err := queryProgress(ctx, c, wr.GetID())
+		if err == nil && p.BatchesDone >= 1 {
+			if err := syscall.Kill(-w1.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killed = true
+			t.Logf("killed worker 1 after %d/%d batches", p.BatchesDone, p.Batches)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the run never got under way")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var res workflows.DatasetResult
+	if err := wr.Get(ctx, &res); err != nil {
+		t.Fatalf("dataset: %v", err)
+	}
+	m, ids := checkDataset(t, out)
+	if m.Counts["items"] != 240 || int64(len(ids)) != m.Totals.Rows || uniqueCount(ids) != len(ids) {
+		t.Fatalf("items %d, rows %d, ids %d, unique %d", m.Counts["items"], m.Totals.Rows, len(ids), uniqueCount(ids))
+	}
+	if m.Totals.Rows+2*m.Counts["rejects"] < 480 {
+		t.Fatalf("rows lost: %d rows, %d rejects for 240 items", m.Totals.Rows, m.Counts["rejects"])
+	}
+}

@@ -486,11 +486,11 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	if err != nil {
 		return FinalizeResult{}, err
 	}
-	m, err := dataset.WriteManifest(ctx, store, dataset.Manifest{CreatedAt: in.CreatedAt, Config: cfg,
+	m, err := dataset.CommitVersion(ctx, store, dataset.Manifest{CreatedAt: in.CreatedAt, Config: cfg,
 		Versions: dataset.Versions{Tracer: sandbox.TracerVersion, Pipeline: dataset.PipelineVersion, Tokenizer: tokName(a, in.Spec.Tokenizer)},
 		Shards:   shards, Counts: counts})
 	if err != nil {
-		return FinalizeResult{}, fmt.Errorf("write manifest: %w", err)
+		return FinalizeResult{}, fmt.Errorf("commit dataset: %w", err)
 	}
 	return FinalizeResult{Manifest: store.URL(), Totals: m.Totals, Counts: counts}, nil
 }

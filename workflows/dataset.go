@@ -82,6 +82,10 @@ func ioOptions(timeout time.Duration) workflow.ActivityOptions {
 // bounded window in flight, and finalizes the manifest.
 func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, error) {
 	var a *activities.Activities
+	if in.CreatedAt.IsZero() {
+		// Scheduled runs carry no creation time: each version is created when its run starts.
+		in.CreatedAt = workflow.Now(ctx).UTC().Truncate(time.Second)
+	}
 	st := in.State
 	if st == nil {
 		st = &DatasetState{Progress: Progress{Phase: "planning", Started: workflow.Now(ctx)}}

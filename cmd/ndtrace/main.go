@@ -29,13 +29,16 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"trace":   {"trace one function call in the sandbox and print its events as JSON Lines", runTrace},
-	"render":  {"trace a call and render one debugger trajectory (grammar text, JSON or CWM format)", runRender},
-	"prompts": {"build evaluation prompts (CruxEval input/output prediction, next-state sets)", runPrompts},
-	"run":     {"produce a dataset end to end (embedded Temporal by default; built-in examples without --spec)", runRun},
-	"worker":  {"run a worker for a Temporal cluster (scale out by starting more)", runWorker},
-	"submit":  {"start a dataset workflow on a cluster and print its ID", runSubmit},
-	"status":  {"show a dataset workflow's progress or result", runStatus},
+	"trace":    {"trace one function call in the sandbox and print its events as JSON Lines", runTrace},
+	"render":   {"trace a call and render one debugger trajectory (grammar text, JSON or CWM format)", runRender},
+	"prompts":  {"build evaluation prompts (CruxEval input/output prediction, next-state sets)", runPrompts},
+	"run":      {"produce a dataset end to end (embedded Temporal by default; built-in examples without --spec)", runRun},
+	"worker":   {"run a worker for a Temporal cluster (scale out by starting more)", runWorker},
+	"submit":   {"start a dataset workflow on a cluster and print its ID", runSubmit},
+	"status":   {"show a dataset workflow's progress or result", runStatus},
+	"schedule": {"create, list or delete Temporal Schedules that re-run a spec periodically", runSchedule},
+	"inspect":  {"print a dataset's rows decoded to text with the loss mask visible", runInspect},
+	"validate": {"check a dataset: manifest, shard checksums, schema, counts, every row decodes to its text", runValidate},
 }
 
 // usageError is a mistake in how the command was called (bad flags, bad input); it exits 2.

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/sandbox"
+)
+
+// BenchmarkEndToEnd runs CruxEval through the whole pipeline (embedded Temporal, one worker with one
+// sandbox, trajectories in both directions, cl100k_base, Parquet) and, in the same run, traces the
+// same 800 items with one sandbox alone. It reports trajectories/s and tokens/s of the pipeline
+// and the pipeline's overhead over tracing alone.
+func BenchmarkEndToEnd(b *testing.B) {
+	rows := cruxeval.Rows(b)
+	ctx := context.Background()
+	var traceTime, pipeTime time.Duration
+	var trajectories, tokens int64
+	for i := 0; i < b.N; i++ {
+		// The tracer alone.
+		sb, err := sandbox.New(ctx, sandbox.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		for _, r := range rows {
+			if _, err := sb.Run(ctx, sandbox.Request{Code: r.Code, Call: sandbox.CallFromInput("f", r.Input)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		traceTime += time.Since(t0)
+		sb.Close()
+
+		// The pipeline.
+		dir := b.TempDir()
+		out := filepath.Join(dir, "data")
+		spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 100\nparallelism: 2\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(b)))
+		var stdout, stderr bytes.Buffer
+		t0 = time.Now()
+		if code := run([]string{"run", "--spec", spec, "--trace-concurrency", "1"}, &stdout, &stderr); code != 0 {
+			b.Fatalf("run: %s", stderr.String())
+		}
+		pipeTime += time.Since(t0)
+		store, err := dataset.Open(ctx, out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := dataset.ReadManifest(ctx, store)
+		store.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		trajectories += m.Totals.Rows
+		tokens += m.Totals.Tokens
+	}
+	b.ReportMetric(float64(trajectories)/pipeTime.Seconds(), "trajectories/s")
+	b.ReportMetric(float64(tokens)/pipeTime.Seconds(), "tokens/s")
+	b.ReportMetric(traceTime.Seconds()/float64(b.N), "trace-only-s")
+	b.ReportMetric(pipeTime.Seconds()/float64(b.N), "pipeline-s")
+	b.ReportMetric(100*(pipeTime.Seconds()-traceTime.Seconds())/traceTime.Seconds(), "overhead-%")
+}

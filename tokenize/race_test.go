@@ -1,0 +1,5 @@
+//go:build race
+
+package tokenize_test
+
+const raceEnabled = true

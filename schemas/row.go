@@ -67,8 +67,10 @@ type Row struct {
 	TracerVersion   string `parquet:"tracer_version,dict" json:"tracer_version"`
 	PipelineVersion string `parquet:"pipeline_version,dict" json:"pipeline_version"`
 	Tokenizer       string `parquet:"tokenizer,dict" json:"tokenizer"`
-	// CreatedAt is the dataset's creation time, taken from its configuration (not the clock), so the
-	// same input, configuration and seed give byte-identical shards.
+	// CreatedAt is the creation time of the dataset version that wrote the row, taken from the run's
+	// configuration (not the clock), so the same input, configuration and seed give byte-identical
+	// shards. A later version that reuses the row's shard keeps it: it can be earlier than the
+	// manifest's created_at.
 	CreatedAt time.Time `parquet:"created_at,timestamp(microsecond)" json:"created_at"`
 }
 

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+// tokenizerLookup finds the tokenizer a dataset row names; validate and inspect decode input_ids with
+// it. Tests replace it.
+var tokenizerLookup dataset.TokenizerLookup = tokenize.Get
+
+const validateUsage = `URL [flags]
+
+Checks the dataset at URL: the manifest is present and well-formed; every shard it names exists with
+the listed size and sha256; each shard has the expected Parquet schema and the listed row, token and
+learned-token counts; every row has len(input_ids) == len(loss_mask) == num_tokens, the right
+num_learned, the manifest's tokenizer, and decodes back to its text with the tokenizer it names.
+Only the shards the manifest names are read.
+
+Exit status: 0 and a one-line summary if the dataset is valid; 1 naming the first problem (shard,
+row, column) if not, or if the store cannot be read; 2 for bad usage.
+
+URL: a folder (./ndtrace-data), file:///abs/dir, s3://bucket/prefix?region=..., gs://bucket/prefix,
+azblob://container/prefix (see docs/dataset.md). Flags may come before or after URL.`
+
+// runValidate implements "ndtrace validate".
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("validate", validateUsage, stderr)
+	all := fs.Bool("all", false, "list every problem on stdout, one per line (up to --max-problems), instead of stopping at the first")
+	maxProblems := fs.Int("max-problems", 1000, "with --all, stop after this many problems")
+	url, err := parseURLArg(fs, args)
+	if err != nil {
+		return err
+	}
+	if *maxProblems < 1 {
+		return usagef("--max-problems must be at least 1")
+	}
+	store, err := dataset.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	limit := 1
+	if *all {
+		limit = *maxProblems
+	}
+	rep, err := dataset.Check(ctx, store, tokenizerLookup, dataset.CheckOptions{MaxProblems: limit})
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		if !*all {
+			return fmt.Errorf("%s: %w", url, rep.Problems[0])
+		}
+		for _, p := range rep.Problems {
+			fmt.Fprintln(stdout, p.Error())
+		}
+		more := ""
+		if rep.Truncated {
+			more = " or more"
+		}
+		return fmt.Errorf("%s: %d problem(s)%s; first: %w", url, len(rep.Problems), more, rep.Problems[0])
+	}
+	fmt.Fprintf(stdout, "ok: %s: %d shards, %s rows, %s tokens (%s learned), schema %s\n", url, rep.Shards,
+		thousands(rep.Rows), thousands(rep.Tokens), thousands(rep.LearnedTokens), rep.Manifest.SchemaVersion)
+	return nil
+}
+
+// parseURLArg parses flags given before or after the one positional argument, a dataset URL.
+// A bad flag gives a one-line error (not the usage text, which -h prints).
+func parseURLArg(fs *flag.FlagSet, args []string) (string, error) {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				usage()
+				return "", err
+			}
+			return "", usagef("%v (run '%s -h' for the flags)", err, fs.Name())
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...) // after "--" everything is positional
+			break
+		}
+		args = rest
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	switch len(pos) {
+	case 0:
+		return "", usagef("missing the dataset URL (e.g. ./ndtrace-data or s3://bucket/prefix)")
+	case 1:
+		return pos[0], nil
+	default:
+		return "", usagef("unexpected argument %q (one dataset URL expected)", pos[1])
+	}
+}
+
+// thousands formats n with comma separators.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

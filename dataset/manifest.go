@@ -1,0 +1,311 @@
+package dataset
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// The manifest: manifest.json at the dataset root, written last. It is the commit point of a dataset:
+// readers never list the store, they read the manifest and only the shards it names, so a dataset
+// whose writer died before the manifest is simply absent, and stray shards (a retry that wrote under
+// another name, a run that never finished) are invisible.
+const (
+	// ManifestKey is the manifest's key relative to the dataset root.
+	ManifestKey = "manifest.json"
+	// Format is the manifest's format field.
+	Format = "ndtrace-dataset"
+	// FormatVersion is the version of the manifest's layout; any change to its fields bumps it.
+	FormatVersion = 1
+	// MaxManifestBytes is the largest manifest ReadManifest accepts (~250 bytes per shard).
+	MaxManifestBytes = 64 << 20
+	// manifestContentType is the content type the manifest is stored with.
+	manifestContentType = "application/json"
+)
+
+// Manifest describes a committed dataset. Fields marked "computed" are set by WriteManifest.
+type Manifest struct {
+	// Format is always "ndtrace-dataset" (computed).
+	Format string `json:"format"`
+	// FormatVersion is the manifest layout's version (computed).
+	FormatVersion int `json:"format_version"`
+	// SchemaVersion is the rows' schema version, schemas.RowSchemaVersion (computed).
+	SchemaVersion string `json:"schema_version"`
+	// CreatedAt is the dataset's creation time, given by the caller from its configuration (never
+	// the clock), the same as every row's created_at. It is stored in UTC, to the microsecond.
+	CreatedAt time.Time `json:"created_at"`
+	// Config is the caller's configuration, any JSON value (null if none); it is stored with its
+	// object keys sorted.
+	Config json.RawMessage `json:"config"`
+	// Versions records what produced the dataset.
+	Versions Versions `json:"versions"`
+	// Shards lists the dataset's shards, sorted by path (sorted by WriteManifest).
+	Shards []ShardInfo `json:"shards"`
+	// Totals sums the shards (computed).
+	Totals Totals `json:"totals"`
+	// Counts holds the caller's counters: rejects by reason, rows dropped as too long, and so on.
+	Counts map[string]int64 `json:"counts,omitempty"`
+}
+
+// Versions records the versions of what produced a dataset; every row carries the same values in
+// tracer_version, pipeline_version and tokenizer.
+type Versions struct {
+	Tracer    string `json:"tracer"`
+	Pipeline  string `json:"pipeline"`
+	Tokenizer string `json:"tokenizer"`
+}
+
+// Totals sums a dataset's shards.
+type Totals struct {
+	Rows          int64 `json:"rows"`
+	Tokens        int64 `json:"tokens"`
+	LearnedTokens int64 `json:"learned_tokens"`
+	Shards        int64 `json:"shards"`
+}
+
+var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// normalize fills the computed fields of m: format, versions, UTC microsecond created_at, sorted
+// shards and totals, canonical config.
+func (m *Manifest) normalize() error {
+	m.Format = Format
+	m.FormatVersion = FormatVersion
+	m.SchemaVersion = schemas.RowSchemaVersion
+	m.CreatedAt = m.CreatedAt.UTC().Truncate(time.Microsecond)
+	m.Shards = slices.Clone(m.Shards)
+	slices.SortFunc(m.Shards, func(a, b ShardInfo) int { return strings.Compare(a.Path, b.Path) })
+	t, err := sumShards(m.Shards)
+	if err != nil {
+		return err
+	}
+	m.Totals = t
+	return nil
+}
+
+// sumShards adds up shards, failing on overflow.
+func sumShards(shards []ShardInfo) (Totals, error) {
+	var t Totals
+	for _, s := range shards {
+		var ok1, ok2, ok3 bool
+		t.Rows, ok1 = addInt64(t.Rows, s.Rows)
+		t.Tokens, ok2 = addInt64(t.Tokens, s.Tokens)
+		t.LearnedTokens, ok3 = addInt64(t.LearnedTokens, s.LearnedTokens)
+		if !ok1 || !ok2 || !ok3 {
+			return Totals{}, errors.New("totals overflow int64")
+		}
+	}
+	t.Shards = int64(len(shards))
+	return t, nil
+}
+
+func addInt64(a, b int64) (int64, bool) {
+	if (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b) {
+		return 0, false
+	}
+	return a + b, true
+}
+
+// check reports the first inconsistency of a manifest: bad format or version, empty schema version,
+// zero created_at, a malformed or duplicate shard entry, totals that do not add up, a negative count.
+func (m *Manifest) check() error {
+	if m.Format != Format {
+		return fmt.Errorf("format is %q, want %q", m.Format, Format)
+	}
+	if m.FormatVersion < 1 || m.FormatVersion > FormatVersion {
+		return fmt.Errorf("format_version %d is not supported (this ndtrace reads 1 to %d)", m.FormatVersion, FormatVersion)
+	}
+	if m.SchemaVersion == "" {
+		return errors.New("schema_version is empty")
+	}
+	if m.CreatedAt.IsZero() {
+		return errors.New("created_at is missing")
+	}
+	if y := m.CreatedAt.UTC().Year(); y < 1 || y > 9999 {
+		return fmt.Errorf("created_at %s is out of range", m.CreatedAt.Format(time.RFC3339))
+	}
+	seen := make(map[string]bool, len(m.Shards))
+	for i, s := range m.Shards {
+		switch {
+		case !shardPathRE.MatchString(s.Path):
+			return fmt.Errorf("shards[%d]: bad path %q (want %s)", i, s.Path, ShardPath("NAME"))
+		case seen[s.Path]:
+			return fmt.Errorf("shards[%d]: %s is listed twice", i, s.Path)
+		case s.Rows < 1:
+			return fmt.Errorf("shard %s: rows is %d, want at least 1", s.Path, s.Rows)
+		case s.Tokens < 0 || s.LearnedTokens < 0 || s.LearnedTokens > s.Tokens:
+			return fmt.Errorf("shard %s: tokens %d and learned_tokens %d are inconsistent", s.Path, s.Tokens, s.LearnedTokens)
+		case s.Bytes < 1:
+			return fmt.Errorf("shard %s: bytes is %d", s.Path, s.Bytes)
+		case !sha256RE.MatchString(s.SHA256):
+			return fmt.Errorf("shard %s: sha256 %q is not 64 lowercase hex digits", s.Path, s.SHA256)
+		}
+		seen[s.Path] = true
+	}
+	t, err := sumShards(m.Shards)
+	if err != nil {
+		return err
+	}
+	if t != m.Totals {
+		return fmt.Errorf("totals %+v do not match the sum of the shards %+v", m.Totals, t)
+	}
+	for k, v := range m.Counts {
+		if k == "" || v < 0 {
+			return fmt.Errorf("counts: bad entry %q: %d", k, v)
+		}
+	}
+	return nil
+}
+
+// Marshal returns the manifest's canonical JSON: fields in declaration order, map and config object
+// keys sorted, two-space indent, no HTML escaping, a final newline, created_at in UTC. The same
+// manifest always gives the same bytes.
+func (m *Manifest) Marshal() ([]byte, error) {
+	c := *m
+	c.CreatedAt = c.CreatedAt.UTC()
+	cfg, err := canonicalJSON(c.Config)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: manifest config: %w", err)
+	}
+	c.Config = cfg
+	if c.Shards == nil {
+		c.Shards = []ShardInfo{}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(&c); err != nil {
+		return nil, fmt.Errorf("dataset: encode manifest: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// canonicalJSON re-encodes a JSON value with sorted object keys and numbers kept as written;
+// empty input is null.
+func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(bytes.TrimRight(buf.Bytes(), "\n")), nil
+}
+
+// ParseManifest decodes and checks a manifest: unknown fields, trailing data, a wrong format or an
+// unsupported format_version, malformed shard entries and totals that do not add up are errors.
+func ParseManifest(data []byte) (*Manifest, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("dataset: malformed manifest: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("dataset: malformed manifest: trailing data after the JSON object")
+	}
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("dataset: bad manifest: %w", err)
+	}
+	return &m, nil
+}
+
+// ReadManifest reads and checks the manifest of the dataset in store (see ParseManifest). A missing
+// manifest (no dataset, or one that was never committed) gives an error for which IsNotExist is true.
+func ReadManifest(ctx context.Context, store *Store) (*Manifest, error) {
+	data, err := store.readLimited(ctx, ManifestKey, MaxManifestBytes)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s in %s: %w", ManifestKey, store.URL(), err)
+	}
+	return m, nil
+}
+
+// WriteManifest commits a dataset: it fills m's computed fields (format, versions, totals; shards
+// sorted by path; created_at in UTC to the microsecond), checks that every listed shard is stored
+// with the listed size and sha256, and writes manifest.json. Call it once, after every WriteShard
+// has returned. It is idempotent: committing the same manifest again succeeds, while committing a
+// different one over an existing manifest fails with an error wrapping ErrConflict (a committed
+// dataset is immutable; write a new one under another prefix). It returns the manifest as written.
+func WriteManifest(ctx context.Context, store *Store, m Manifest) (*Manifest, error) {
+	if err := m.normalize(); err != nil {
+		return nil, fmt.Errorf("dataset: manifest: %w", err)
+	}
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("dataset: manifest: %w", err)
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkStored(ctx, store, m.Shards); err != nil {
+		return nil, err
+	}
+	md := map[string]string{"format_version": strconv.Itoa(FormatVersion)}
+	if _, err := store.PutOnce(ctx, ManifestKey, data, manifestContentType, md); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return nil, fmt.Errorf("dataset: %s is already committed with a different manifest (a committed dataset is immutable): %w", store.URL(), ErrConflict)
+		}
+		return nil, err
+	}
+	// Return the manifest as a reader sees it (config canonical).
+	out, err := ParseManifest(data)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkStored checks, a few at a time, that every shard is stored with its listed size and sha256.
+func checkStored(ctx context.Context, store *Store, shards []ShardInfo) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, s := range shards {
+		g.Go(func() error {
+			ok, err := store.holds(ctx, s.Path, s.Bytes, s.SHA256)
+			if IsNotExist(err) {
+				return fmt.Errorf("dataset: manifest names %s, which is not in %s", s.Path, store.URL())
+			}
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("dataset: manifest names %s with %d bytes and sha256 %s, but the stored shard differs", s.Path, s.Bytes, s.SHA256)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// hexSHA256 is a helper for tests and validation.
+func hexSHA256(sum [32]byte) string { return hex.EncodeToString(sum[:]) }

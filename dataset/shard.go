@@ -1,0 +1,296 @@
+package dataset
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// Shard layout and row-group sizing.
+//
+// A row group is the unit a training data loader reads and shuffles. Rows average ~2k tokens and
+// ~8 KB of text (~16 KB in memory), so MaxRowsPerRowGroup rows make a ~16 MB row group (~4 MB on
+// disk with zstd): big enough for sequential reads from object storage, small enough that a loader
+// holding a few row groups per worker stays in memory. MaxRowGroupBytes caps row groups of unusually
+// long rows. Pages of PageSize bytes (uncompressed) keep column index granularity fine without
+// making pages so small that headers dominate.
+const (
+	// ShardDir is the folder of the shards, relative to the dataset root.
+	ShardDir = "shards"
+	// ShardExt is the extension of a shard file.
+	ShardExt = ".parquet"
+	// ShardContentType is the content type shards are stored with.
+	ShardContentType = "application/vnd.apache.parquet"
+
+	// MaxRowsPerRowGroup is the most rows a row group holds.
+	MaxRowsPerRowGroup = 1024
+	// MaxRowGroupBytes is the most uncompressed bytes (estimated: text, ids, mask and strings) a row
+	// group holds; a row group always holds at least one row.
+	MaxRowGroupBytes = 64 << 20
+	// PageSize is the page buffer size: a column's data page is cut when it reaches this many
+	// uncompressed bytes.
+	PageSize = 1 << 20
+)
+
+// Keys of the Parquet key-value metadata of every shard.
+const (
+	MetaFormat        = "ndtrace.format"
+	MetaSchemaVersion = "ndtrace.schema_version"
+	MetaArrowSchema   = "ARROW:schema"
+)
+
+// ShardInfo describes one written shard; it is the shard's entry in the manifest.
+type ShardInfo struct {
+	// Path is the shard's key relative to the dataset root: shards/<name>.parquet.
+	Path string `json:"path"`
+	// Rows is the number of rows.
+	Rows int64 `json:"rows"`
+	// Tokens is the sum of the rows' num_tokens; LearnedTokens the sum of their num_learned.
+	Tokens        int64 `json:"tokens"`
+	LearnedTokens int64 `json:"learned_tokens"`
+	// Bytes is the file's size; SHA256 the hex SHA-256 of its content.
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+var shardNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+
+// CheckShardName checks a shard name: 1–200 characters of letters, digits, '.', '_' and '-', starting
+// with a letter or digit, no slash. The convention is part-NNNNN, where NNNNN is the index of the input
+// partition the rows come from (for example part-00012 for the 13th corpus partition), optionally
+// qualified (fn-part-00012, repo-part-00003); never a counter or the clock, so that a retried partition
+// lands on the same key.
+func CheckShardName(name string) error {
+	if !shardNameRE.MatchString(name) {
+		return fmt.Errorf("dataset: bad shard name %q (want letters, digits, '.', '_', '-', e.g. part-00012)", name)
+	}
+	return nil
+}
+
+// ShardPath returns the key of shard name relative to the dataset root: shards/<name>.parquet.
+func ShardPath(name string) string { return ShardDir + "/" + name + ShardExt }
+
+// shardPathRE matches the keys ShardPath produces.
+var shardPathRE = regexp.MustCompile(`^` + ShardDir + `/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\` + ShardExt + `$`)
+
+// CheckRow checks the structural invariants of a row that need no tokenizer: len(input_ids) ==
+// len(loss_mask) == num_tokens, num_learned counts the true entries of loss_mask, and the tokenizer
+// is named. It returns an error naming the column.
+func CheckRow(r *schemas.Row) error {
+	if col, msg := rowProblem(r); col != "" {
+		return fmt.Errorf("column %s: %s", col, msg)
+	}
+	return nil
+}
+
+// rowBytes estimates the uncompressed size of a row for row-group sizing.
+func rowBytes(r *schemas.Row) int {
+	return len(r.Text) + 4*len(r.InputIDs) + len(r.LossMask) + len(r.ID) + len(r.Level) + len(r.RepoURL) +
+		len(r.Commit) + len(r.Path) + len(r.QualName) + len(r.SourceID) + len(r.Direction) + len(r.Policy) +
+		len(r.Exit) + len(r.TracerVersion) + len(r.PipelineVersion) + len(r.Tokenizer) + 128
+}
+
+// groupRows splits rows into row groups of at most maxRows rows and maxBytes estimated bytes (at
+// least one row each) and returns their sizes.
+func groupRows(rows []schemas.Row, maxRows, maxBytes int) []int {
+	var groups []int
+	n, size := 0, 0
+	for i := range rows {
+		b := rowBytes(&rows[i])
+		if n > 0 && (n >= maxRows || size+b > maxBytes) {
+			groups = append(groups, n)
+			n, size = 0, 0
+		}
+		n++
+		size += b
+	}
+	if n > 0 {
+		groups = append(groups, n)
+	}
+	return groups
+}
+
+// writerOptions are the Parquet writer settings of every shard. Nothing in them depends on the clock
+// or the environment, so the same rows always encode to the same bytes.
+func writerOptions() []parquet.WriterOption {
+	return []parquet.WriterOption{
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault}),
+		parquet.PageBufferSize(PageSize),
+		parquet.MaxRowsPerRowGroup(MaxRowsPerRowGroup),
+		// Point look-ups by row id (DuckDB, Spark and pyarrow use Parquet bloom filters).
+		parquet.BloomFilters(parquet.SplitBlockFilter(10, "id")),
+		parquet.KeyValueMetadata(MetaFormat, Format),
+		parquet.KeyValueMetadata(MetaSchemaVersion, schemas.RowSchemaVersion),
+		parquet.KeyValueMetadata(MetaArrowSchema, arrowSchemaMetadata()),
+	}
+}
+
+// EncodeShard encodes rows as one Parquet file (see the package constants for the layout) and returns
+// its bytes and info (Path left empty). Rows are written in the order given; the result is a pure
+// function of rows. It fails if a row breaks CheckRow or if rows is empty.
+func EncodeShard(rows []schemas.Row) ([]byte, ShardInfo, error) {
+	data, info, err := encodeShard(rows)
+	if err != nil {
+		return nil, ShardInfo{}, fmt.Errorf("dataset: encode shard: %w", err)
+	}
+	return data, info, nil
+}
+
+func encodeShard(rows []schemas.Row) ([]byte, ShardInfo, error) {
+	if len(rows) == 0 {
+		return nil, ShardInfo{}, errors.New("a shard needs at least one row (skip empty partitions)")
+	}
+	info := ShardInfo{Rows: int64(len(rows))}
+	for i := range rows {
+		if err := CheckRow(&rows[i]); err != nil {
+			return nil, ShardInfo{}, fmt.Errorf("row %d (id %q): %w", i, rows[i].ID, err)
+		}
+		info.Tokens += int64(rows[i].NumTokens)
+		info.LearnedTokens += int64(rows[i].NumLearned)
+	}
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[schemas.Row](&buf, writerOptions()...)
+	start := 0
+	for _, n := range groupRows(rows, MaxRowsPerRowGroup, MaxRowGroupBytes) {
+		if _, err := w.Write(rows[start : start+n]); err != nil {
+			return nil, ShardInfo{}, err
+		}
+		if err := w.Flush(); err != nil {
+			return nil, ShardInfo{}, err
+		}
+		start += n
+	}
+	if err := w.Close(); err != nil {
+		return nil, ShardInfo{}, err
+	}
+	data := buf.Bytes()
+	sum := sha256.Sum256(data)
+	info.Bytes = int64(len(data))
+	info.SHA256 = hex.EncodeToString(sum[:])
+	return data, info, nil
+}
+
+// WriteShard writes rows as the shard shards/<name>.parquet of the dataset in store (see EncodeShard
+// and CheckShardName). It is idempotent: the write is conditional (IfNotExist) and carries the
+// file's sha256 and row count as object metadata; if the shard already exists with the same sha256
+// WriteShard returns its info without writing, and if it exists with other content it fails with an
+// error wrapping ErrConflict that names the shard. The shard is encoded in memory first (the checksum
+// must be known before the upload starts), then uploaded in one write: a failed or cancelled write
+// leaves no partial object. A shard is not part of the dataset until a manifest names it.
+func WriteShard(ctx context.Context, store *Store, name string, rows []schemas.Row) (ShardInfo, error) {
+	if err := CheckShardName(name); err != nil {
+		return ShardInfo{}, err
+	}
+	data, info, err := encodeShard(rows)
+	if err != nil {
+		return ShardInfo{}, fmt.Errorf("dataset: shard %s: %w", name, err)
+	}
+	info.Path = ShardPath(name)
+	md := map[string]string{
+		"rows":           strconv.FormatInt(info.Rows, 10),
+		"tokens":         strconv.FormatInt(info.Tokens, 10),
+		"learned_tokens": strconv.FormatInt(info.LearnedTokens, 10),
+		"schema_version": schemas.RowSchemaVersion,
+	}
+	if _, err := store.PutOnce(ctx, info.Path, data, ShardContentType, md); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return ShardInfo{}, fmt.Errorf("dataset: shard %s in %s already exists with other content than these rows (sha256 %s): %w",
+				info.Path, store.URL(), info.SHA256, ErrConflict)
+		}
+		return ShardInfo{}, err
+	}
+	return info, nil
+}
+
+// ReadRows reads up to limit rows (all if limit <= 0) of the shard at path (relative to the dataset
+// root, as in the manifest).
+func ReadRows(ctx context.Context, store *Store, shardPath string, limit int) ([]schemas.Row, error) {
+	if !shardPathRE.MatchString(shardPath) {
+		return nil, fmt.Errorf("dataset: bad shard path %q (want %s)", shardPath, ShardPath("NAME"))
+	}
+	data, err := store.ReadAll(ctx, shardPath)
+	if err != nil {
+		return nil, err
+	}
+	f, err := openParquet(data)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: shard %s: %w", shardPath, err)
+	}
+	if err := compareSchema(f.Schema()); err != nil {
+		return nil, fmt.Errorf("dataset: shard %s: %w", shardPath, err)
+	}
+	var rows []schemas.Row
+	err = eachRow(f, func(_ int64, r *schemas.Row) error {
+		if limit > 0 && len(rows) >= limit {
+			return errStop
+		}
+		rows = append(rows, *r)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, fmt.Errorf("dataset: shard %s: %w", shardPath, err)
+	}
+	return rows, nil
+}
+
+// errStop ends an eachRow loop early without an error.
+var errStop = errors.New("stop")
+
+// openParquet opens an in-memory Parquet file; malformed files give an error, never a panic.
+func openParquet(data []byte) (f *parquet.File, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed Parquet file: %v", p)
+		}
+	}()
+	f, err = parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, fmt.Errorf("malformed Parquet file: %w", err)
+	}
+	return f, nil
+}
+
+// eachRow calls fn for every row of f in order, with the row's index in the file. Each row is freshly
+// allocated, so fn may keep it. A malformed file gives an error, never a panic.
+func eachRow(f *parquet.File, fn func(i int64, r *schemas.Row) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed Parquet data: %v", p)
+		}
+	}()
+	r := parquet.NewGenericReader[schemas.Row](f)
+	defer r.Close()
+	buf := make([]schemas.Row, 64)
+	var i int64
+	for {
+		// Zeroed so that the reader allocates fresh slices: rows handed to fn never alias each other.
+		clear(buf)
+		n, rerr := r.Read(buf)
+		for k := 0; k < n; k++ {
+			if err := fn(i, &buf[k]); err != nil {
+				return err
+			}
+			i++
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("read row %d: %w", i, rerr)
+		}
+		if n == 0 {
+			return fmt.Errorf("read row %d: no progress", i)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+// Reads an ndtrace dataset with DuckDB the way a user would and prints what it sees as one JSON
+// object. Usage: node check.mjs DATASET_DIR
+//
+// It reads manifest.json and only the shards it names (readers never list the store), then reports
+// the column types, per-shard and total row and token counts, rows whose list lengths disagree with
+// num_tokens or num_learned, the Parquet key-value metadata and the compression codecs. The Go test
+// dataset/duckdb_test.go compares this with the manifest.
+import { DuckDBInstance } from '@duckdb/node-api';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const dir = process.argv[2];
+if (!dir) {
+  console.error('usage: node check.mjs DATASET_DIR');
+  process.exit(2);
+}
+const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
+const files = manifest.shards.map((s) => join(dir, s.path));
+const quote = (s) => `'${s.replaceAll("'", "''")}'`;
+const list = `[${files.map(quote).join(', ')}]`;
+
+const instance = await DuckDBInstance.create(':memory:', { threads: '1' });
+const con = await instance.connect();
+const all = async (sql) => (await con.runAndReadAll(sql)).getRowObjectsJson();
+
+const out = {};
+out.columns = Object.fromEntries(
+  (await all(`DESCRIBE SELECT * FROM read_parquet(${list})`)).map((r) => [r.column_name, r.column_type]),
+);
+out.shards = [];
+for (const [i, f] of files.entries()) {
+  const [r] = await all(
+    `SELECT count(*)::INTEGER AS rows, sum(num_tokens)::INTEGER AS tokens,
+            sum(num_learned)::INTEGER AS learned_tokens FROM read_parquet(${quote(f)})`,
+  );
+  out.shards.push({ path: manifest.shards[i].path, ...r });
+}
+[out.total] = await all(
+  `SELECT count(*)::INTEGER AS rows, sum(num_tokens)::INTEGER AS tokens,
+          count(*) FILTER (WHERE len(input_ids) <> num_tokens)::INTEGER AS bad_input_ids,
+          count(*) FILTER (WHERE len(loss_mask) <> num_tokens)::INTEGER AS bad_loss_mask,
+          count(*) FILTER (WHERE len(list_filter(loss_mask, m -> m)) <> num_learned)::INTEGER AS bad_learned,
+          min(list_min(input_ids))::INTEGER AS min_id
+     FROM read_parquet(${list})`,
+);
+// The glob a user would type; equal to the manifest's total only when no stray shard is present.
+[out.glob] = await all(`SELECT count(*)::INTEGER AS rows FROM read_parquet(${quote(join(dir, 'shards', '*.parquet'))})`);
+out.kv = {};
+for (const r of await all(
+  `SELECT decode(key) AS key, decode(value) AS value FROM parquet_kv_metadata(${quote(files[0])})`,
+)) {
+  out.kv[r.key] = r.value;
+}
+out.compression = (await all(`SELECT DISTINCT compression FROM parquet_metadata(${list}) ORDER BY 1`)).map(
+  (r) => r.compression,
+);
+out.row_groups = (
+  await all(`SELECT file_name, count(DISTINCT row_group_id)::INTEGER AS n FROM parquet_metadata(${list}) GROUP BY 1 ORDER BY 1`)
+).map((r) => r.n);
+console.log(JSON.stringify(out));
+con.closeSync();
+instance.closeSync();

@@ -16,7 +16,6 @@ import (
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
-	"github.com/ndtrace/ndtrace/tokenize"
 	"github.com/ndtrace/ndtrace/workflows"
 )
 
@@ -38,8 +37,9 @@ func checkDataset(t *testing.T, url string) (*dataset.Manifest, []string) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := dataset.Validate(ctx, store, tokenize.Get); err != nil {
-		t.Fatalf("validate: %v", err)
+	var vout, verr bytes.Buffer
+	if code := run([]string{"validate", url}, &vout, &verr); code != 0 {
+		t.Fatalf("ndtrace validate %s: exit %d: %s%s", url, code, vout.String(), verr.String())
 	}
 	m, err := dataset.ReadManifest(ctx, store)
 	if err != nil {
@@ -189,5 +189,21 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	}
 	if m.Totals.Rows+2*m.Counts["rejects"] < 480 {
 		t.Fatalf("rows lost: %d rows, %d rejects for 240 items", m.Totals.Rows, m.Counts["rejects"])
+	}
+}
+
+// TestWorkerBuild builds the worker binary (without the embedded server) and checks that it refuses
+// to run without a cluster.
+func TestWorkerBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := filepath.Join(t.TempDir(), "ndtrace-worker")
+	if out, err := exec.Command("go", "build", "-tags", "worker", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags worker: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "run").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no embedded Temporal server") {
+		t.Fatalf("worker build ran without --temporal: %v %s", err, out)
 	}
 }

@@ -257,20 +257,10 @@ func ReadManifest(ctx context.Context, store *Store) (*Manifest, error) {
 // different one over an existing manifest fails with an error wrapping ErrConflict (a committed
 // dataset is immutable; write a new one under another prefix). It returns the manifest as written.
 func WriteManifest(ctx context.Context, store *Store, m Manifest) (*Manifest, error) {
-	if err := m.normalize(); err != nil {
-		return nil, fmt.Errorf("dataset: manifest: %w", err)
-	}
-	if err := m.check(); err != nil {
-		return nil, fmt.Errorf("dataset: manifest: %w", err)
-	}
-	data, err := m.Marshal()
+	data, md, err := prepareManifest(ctx, store, &m)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStored(ctx, store, m.Shards); err != nil {
-		return nil, err
-	}
-	md := map[string]string{"format_version": strconv.Itoa(FormatVersion)}
 	if _, err := store.PutOnce(ctx, ManifestKey, data, manifestContentType, md); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return nil, fmt.Errorf("dataset: %s is already committed with a different manifest (a committed dataset is immutable): %w", store.URL(), ErrConflict)
@@ -283,6 +273,25 @@ func WriteManifest(ctx context.Context, store *Store, m Manifest) (*Manifest, er
 		return nil, err
 	}
 	return out, nil
+}
+
+// prepareManifest fills m's computed fields, checks it and the shards it lists, and returns its
+// bytes and object metadata.
+func prepareManifest(ctx context.Context, store *Store, m *Manifest) ([]byte, map[string]string, error) {
+	if err := m.normalize(); err != nil {
+		return nil, nil, fmt.Errorf("dataset: manifest: %w", err)
+	}
+	if err := m.check(); err != nil {
+		return nil, nil, fmt.Errorf("dataset: manifest: %w", err)
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkStored(ctx, store, m.Shards); err != nil {
+		return nil, nil, err
+	}
+	return data, map[string]string{"format_version": strconv.Itoa(FormatVersion)}, nil
 }
 
 // checkStored checks, a few at a time, that every shard is stored with its listed size and sha256.

@@ -3,7 +3,6 @@ package dataset
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"gocloud.dev/blob"
@@ -23,20 +22,10 @@ func VersionKey(t time.Time) string {
 // reader sees the previous complete version or this one, never a mix. Versions share the shards
 // they have in common; nothing is copied.
 func CommitVersion(ctx context.Context, store *Store, m Manifest) (*Manifest, error) {
-	if err := m.normalize(); err != nil {
-		return nil, fmt.Errorf("dataset: manifest: %w", err)
-	}
-	if err := m.check(); err != nil {
-		return nil, fmt.Errorf("dataset: manifest: %w", err)
-	}
-	data, err := m.Marshal()
+	data, md, err := prepareManifest(ctx, store, &m)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStored(ctx, store, m.Shards); err != nil {
-		return nil, err
-	}
-	md := map[string]string{"format_version": strconv.Itoa(FormatVersion)}
 	if _, err := store.PutOnce(ctx, VersionKey(m.CreatedAt), data, manifestContentType, md); err != nil {
 		return nil, fmt.Errorf("dataset: version %s: %w", m.CreatedAt.UTC().Format(time.RFC3339Nano), err)
 	}

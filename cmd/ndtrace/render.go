@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,14 +42,12 @@ type renderedTrajectory struct {
 func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("render", "--code FILE.py (--call EXPR | --input ARGS [--func NAME]) [flags]", stderr)
 	var (
-		code, call, input, fn, dir, policy, format string
-		seed                                       uint64
-		sf                                         sandboxFlags
+		cf                  codeFlags
+		dir, policy, format string
+		seed                uint64
+		sf                  sandboxFlags
 	)
-	fs.StringVar(&code, "code", "", "Python file whose functions are traced (required)")
-	fs.StringVar(&call, "call", "", "call expression to trace, such as 'f(5)'")
-	fs.StringVar(&input, "input", "", "CruxEval-style argument list; traces FUNC(ARGS)")
-	fs.StringVar(&fn, "func", "f", "function called with --input")
+	cf.register(fs)
 	fs.StringVar(&dir, "direction", "forward", "forward or inverse")
 	fs.StringVar(&policy, "policy", "paper", "action policy: paper (Table A.1) or step_into")
 	fs.Uint64Var(&seed, "seed", 0, "trajectory seed: the same trace, policy and seed give the same trajectory")
@@ -68,7 +67,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if format != "text" && format != "json" && format != "cwm" {
 		return usagef("--format must be text, json or cwm, not %q", format)
 	}
-	src, call, err := readCodeAndCall(code, call, input, fn)
+	src, call, err := cf.read()
 	if err != nil {
 		return err
 	}
@@ -77,7 +76,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer sb.Close()
-	item, err := traceItem(ctx, sb, src, filepath.Base(code), call)
+	item, err := traceItem(ctx, sb, src, filepath.Base(cf.code), call)
 	if err != nil {
 		return err
 	}
@@ -121,25 +120,38 @@ func nonNil(l schemas.Locals) schemas.Locals {
 	return l
 }
 
-// readCodeAndCall reads the --code file and resolves --call/--input into a call expression.
-func readCodeAndCall(code, call, input, fn string) (string, string, error) {
-	if code == "" {
+// codeFlags are the flags that name the code and the call to trace.
+type codeFlags struct {
+	code, call, input, fn string
+}
+
+func (f *codeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.code, "code", "", "Python file whose functions are traced (required)")
+	fs.StringVar(&f.call, "call", "", "call expression to trace, such as 'f(5)'")
+	fs.StringVar(&f.input, "input", "", "CruxEval-style argument list; traces FUNC(ARGS)")
+	fs.StringVar(&f.fn, "func", "f", "function called with --input")
+}
+
+// read reads the --code file and resolves --call/--input into a call expression.
+func (f *codeFlags) read() (src, call string, err error) {
+	if f.code == "" {
 		return "", "", usagef("--code is required")
 	}
-	if call != "" && input != "" {
+	if f.call != "" && f.input != "" {
 		return "", "", usagef("give --call or --input, not both")
 	}
-	if input != "" {
-		call = sandbox.CallFromInput(fn, input)
+	call = f.call
+	if f.input != "" {
+		call = sandbox.CallFromInput(f.fn, f.input)
 	}
 	if strings.TrimSpace(call) == "" {
 		return "", "", usagef("empty call expression: give --call 'f(...)' or --input")
 	}
-	src, err := os.ReadFile(code)
+	b, err := os.ReadFile(f.code)
 	if err != nil {
 		return "", "", usagef("cannot read code: %v", err)
 	}
-	return string(src), call, nil
+	return string(b), call, nil
 }
 
 // traceItem traces one call and returns it as a debugger item. Input that does not compile is a

@@ -107,6 +107,22 @@ func TestRunCruxEvalEndToEnd(t *testing.T) {
 	}
 }
 
+// testCluster starts an embedded Temporal server for a test and connects a client to it.
+func testCluster(t *testing.T) (*embeddedServer, client.Client) {
+	t.Helper()
+	srv, err := startEmbedded("", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	c, err := client.Dial(client.Options{HostPort: srv.Addr(), Logger: sdkLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return srv, c
+}
+
 // buildBinary builds ndtrace for tests that need separate processes.
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -125,16 +141,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 		t.Skip("-short")
 	}
 	bin := buildBinary(t)
-	srv, err := startEmbedded("", "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	c, err := client.Dial(client.Options{HostPort: srv.Addr(), Logger: sdkLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	srv, c := testCluster(t)
 	startWorker := func(name string) *exec.Cmd {
 		cmd := exec.Command(bin, "worker", "--temporal", srv.Addr(), "--trace-concurrency", "1")
 		log, _ := os.Create(filepath.Join(t.TempDir(), name+".log"))

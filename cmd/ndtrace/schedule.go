@@ -134,15 +134,9 @@ func scheduleDelete(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := newFlagSet("schedule delete", "ID --temporal HOST:PORT", stderr)
 	var tf temporalFlags
 	tf.register(fs, true)
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseWithID(fs, args, "the schedule ID is required")
+	if err != nil {
 		return err
-	}
-	if id == "" {
-		return usagef("the schedule ID is required")
 	}
 	c, err := tf.dial()
 	if err != nil {

@@ -20,16 +20,7 @@ func TestScheduleSkipsUnchangedSources(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	srv, err := startEmbedded("", "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	c, err := client.Dial(client.Options{HostPort: srv.Addr(), Logger: sdkLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := testCluster(t)
 	stop, err := startWorkers(c, workerFlags{traceSlots: 1, ioSlots: 2, queues: "trace,io"}, sandboxFlags{backend: "namespaces", python: "/usr/bin/python3", timeout: 10 * time.Second, maxEvents: 100000, valueChars: 1000})
 	if err != nil {
 		t.Fatal(err)

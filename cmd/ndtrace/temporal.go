@@ -347,15 +347,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("status", "ID --temporal HOST:PORT", stderr)
 	var tf temporalFlags
 	tf.register(fs, true)
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseWithID(fs, args, "the workflow ID is required (ndtrace submit prints it)")
+	if err != nil {
 		return err
-	}
-	if id == "" {
-		return usagef("the workflow ID is required (ndtrace submit prints it)")
 	}
 	c, err := tf.dial()
 	if err != nil {
@@ -387,4 +381,19 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintln(stdout, progressLine(p, time.Now()))
 	return nil
+}
+
+// parseWithID parses a command line whose first argument, before the flags, is an ID.
+func parseWithID(fs *flag.FlagSet, args []string, missing string) (string, error) {
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return "", err
+	}
+	if id == "" {
+		return "", usagef("%s", missing)
+	}
+	return id, nil
 }

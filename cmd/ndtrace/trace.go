@@ -73,20 +73,17 @@ type traceSummary struct {
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("trace", "--code FILE.py (--call EXPR | --input ARGS [--func NAME]) [flags]", stderr)
 	var (
-		code, call, input, fn string
-		seed                  int64
-		sf                    sandboxFlags
+		cf   codeFlags
+		seed int64
+		sf   sandboxFlags
 	)
-	fs.StringVar(&code, "code", "", "Python file whose functions are traced (required)")
-	fs.StringVar(&call, "call", "", "call expression to trace, such as 'f(5)'")
-	fs.StringVar(&input, "input", "", "CruxEval-style argument list; traces FUNC(ARGS)")
-	fs.StringVar(&fn, "func", "f", "function called with --input")
+	cf.register(fs)
 	fs.Int64Var(&seed, "seed", 0, "seed of Python's random module")
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	src, call, err := readCodeAndCall(code, call, input, fn)
+	src, call, err := cf.read()
 	if err != nil {
 		return err
 	}
@@ -95,12 +92,12 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer sb.Close()
-	res, err := sb.Run(ctx, sandbox.Request{Code: src, Filename: filepath.Base(code), Call: call, Seed: seed})
+	res, err := sb.Run(ctx, sandbox.Request{Code: src, Filename: filepath.Base(cf.code), Call: call, Seed: seed})
 	if err != nil {
 		return err
 	}
 	if res.Status == schemas.StatusInvalid {
-		return usagef("%s: %s", code, res.Detail)
+		return usagef("%s: %s", cf.code, res.Detail)
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)

@@ -372,9 +372,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	p, err := queryProgress(ctx, c, id)
 	if err != nil {
-		var notRunning bool
-		notRunning = status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-		if notRunning {
+		if status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return errors.New("the workflow is not running and did not complete")
 		}
 		return fmt.Errorf("progress: %w", err)

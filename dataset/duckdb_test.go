@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ndtrace/ndtrace/schemas"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,13 @@ type duckdbReport struct {
 	KV          map[string]string    `json:"kv"`
 	Compression []string             `json:"compression"`
 	RowGroups   []int                `json:"row_groups"`
+	Packed      *struct {
+		Sequences   int `json:"sequences"`
+		Tokens      int `json:"tokens"`
+		BadLength   int `json:"bad_length"`
+		BadSegments int `json:"bad_segments"`
+		UnknownRows int `json:"unknown_rows"`
+	} `json:"packed"`
 }
 
 // TestDuckDB writes a dataset to a folder and reads it with DuckDB (npm @duckdb/node-api, pinned by
@@ -70,7 +78,20 @@ func TestDuckDB(t *testing.T) {
 		}
 		infos = append(infos, info)
 	}
-	m, err := WriteManifest(ctx, s, Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: infos})
+	var all []schemas.Row
+	for i, n := range []int{3, 1100, 7} {
+		all = append(all, makeRows(t, i*10000, n)...)
+	}
+	packed, _, err := Pack(all, 4096, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinfo, err := WritePackedShard(ctx, s, "part-00000", packed, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := WriteManifest(ctx, s, Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: infos,
+		Packing: &Packing{Length: 4096, Shards: []ShardInfo{pinfo}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +170,9 @@ func TestDuckDB(t *testing.T) {
 	}
 	if fmt.Sprint(rep.Compression) != "[ZSTD]" {
 		t.Errorf("compression = %v, want [ZSTD]", rep.Compression)
+	}
+	if p := rep.Packed; p == nil || p.Sequences != len(packed) || int64(p.Tokens) != m.Packing.Totals.Tokens || p.BadLength != 0 || p.BadSegments != 0 || p.UnknownRows != 0 {
+		t.Errorf("DuckDB reads the packed shard as %+v, want %d sequences and %d tokens, all %d long, naming known rows", p, len(packed), m.Packing.Totals.Tokens, 4096)
 	}
 	if fmt.Sprint(rep.RowGroups) != "[1 2 1]" {
 		t.Errorf("row groups per shard = %v, want [1 2 1]", rep.RowGroups)

@@ -30,7 +30,8 @@ const (
 	// Format is the manifest's format field.
 	Format = "ndtrace-dataset"
 	// FormatVersion is the version of the manifest's layout; any change to its fields bumps it.
-	FormatVersion = 1
+	// Version 2 added the packing section; version 1 manifests (which have none) are still read.
+	FormatVersion = 2
 	// MaxManifestBytes is the largest manifest ReadManifest accepts (~250 bytes per shard).
 	MaxManifestBytes = 64 << 20
 	// manifestContentType is the content type the manifest is stored with.
@@ -59,6 +60,21 @@ type Manifest struct {
 	Totals Totals `json:"totals"`
 	// Counts holds the caller's counters: rejects by reason, rows dropped as too long, and so on.
 	Counts map[string]int64 `json:"counts,omitempty"`
+	// Packing describes the dataset's packed shards, if it was written with packing on.
+	Packing *Packing `json:"packing,omitempty"`
+}
+
+// Packing is the manifest's section on packed shards: the same trajectories as the shards, laid end
+// to end into sequences of exactly Length tokens (see Pack and schemas.PackedRow).
+type Packing struct {
+	// Length is every sequence's length in tokens; PadID the id its padding holds.
+	Length int   `json:"length"`
+	PadID  int32 `json:"pad_id"`
+	// Shards lists the packed shards, sorted by path: Rows counts sequences, Tokens their real
+	// (non-padding) tokens (sorted by WriteManifest).
+	Shards []ShardInfo `json:"shards"`
+	// Totals sums the packed shards (computed).
+	Totals Totals `json:"totals"`
 }
 
 // Versions records the versions of what produced a dataset; every row carries the same values in
@@ -93,6 +109,15 @@ func (m *Manifest) normalize() error {
 		return err
 	}
 	m.Totals = t
+	if m.Packing != nil {
+		p := *m.Packing
+		p.Shards = slices.Clone(p.Shards)
+		slices.SortFunc(p.Shards, func(a, b ShardInfo) int { return strings.Compare(a.Path, b.Path) })
+		if p.Totals, err = sumShards(p.Shards); err != nil {
+			return err
+		}
+		m.Packing = &p
+	}
 	return nil
 }
 
@@ -137,23 +162,8 @@ func (m *Manifest) check() error {
 	if y := m.CreatedAt.UTC().Year(); y < 1 || y > 9999 {
 		return fmt.Errorf("created_at %s is out of range", m.CreatedAt.Format(time.RFC3339))
 	}
-	seen := make(map[string]bool, len(m.Shards))
-	for i, s := range m.Shards {
-		switch {
-		case !shardPathRE.MatchString(s.Path):
-			return fmt.Errorf("shards[%d]: bad path %q (want %s)", i, s.Path, ShardPath("NAME"))
-		case seen[s.Path]:
-			return fmt.Errorf("shards[%d]: %s is listed twice", i, s.Path)
-		case s.Rows < 1:
-			return fmt.Errorf("shard %s: rows is %d, want at least 1", s.Path, s.Rows)
-		case s.Tokens < 0 || s.LearnedTokens < 0 || s.LearnedTokens > s.Tokens:
-			return fmt.Errorf("shard %s: tokens %d and learned_tokens %d are inconsistent", s.Path, s.Tokens, s.LearnedTokens)
-		case s.Bytes < 1:
-			return fmt.Errorf("shard %s: bytes is %d", s.Path, s.Bytes)
-		case !sha256RE.MatchString(s.SHA256):
-			return fmt.Errorf("shard %s: sha256 %q is not 64 lowercase hex digits", s.Path, s.SHA256)
-		}
-		seen[s.Path] = true
+	if err := checkShards("shards", m.Shards, shardPathRE, ShardPath("NAME")); err != nil {
+		return err
 	}
 	t, err := sumShards(m.Shards)
 	if err != nil {
@@ -166,6 +176,53 @@ func (m *Manifest) check() error {
 		if k == "" || v < 0 {
 			return fmt.Errorf("counts: bad entry %q: %d", k, v)
 		}
+	}
+	if p := m.Packing; p != nil {
+		if m.FormatVersion < 2 {
+			return errors.New("packing: not part of format_version 1")
+		}
+		if p.Length < 1 || p.Length > MaxPackLength {
+			return fmt.Errorf("packing: length %d is not between 1 and %d", p.Length, MaxPackLength)
+		}
+		if err := checkShards("packing.shards", p.Shards, packedPathRE, PackedShardPath("NAME")); err != nil {
+			return err
+		}
+		t, err := sumShards(p.Shards)
+		if err != nil {
+			return err
+		}
+		if t != p.Totals {
+			return fmt.Errorf("packing: totals %+v do not match the sum of the shards %+v", p.Totals, t)
+		}
+		for _, s := range p.Shards {
+			if s.Tokens > s.Rows*int64(p.Length) {
+				return fmt.Errorf("packed shard %s: %d tokens do not fit %d sequences of %d", s.Path, s.Tokens, s.Rows, p.Length)
+			}
+		}
+	}
+	return nil
+}
+
+// checkShards checks the entries of a list of shards (field names it in errors): paths matching re
+// (want is an example), no path twice, at least one row, consistent tokens, a size and a sha256.
+func checkShards(field string, shards []ShardInfo, re *regexp.Regexp, want string) error {
+	seen := make(map[string]bool, len(shards))
+	for i, s := range shards {
+		switch {
+		case !re.MatchString(s.Path):
+			return fmt.Errorf("%s[%d]: bad path %q (want %s)", field, i, s.Path, want)
+		case seen[s.Path]:
+			return fmt.Errorf("shards[%d]: %s is listed twice", i, s.Path)
+		case s.Rows < 1:
+			return fmt.Errorf("shard %s: rows is %d, want at least 1", s.Path, s.Rows)
+		case s.Tokens < 0 || s.LearnedTokens < 0 || s.LearnedTokens > s.Tokens:
+			return fmt.Errorf("shard %s: tokens %d and learned_tokens %d are inconsistent", s.Path, s.Tokens, s.LearnedTokens)
+		case s.Bytes < 1:
+			return fmt.Errorf("shard %s: bytes is %d", s.Path, s.Bytes)
+		case !sha256RE.MatchString(s.SHA256):
+			return fmt.Errorf("shard %s: sha256 %q is not 64 lowercase hex digits", s.Path, s.SHA256)
+		}
+		seen[s.Path] = true
 	}
 	return nil
 }
@@ -290,6 +347,11 @@ func prepareManifest(ctx context.Context, store *Store, m *Manifest) ([]byte, ma
 	}
 	if err := checkStored(ctx, store, m.Shards); err != nil {
 		return nil, nil, err
+	}
+	if m.Packing != nil {
+		if err := checkStored(ctx, store, m.Packing.Shards); err != nil {
+			return nil, nil, err
+		}
 	}
 	return data, map[string]string{"format_version": strconv.Itoa(FormatVersion)}, nil
 }

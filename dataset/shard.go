@@ -159,26 +159,34 @@ func encodeShard(rows []schemas.Row) ([]byte, ShardInfo, error) {
 		info.Tokens += int64(rows[i].NumTokens)
 		info.LearnedTokens += int64(rows[i].NumLearned)
 	}
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[schemas.Row](&buf, writerOptions()...)
-	start := 0
-	for _, n := range groupRows(rows, MaxRowsPerRowGroup, MaxRowGroupBytes) {
-		if _, err := w.Write(rows[start : start+n]); err != nil {
-			return nil, ShardInfo{}, err
-		}
-		if err := w.Flush(); err != nil {
-			return nil, ShardInfo{}, err
-		}
-		start += n
-	}
-	if err := w.Close(); err != nil {
+	data, err := encodeParquet(rows, groupRows(rows, MaxRowsPerRowGroup, MaxRowGroupBytes), writerOptions()...)
+	if err != nil {
 		return nil, ShardInfo{}, err
 	}
-	data := buf.Bytes()
 	sum := sha256.Sum256(data)
 	info.Bytes = int64(len(data))
 	info.SHA256 = hex.EncodeToString(sum[:])
 	return data, info, nil
+}
+
+// encodeParquet writes rows as a Parquet file with a row group per entry of groups (their sizes).
+func encodeParquet[T any](rows []T, groups []int, opts ...parquet.WriterOption) ([]byte, error) {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[T](&buf, opts...)
+	start := 0
+	for _, n := range groups {
+		if _, err := w.Write(rows[start : start+n]); err != nil {
+			return nil, err
+		}
+		if err := w.Flush(); err != nil {
+			return nil, err
+		}
+		start += n
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // WriteShard writes rows as the shard shards/<name>.parquet of the dataset in store (see EncodeShard
@@ -197,20 +205,27 @@ func WriteShard(ctx context.Context, store *Store, name string, rows []schemas.R
 		return ShardInfo{}, fmt.Errorf("dataset: shard %s: %w", name, err)
 	}
 	info.Path = ShardPath(name)
-	md := map[string]string{
-		"rows":           strconv.FormatInt(info.Rows, 10),
+	return info, putShard(ctx, store, info, data, map[string]string{
 		"tokens":         strconv.FormatInt(info.Tokens, 10),
 		"learned_tokens": strconv.FormatInt(info.LearnedTokens, 10),
-		"schema_version": schemas.RowSchemaVersion,
+	})
+}
+
+// putShard stores an encoded shard at info.Path once, with its row count, sha256 and schema version
+// (and md) as object metadata; other content already under the key is an ErrConflict naming it.
+func putShard(ctx context.Context, store *Store, info ShardInfo, data []byte, md map[string]string) error {
+	meta := map[string]string{"rows": strconv.FormatInt(info.Rows, 10), "schema_version": schemas.RowSchemaVersion}
+	for k, v := range md {
+		meta[k] = v
 	}
-	if _, err := store.PutOnce(ctx, info.Path, data, ShardContentType, md); err != nil {
+	if _, err := store.PutOnce(ctx, info.Path, data, ShardContentType, meta); err != nil {
 		if errors.Is(err, ErrConflict) {
-			return ShardInfo{}, fmt.Errorf("dataset: shard %s in %s already exists with other content than these rows (sha256 %s): %w",
+			return fmt.Errorf("dataset: shard %s in %s already exists with other content (sha256 %s): %w",
 				info.Path, store.URL(), info.SHA256, ErrConflict)
 		}
-		return ShardInfo{}, err
+		return err
 	}
-	return info, nil
+	return nil
 }
 
 // ReadRows reads up to limit rows (all if limit <= 0) of the shard at path (relative to the dataset
@@ -263,15 +278,18 @@ func openParquet(data []byte) (f *parquet.File, err error) {
 
 // eachRow calls fn for every row of f in order, with the row's index in the file. Each row is freshly
 // allocated, so fn may keep it. A malformed file gives an error, never a panic.
-func eachRow(f *parquet.File, fn func(i int64, r *schemas.Row) error) (err error) {
+func eachRow(f *parquet.File, fn func(i int64, r *schemas.Row) error) error { return eachOf(f, fn) }
+
+// eachOf is eachRow for any row type.
+func eachOf[T any](f *parquet.File, fn func(i int64, r *T) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("malformed Parquet data: %v", p)
 		}
 	}()
-	r := parquet.NewGenericReader[schemas.Row](f)
+	r := parquet.NewGenericReader[T](f)
 	defer r.Close()
-	buf := make([]schemas.Row, 64)
+	buf := make([]T, 64)
 	var i int64
 	for {
 		// Zeroed so that the reader allocates fresh slices: rows handed to fn never alias each other.

@@ -3,8 +3,10 @@ package dataset
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -119,12 +121,25 @@ func Check(ctx context.Context, store *Store, lookup TokenizerLookup, opts Check
 		c.add("", -1, "", fmt.Sprintf("schema_version is %q, this ndtrace checks %q", m.SchemaVersion, schemas.RowSchemaVersion))
 		return c.rep, nil
 	}
+	if m.Packing != nil {
+		c.members = map[string][sha256.Size]byte{}
+	}
 	for _, s := range m.Shards {
 		if c.stop() {
 			break
 		}
 		if err := c.shard(ctx, m, s); err != nil {
 			return nil, err
+		}
+	}
+	if m.Packing != nil {
+		for _, s := range m.Packing.Shards {
+			if c.stop() {
+				break
+			}
+			if err := c.packedShard(ctx, m, s); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return c.rep, nil
@@ -138,6 +153,23 @@ type checker struct {
 	rep    *Report
 	toks   map[string]tokenize.Tokenizer // tokenizers found by name
 	bad    map[string]bool               // tokenizer names already reported as not found
+	// members maps the id of every row read to the digest of its ids and mask (segmentDigest), when
+	// the dataset has packed shards to check against the rows.
+	members map[string][sha256.Size]byte
+}
+
+// segmentDigest is the SHA-256 of a token sequence and its mask.
+func segmentDigest(ids []int32, mask []bool) [sha256.Size]byte {
+	b := make([]byte, 0, 5*len(ids))
+	for i, id := range ids {
+		b = binary.LittleEndian.AppendUint32(b, uint32(id))
+		if mask[i] {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return sha256.Sum256(b)
 }
 
 func (c *checker) add(shard string, row int64, column, msg string) {
@@ -161,32 +193,9 @@ func (c *checker) stop() bool {
 
 // shard checks one shard against its manifest entry.
 func (c *checker) shard(ctx context.Context, m *Manifest, s ShardInfo) error {
-	data, err := c.store.ReadAll(ctx, s.Path)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if IsNotExist(err) {
-			c.add(s.Path, -1, "", "missing: the manifest names it but it is not stored")
-		} else {
-			c.add(s.Path, -1, "", err.Error())
-		}
-		return nil
-	}
-	c.rep.Shards++
-	if int64(len(data)) != s.Bytes {
-		c.add(s.Path, -1, "", fmt.Sprintf("size is %d bytes, the manifest says %d", len(data), s.Bytes))
-	}
-	if got := hexSHA256(sha256.Sum256(data)); got != s.SHA256 {
-		c.add(s.Path, -1, "", fmt.Sprintf("sha256 is %s, the manifest says %s", got, s.SHA256))
-	}
-	if c.stop() {
-		return nil
-	}
-	f, err := openParquet(data)
-	if err != nil {
-		c.add(s.Path, -1, "", err.Error())
-		return nil
+	f, err := c.open(ctx, s)
+	if f == nil {
+		return err
 	}
 	if err := compareSchema(f.Schema()); err != nil {
 		var se *schemaError
@@ -200,9 +209,6 @@ func (c *checker) shard(ctx context.Context, m *Manifest, s ShardInfo) error {
 	if v, _ := f.Lookup(MetaSchemaVersion); v != m.SchemaVersion {
 		c.add(s.Path, -1, "", fmt.Sprintf("key-value metadata %s is %q, the manifest says %q", MetaSchemaVersion, v, m.SchemaVersion))
 	}
-	if f.NumRows() != s.Rows {
-		c.add(s.Path, -1, "", fmt.Sprintf("%d rows, the manifest says %d", f.NumRows(), s.Rows))
-	}
 	var rows, tokens, learned int64
 	err = eachRow(f, func(i int64, r *schemas.Row) error {
 		if err := ctx.Err(); err != nil {
@@ -215,6 +221,9 @@ func (c *checker) shard(ctx context.Context, m *Manifest, s ShardInfo) error {
 		tokens += int64(r.NumTokens)
 		learned += int64(r.NumLearned)
 		c.row(s.Path, i, r, m)
+		if c.members != nil && len(r.InputIDs) == len(r.LossMask) {
+			c.members[r.ID] = segmentDigest(r.InputIDs, r.LossMask)
+		}
 		return nil
 	})
 	switch {
@@ -236,6 +245,132 @@ func (c *checker) shard(ctx context.Context, m *Manifest, s ShardInfo) error {
 		c.add(s.Path, -1, "num_learned", fmt.Sprintf("rows sum to %d learned tokens, the manifest says %d", learned, s.LearnedTokens))
 	}
 	return nil
+}
+
+// open reads the shard s names and checks its size and sha256; it returns the file, or nil (with the
+// problem recorded, or the context's error) if the shard cannot be checked further.
+func (c *checker) open(ctx context.Context, s ShardInfo) (*parquet.File, error) {
+	data, err := c.store.ReadAll(ctx, s.Path)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if IsNotExist(err) {
+			c.add(s.Path, -1, "", "missing: the manifest names it but it is not stored")
+		} else {
+			c.add(s.Path, -1, "", err.Error())
+		}
+		return nil, nil
+	}
+	c.rep.Shards++
+	if int64(len(data)) != s.Bytes {
+		c.add(s.Path, -1, "", fmt.Sprintf("size is %d bytes, the manifest says %d", len(data), s.Bytes))
+	}
+	if got := hexSHA256(sha256.Sum256(data)); got != s.SHA256 {
+		c.add(s.Path, -1, "", fmt.Sprintf("sha256 is %s, the manifest says %s", got, s.SHA256))
+	}
+	if c.stop() {
+		return nil, nil
+	}
+	f, err := openParquet(data)
+	if err != nil {
+		c.add(s.Path, -1, "", err.Error())
+		return nil, nil
+	}
+	if f.NumRows() != s.Rows {
+		c.add(s.Path, -1, "", fmt.Sprintf("%d rows, the manifest says %d", f.NumRows(), s.Rows))
+	}
+	return f, nil
+}
+
+// packedShard checks one packed shard against the manifest's packing section and the rows read:
+// schema, structure of every sequence (packedProblem), the manifest's tokenizer, sums, and that
+// every segment holds exactly the ids and mask of the row it names.
+func (c *checker) packedShard(ctx context.Context, m *Manifest, s ShardInfo) error {
+	f, err := c.open(ctx, s)
+	if f == nil {
+		return err
+	}
+	if err := compareSchemaTo(packedSchema, f.Schema()); err != nil {
+		var se *schemaError
+		if errors.As(err, &se) {
+			c.add(s.Path, -1, se.column, se.msg)
+		} else {
+			c.add(s.Path, -1, "", err.Error())
+		}
+		return nil
+	}
+	if v, _ := f.Lookup(MetaPackLength); v != strconv.Itoa(m.Packing.Length) {
+		c.add(s.Path, -1, "", fmt.Sprintf("key-value metadata %s is %q, the manifest's packing length is %d", MetaPackLength, v, m.Packing.Length))
+	}
+	var rows, tokens, learned int64
+	err = eachOf(f, func(i int64, p *schemas.PackedRow) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c.stop() {
+			return errStop
+		}
+		rows++
+		tokens += int64(p.NumTokens)
+		for _, b := range p.LossMask {
+			if b {
+				learned++
+			}
+		}
+		c.packed(s.Path, i, p, m)
+		return nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, errStop):
+		return nil
+	case err != nil:
+		c.add(s.Path, -1, "", err.Error())
+		return nil
+	}
+	if tokens != s.Tokens {
+		c.add(s.Path, -1, "num_tokens", fmt.Sprintf("sequences sum to %d tokens, the manifest says %d", tokens, s.Tokens))
+	}
+	if learned != s.LearnedTokens {
+		c.add(s.Path, -1, "loss_mask", fmt.Sprintf("sequences sum to %d learned tokens, the manifest says %d", learned, s.LearnedTokens))
+	}
+	return nil
+}
+
+// packed checks one packed sequence.
+func (c *checker) packed(shard string, i int64, p *schemas.PackedRow, m *Manifest) {
+	if col, msg := packedProblem(p, m.Packing.Length); col != "" {
+		c.add(shard, i, col, msg)
+		return
+	}
+	if want := m.Versions.Tokenizer; want != "" && p.Tokenizer != want {
+		c.add(shard, i, "tokenizer", fmt.Sprintf("%q, the manifest's versions say %q", p.Tokenizer, want))
+		return
+	}
+	for k, id := range p.RowIDs {
+		end := p.NumTokens
+		if k+1 < len(p.SegmentStarts) {
+			end = p.SegmentStarts[k+1]
+		}
+		want, ok := c.members[id]
+		if !ok {
+			c.add(shard, i, "row_ids", fmt.Sprintf("segment %d names row %q, which is in no shard of the dataset", k, id))
+			return
+		}
+		start := p.SegmentStarts[k]
+		if segmentDigest(p.InputIDs[start:end], p.LossMask[start:end]) != want {
+			c.add(shard, i, "input_ids", fmt.Sprintf("segment %d (tokens %d to %d) differs from row %q", k, start, end, id))
+			return
+		}
+	}
+	for k := p.NumTokens; k < int32(len(p.InputIDs)); k++ {
+		if p.InputIDs[k] != m.Packing.PadID {
+			c.add(shard, i, "input_ids", fmt.Sprintf("padding position %d holds %d, the pad id is %d", k, p.InputIDs[k], m.Packing.PadID))
+			return
+		}
+	}
 }
 
 // row checks one row: structure, tokenizer, then the decoded text.
@@ -335,6 +470,9 @@ func (e *schemaError) Error() string { return "column " + e.column + ": " + e.ms
 // expectedSchema is the Parquet schema of every shard.
 var expectedSchema = parquet.SchemaOf(schemas.Row{})
 
+// packedSchema is the Parquet schema of every packed shard.
+var packedSchema = parquet.SchemaOf(schemas.PackedRow{})
+
 // SchemaColumn describes one node of a Parquet schema (a column or a group) in a form two Parquet
 // libraries can be compared in.
 type SchemaColumn struct {
@@ -385,8 +523,11 @@ func DescribeSchema(s *parquet.Schema) []SchemaColumn {
 
 // compareSchema returns a *schemaError naming the first column where got differs from the expected
 // schema.
-func compareSchema(got *parquet.Schema) error {
-	want, have := DescribeSchema(expectedSchema), DescribeSchema(got)
+func compareSchema(got *parquet.Schema) error { return compareSchemaTo(expectedSchema, got) }
+
+// compareSchemaTo is compareSchema against the schema expected.
+func compareSchemaTo(expected, got *parquet.Schema) error {
+	want, have := DescribeSchema(expected), DescribeSchema(got)
 	for i := range max(len(want), len(have)) {
 		switch {
 		case i >= len(have):

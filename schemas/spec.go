@@ -39,6 +39,10 @@ type Spec struct {
 	// "drop".
 	MaxTokens int    `yaml:"max_tokens" json:"max_tokens"`
 	TooLong   string `yaml:"too_long" json:"too_long"`
+	// PackLength, if set, also writes the trajectories packed into sequences of exactly this many
+	// tokens (packed shards beside the shards; default 0: no packing). Trajectories longer than it are
+	// left out of the packed shards and counted.
+	PackLength int `yaml:"pack_length" json:"pack_length,omitempty"`
 	// Limits bound each traced run.
 	Limits LimitsSpec `yaml:"limits" json:"limits"`
 	// BatchSize is the number of items per batch: one batch is one child workflow and one shard
@@ -78,6 +82,8 @@ const (
 	DefaultOutput      = "./ndtrace-data"
 	DefaultBatchSize   = 64
 	DefaultParallelism = 4
+	// MaxPackLength is the longest pack_length.
+	MaxPackLength = 1 << 20
 )
 
 // ParseSpec reads a YAML spec, rejecting unknown fields, fills in defaults and validates it. Errors
@@ -205,6 +211,9 @@ func (s Spec) Validate() error {
 	}
 	if s.MaxTokens < 64 {
 		return bad("max_tokens", "%d is below 64", s.MaxTokens)
+	}
+	if s.PackLength != 0 && (s.PackLength < 64 || s.PackLength > MaxPackLength) {
+		return bad("pack_length", "%d is not 0 (no packing) or between 64 and %d", s.PackLength, MaxPackLength)
 	}
 	if s.TooLong != "resample" && s.TooLong != "drop" {
 		return bad("too_long", "%q is not resample or drop", s.TooLong)

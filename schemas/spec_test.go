@@ -25,6 +25,8 @@ func TestParseSpec(t *testing.T) {
 		{"sources:\n  - kind: examples\nbatch_size: -1\n", "batch_size"},
 		{"sources:\n  - kind: examples\ncreated_at: yesterday\n", "created_at"},
 		{"sources:\n  - kind: examples\nmax_tokens: 10\n", "max_tokens"},
+		{"sources:\n  - kind: examples\npack_length: 10\n", "pack_length"},
+		{"sources:\n  - kind: examples\npack_length: 99999999\n", "pack_length"},
 		{"sources:\n  - kind: examples\nbogus_field: 1\n", "bogus_field"},
 		{"sources:\n  - kind: examples\n    pth: x\n", "pth"},
 	}

@@ -4,7 +4,7 @@
 // It reads manifest.json and only the shards it names (readers never list the store), then reports
 // the column types, per-shard and total row and token counts, rows whose list lengths disagree with
 // num_tokens or num_learned, the Parquet key-value metadata and the compression codecs. The Go test
-// dataset/duckdb_test.go compares this with the manifest.
+// dataset/duckdb_test.go compares this with the manifest. Packed shards, if any, are checked too.
 import { DuckDBInstance } from '@duckdb/node-api';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -57,6 +57,19 @@ out.compression = (await all(`SELECT DISTINCT compression FROM parquet_metadata(
 out.row_groups = (
   await all(`SELECT file_name, count(DISTINCT row_group_id)::INTEGER AS n FROM parquet_metadata(${list}) GROUP BY 1 ORDER BY 1`)
 ).map((r) => r.n);
+// Packed sequences, if the dataset has them: every sequence has the packing length and its segments
+// name rows of the shards.
+if (manifest.packing) {
+  const packed = `[${manifest.packing.shards.map((s) => quote(join(dir, s.path))).join(', ')}]`;
+  [out.packed] = await all(
+    `SELECT count(*)::INTEGER AS sequences, sum(num_tokens)::INTEGER AS tokens,
+            count(*) FILTER (WHERE len(input_ids) <> ${Number(manifest.packing.length)})::INTEGER AS bad_length,
+            count(*) FILTER (WHERE len(segment_starts) <> len(row_ids))::INTEGER AS bad_segments,
+            (SELECT count(*) FROM (SELECT unnest(row_ids) AS id FROM read_parquet(${packed}))
+              WHERE id NOT IN (SELECT id FROM read_parquet(${list})))::INTEGER AS unknown_rows
+       FROM read_parquet(${packed})`,
+  );
+}
 console.log(JSON.stringify(out));
 con.closeSync();
 instance.closeSync();

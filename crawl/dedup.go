@@ -1,0 +1,210 @@
+package crawl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// NormalizeSource returns Python source in a canonical form for exact deduplication and
+// decontamination: comments, blank lines and trailing whitespace are removed, line continuations
+// joined (as are lines inside brackets), runs of spaces and tabs outside string literals become one
+// space, and leading whitespace becomes one tab per indentation level. String literals are kept byte
+// for byte.
+// Two functions that differ only in formatting or comments normalize to the same text; renaming an
+// identifier or changing a literal does not.
+func NormalizeSource(src string) string {
+	src = strings.ReplaceAll(strings.ReplaceAll(src, "\r\n", "\n"), "\r", "\n")
+	var out []string
+	var indents []int // the stack of indentation widths seen
+	var cur strings.Builder
+	i := 0
+	depth := 0 // open brackets: newlines inside them do not end a logical line
+	atLineStart := true
+	flush := func() {
+		line := strings.TrimRight(cur.String(), " ")
+		cur.Reset()
+		if strings.TrimSpace(line) != "" {
+			out = append(out, line)
+		}
+	}
+	for i < len(src) {
+		c := src[i]
+		if atLineStart {
+			// Measure the indentation of a new logical line.
+			w := 0
+			j := i
+			for j < len(src) && (src[j] == ' ' || src[j] == '\t') {
+				if src[j] == '\t' {
+					w += 8 - w%8
+				} else {
+					w++
+				}
+				j++
+			}
+			if j < len(src) && (src[j] == '\n' || src[j] == '#') {
+				// Blank or comment-only line: skip to its end.
+				for j < len(src) && src[j] != '\n' {
+					j++
+				}
+				i = j + 1
+				continue
+			}
+			for len(indents) > 0 && indents[len(indents)-1] > w {
+				indents = indents[:len(indents)-1]
+			}
+			if w > 0 && (len(indents) == 0 || indents[len(indents)-1] < w) {
+				indents = append(indents, w)
+			}
+			cur.WriteString(strings.Repeat("\t", len(indents)))
+			i = j
+			atLineStart = false
+			continue
+		}
+		switch {
+		case c == '#':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		case c == '\\' && i+1 < len(src) && src[i+1] == '\n':
+			i += 2
+			writeSpace(&cur)
+		case c == '\n':
+			i++
+			if depth > 0 {
+				writeSpace(&cur)
+				continue
+			}
+			flush()
+			atLineStart = true
+		case c == ' ' || c == '\t':
+			for i < len(src) && (src[i] == ' ' || src[i] == '\t') {
+				i++
+			}
+			writeSpace(&cur)
+		case c == '\'' || c == '"':
+			n := stringLen(src[i:])
+			cur.WriteString(src[i : i+n])
+			i += n
+		default:
+			switch c {
+			case '(', '[', '{':
+				depth++
+			case ')', ']', '}':
+				if depth > 0 {
+					depth--
+				}
+			}
+			cur.WriteByte(c)
+			i++
+		}
+	}
+	flush()
+	return strings.Join(out, "\n")
+}
+
+// writeSpace writes one space unless the text ends in a space, a tab (indentation) or is empty.
+func writeSpace(b *strings.Builder) {
+	s := b.String()
+	if s == "" || s[len(s)-1] == ' ' || s[len(s)-1] == '\t' {
+		return
+	}
+	b.WriteByte(' ')
+}
+
+// stringLen returns the length of the string literal at the start of s (single, double or triple
+// quoted, with backslash escapes); an unterminated literal runs to the end of s (or of the line,
+// for a single-quoted one).
+func stringLen(s string) int {
+	q := s[0]
+	if strings.HasPrefix(s, strings.Repeat(string(q), 3)) {
+		end := strings.Repeat(string(q), 3)
+		for i := 3; i < len(s); i++ {
+			if s[i] == '\\' {
+				i++
+				continue
+			}
+			if strings.HasPrefix(s[i:], end) {
+				return i + 3
+			}
+		}
+		return len(s)
+	}
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case q:
+			return i + 1
+		case '\n':
+			return i
+		}
+	}
+	return len(s)
+}
+
+// DedupKey is the key of exact deduplication of a function-level item: the hex SHA-256 of its
+// normalized source and its call (whitespace outside string literals removed from the call).
+func DedupKey(code, call string) string {
+	h := sha256.New()
+	h.Write([]byte(NormalizeSource(code)))
+	h.Write([]byte{0})
+	h.Write([]byte(NormalizeSource(call)))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// SourceKey is the key of decontamination: the hex SHA-256 of the normalized source alone.
+func SourceKey(code string) string {
+	sum := sha256.Sum256([]byte(NormalizeSource(code)))
+	return hex.EncodeToString(sum[:])
+}
+
+// EvalSet is an evaluation set items are decontaminated against: the normalized sources of its
+// functions.
+type EvalSet struct {
+	// Name names the set in counts ("decontaminated:<name>").
+	Name string
+	// Keys holds the SourceKey of every function of the set.
+	Keys map[string]bool
+}
+
+// Contains reports whether code normalizes to the source of a function of the set.
+func (e *EvalSet) Contains(code string) bool { return e.Keys[SourceKey(code)] }
+
+// ReadEvalSet reads an evaluation set from a JSONL file (a local path or bucket URL) whose rows have
+// a "code" field (the CruxEval format); rows without code are an error naming the line.
+func ReadEvalSet(ctx context.Context, name, path string) (*EvalSet, error) {
+	data, err := ReadFile(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("evaluation set %s: %w", name, err)
+	}
+	set := &EvalSet{Name: name, Keys: map[string]bool{}}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var row struct {
+			Code *string `json:"code"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			return nil, fmt.Errorf("evaluation set %s: %s line %d: %w", name, path, line, err)
+		}
+		if row.Code == nil {
+			return nil, fmt.Errorf("evaluation set %s: %s line %d: no \"code\" field", name, path, line)
+		}
+		set.Keys[SourceKey(*row.Code)] = true
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("evaluation set %s: %s: %w", name, path, err)
+	}
+	return set, nil
+}

@@ -1,0 +1,186 @@
+package testrepos
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// runner imports every tests/test_*.py module of the repository in the working directory and calls
+// its test_* functions, printing {"module::test": outcome} as JSON. Tests named on the command line
+// are skipped (hanging's test_forever). It stands in for pytest, which is not installed.
+const runner = `
+import importlib, inspect, json, pathlib, sys
+sys.path.insert(0, ".")
+skip = set(sys.argv[1:])
+out = {}
+for f in sorted(pathlib.Path("tests").glob("test_*.py")):
+    mod = "tests." + f.stem
+    try:
+        m = importlib.import_module(mod)
+    except Exception as e:
+        out[mod] = "collect-error:" + type(e).__name__
+        continue
+    for name, fn in sorted(vars(m).items()):
+        if not name.startswith("test_") or not inspect.isfunction(fn):
+            continue
+        key = mod + "::" + name
+        if name in skip:
+            out[key] = "skipped"
+            continue
+        try:
+            fn()
+            out[key] = "passed"
+        except AssertionError:
+            out[key] = "failed"
+        except Exception as e:
+            out[key] = "error:" + type(e).__name__
+print(json.dumps(out, sort_keys=True))
+`
+
+func python(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3 not found")
+		}
+		t.Skip("python3 not found")
+	}
+	return p
+}
+
+// TestOutcomes runs each embedded repository's tests with real Python and checks the outcomes the
+// package documentation promises.
+func TestOutcomes(t *testing.T) {
+	py := python(t)
+	tests := []struct {
+		name string
+		skip []string
+		want map[string]string
+	}{
+		{name: "passing", want: map[string]string{
+			"tests.test_mathutil::test_clamp": "passed", "tests.test_mathutil::test_counter": "passed",
+			"tests.test_mathutil::test_mean": "passed", "tests.test_mathutil::test_mean_empty": "passed",
+			"tests.test_mathutil::test_primes_below": "passed", "tests.test_mathutil::test_total": "passed",
+		}},
+		{name: "failing", want: map[string]string{
+			"tests.test_mathutil::test_total": "passed", "tests.test_mathutil::test_clamp_wrong": "failed",
+			"tests.test_mathutil::test_mean_of_nothing": "error:ValueError",
+		}},
+		{name: "hanging", skip: []string{"test_forever"}, want: map[string]string{
+			"tests.test_loops::test_countdown": "passed", "tests.test_loops::test_forever": "skipped",
+		}},
+		{name: "forking", want: map[string]string{
+			"tests.test_fork::test_square": "passed", "tests.test_fork::test_os_fork": "passed",
+			"tests.test_fork::test_multiprocessing_fork": "passed",
+		}},
+		{name: "missing_module", want: map[string]string{
+			"tests.test_properties": "collect-error:ModuleNotFoundError",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(py, append([]string{"-I", "-B", "-c", runner}, tc.skip...)...)
+			cmd.Dir = Dir(t, tc.name)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%v: %s", err, stderr.String())
+			}
+			var got map[string]string
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("outcomes %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("unittest_only", func(t *testing.T) {
+		cmd := exec.Command(py, "-B", "-m", "unittest", "discover")
+		cmd.Dir = Dir(t, "unittest_only")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Ran 5 tests") || !strings.Contains(string(out), "OK") {
+			t.Errorf("unittest discover: %v\n%s", err, out)
+		}
+	})
+}
+
+func TestNamesAndFiles(t *testing.T) {
+	want := []string{"failing", "forking", "hanging", "missing_module", "passing", "unittest_only"}
+	if got := Names(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Names() = %v, want %v", got, want)
+	}
+	files := Files(t, "passing")
+	for _, p := range []string{"mathutil.py", "tests/__init__.py", "tests/test_mathutil.py"} {
+		if _, ok := files[p]; !ok {
+			t.Errorf("passing lacks %s (has %v)", p, files)
+		}
+	}
+	dir := Dir(t, "passing")
+	if data, err := os.ReadFile(filepath.Join(dir, "mathutil.py")); err != nil || !bytes.Equal(data, files["mathutil.py"]) {
+		t.Errorf("Dir: %v", err)
+	}
+}
+
+func TestGitDeterministic(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git not found")
+	}
+	url1, c1 := Git(t, "passing")
+	url2, c2 := Git(t, "passing")
+	if url1 == url2 || c1 != c2 || len(c1) != 40 {
+		t.Errorf("Git gave %s %s and %s %s; want different URLs and one 40-hex commit", url1, c1, url2, c2)
+	}
+	if _, c3 := Git(t, "failing"); c3 == c1 {
+		t.Error("different repositories gave the same commit")
+	}
+	dir := strings.TrimPrefix(url1, "file://")
+	if tag := strings.TrimSpace(RunGit(t, dir, "rev-parse", Tag+"^{commit}")); tag != c1 {
+		t.Errorf("tag %s at %s, want %s", Tag, tag, c1)
+	}
+	_, s1 := SymlinkEscape(t)
+	_, s2 := SymlinkEscape(t)
+	if s1 != s2 {
+		t.Errorf("SymlinkEscape commits %s and %s differ", s1, s2)
+	}
+}
+
+func TestTarball(t *testing.T) {
+	a, b := Tarball(t, "passing", "passing-1.0"), Tarball(t, "passing", "passing-1.0/")
+	if !bytes.Equal(a, b) {
+		t.Fatal("Tarball is not deterministic")
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, hdr.Name)
+	}
+	want := []string{"passing-1.0/", "passing-1.0/mathutil.py", "passing-1.0/tests/", "passing-1.0/tests/__init__.py",
+		"passing-1.0/tests/test_mathutil.py"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("entries %v, want %v", names, want)
+	}
+}

@@ -2,6 +2,10 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/ndtrace/ndtrace/schemas"
@@ -99,7 +103,16 @@ type Config struct {
 	Python string
 	// ReadOnly lists extra host paths mounted read-only at the same path inside the sandbox (a
 	// virtualenv, a repository checkout). /usr and the interpreter's installation are always there.
+	// Paths must be absolute and outside /tmp (the sandbox's private /tmp would hide them); the
+	// sandbox's code uid must be able to read them (world-readable files and directories).
 	ReadOnly []string
+	// PythonPath lists directories of installed packages (a site-packages directory, such as
+	// VenvSitePackages returns) that every run can import. Each is mounted read-only like ReadOnly
+	// and added to sys.path with site.addsitedir (so its .pth files count: editable installs
+	// work), after the standard library and before the interpreter's own site/dist-packages. A
+	// directory of the form .../lib/pythonX.Y/site-packages must match the interpreter's X.Y, or
+	// New fails. Test runs never trace code under these directories.
+	PythonPath []string
 	// TmpBytes is the size of the private writable /tmp. Default 64 MiB.
 	TmpBytes int64
 	// Limits are the default limits of every run; a Request may override them.
@@ -109,6 +122,122 @@ type Config struct {
 	RecycleAfter int
 	// StartTimeout bounds the start of the sandbox. Default 20 s.
 	StartTimeout time.Duration
+}
+
+// VenvSitePackages returns the site-packages directory of the virtualenv venv
+// (venv/lib/pythonX.Y/site-packages, X.Y from its pyvenv.cfg), for Config.PythonPath. New fails if
+// X.Y is not the version of the sandbox's interpreter: compiled extensions and the standard library
+// would not match.
+func VenvSitePackages(venv string) (string, error) {
+	abs, err := filepath.Abs(venv)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: virtualenv %s: %w", venv, err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(abs, "pyvenv.cfg"))
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %s is not a virtualenv: %w", venv, err)
+	}
+	var xy string
+	for _, line := range strings.Split(string(cfg), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		if k = strings.TrimSpace(k); k == "version" || k == "version_info" {
+			parts := strings.Split(strings.TrimSpace(v), ".")
+			if len(parts) >= 2 {
+				xy = parts[0] + "." + parts[1]
+			}
+		}
+	}
+	if xy == "" {
+		// No version in pyvenv.cfg: the one lib/pythonX.Y there is.
+		matches, _ := filepath.Glob(filepath.Join(abs, "lib", "python*", "site-packages"))
+		if len(matches) != 1 {
+			return "", fmt.Errorf("sandbox: virtualenv %s: no version in pyvenv.cfg and %d lib/python*/site-packages directories", venv, len(matches))
+		}
+		return matches[0], nil
+	}
+	sp := filepath.Join(abs, "lib", "python"+xy, "site-packages")
+	if fi, err := os.Stat(sp); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("sandbox: virtualenv %s (Python %s) has no %s", venv, xy, sp)
+	}
+	return sp, nil
+}
+
+// sitePackagesVersion returns X.Y when dir is a .../pythonX.Y/site-packages (or dist-packages)
+// directory, else "".
+func sitePackagesVersion(dir string) string {
+	base := filepath.Base(dir)
+	if base != "site-packages" && base != "dist-packages" {
+		return ""
+	}
+	m := pythonDirRE.FindStringSubmatch(filepath.Base(filepath.Dir(dir)))
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+var pythonDirRE = regexp.MustCompile(`^python(\d+\.\d+)$`)
+
+// validate checks the paths of a configuration (defaults filled in).
+func (c Config) validate() error {
+	for _, p := range c.ReadOnly {
+		if err := checkHostPath("read-only path", p); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.PythonPath {
+		if err := checkHostPath("python path", p); err != nil {
+			return err
+		}
+		if fi, err := os.Stat(p); err != nil {
+			return fmt.Errorf("sandbox: python path: %w", err)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("sandbox: python path %s is not a directory", p)
+		}
+	}
+	return nil
+}
+
+// checkHostPath rejects a path that cannot be mounted at the same place in the sandbox.
+func checkHostPath(what, p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("sandbox: %s %q is not absolute", what, p)
+	}
+	if c := filepath.Clean(p); c == "/tmp" || strings.HasPrefix(c, "/tmp/") {
+		return fmt.Errorf("sandbox: %s %s is under /tmp, which the sandbox replaces with its private tmpfs: put checkouts and environments elsewhere", what, p)
+	}
+	return nil
+}
+
+// mounts is every extra path the sandbox mounts: ReadOnly and PythonPath, without duplicates and
+// without paths inside another one (already visible).
+func (c Config) mounts() []string {
+	var all []string
+	for _, p := range append(append([]string{}, c.ReadOnly...), c.PythonPath...) {
+		all = append(all, filepath.Clean(p))
+	}
+	var out []string
+	for i, p := range all {
+		covered := false
+		for j, q := range all {
+			if (q == p && j < i) || (q != p && within(p, q)) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// within reports whether path p is dir or inside it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func (c Config) withDefaults() Config {
@@ -168,6 +297,10 @@ type Result struct {
 	Events []schemas.Event
 	// Blocks are the top-level statements of the traced file (for the CODE context).
 	Blocks []schemas.Block
+	// Functions holds the source of every function with a traced call event, in first-call
+	// order (test runs only; see schemas.FuncSource). The CODE context of repository-level
+	// trajectories is built from it.
+	Functions []schemas.FuncSource
 	// Value is the rendered return value of the call (status ok) or the rendered exception.
 	Value string
 	// ExcType and ExcMessage describe the exception of status exception, memory or invalid.
@@ -186,3 +319,12 @@ type Result struct {
 
 // KeptOutput is how many bytes of stdout and of stderr a Result keeps.
 const KeptOutput = 64 << 10
+
+// majorMinor returns "X.Y" of a version "X.Y.Z".
+func majorMinor(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}

@@ -8,9 +8,14 @@
 //
 // Isolation is done by a Backend: "namespaces" (default; Linux user, mount, PID, network, IPC, UTS
 // and cgroup namespaces built by this binary) or "bwrap" (bubblewrap). Either way the code sees no
-// network, a read-only /usr and nothing else of the host but what Config.ReadOnly names, a private
-// size-limited /tmp, an empty environment, and runs as an unprivileged host uid. If a sandbox cannot
-// be built, New and Run fail: nothing ever runs unsandboxed.
+// network, a read-only /usr and nothing else of the host but what Config.ReadOnly and
+// Config.PythonPath name, a private size-limited /tmp, an empty environment, and runs as an
+// unprivileged host uid. If a sandbox cannot be built, New and Run fail: nothing ever runs
+// unsandboxed.
+//
+// Besides function-level runs (Run), a sandbox runs a repository's test suite one test per item:
+// CollectTests lists the tests of a checkout mounted with Config.ReadOnly, RunTest runs one of them,
+// traced or not, with pytest or unittest (docs/sandbox.md).
 package sandbox
 
 import (
@@ -21,6 +26,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,10 +57,19 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if _, err := os.Stat(cfg.Python); err != nil {
 		return nil, fmt.Errorf("sandbox: python interpreter: %w", err)
 	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	s := &Sandbox{cfg: cfg, backend: b}
 	z, err := startZygote(ctx, b, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	for _, p := range cfg.PythonPath {
+		if v := sitePackagesVersion(p); v != "" && v != majorMinor(z.python) {
+			z.close()
+			return nil, fmt.Errorf("sandbox: python path %s is for Python %s, but the sandbox's interpreter %s is Python %s", p, v, cfg.Python, z.python)
+		}
 	}
 	s.z = z
 	return s, nil
@@ -101,12 +116,20 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if len(req.Targets) == 0 {
 		req.Targets = []string{req.Filename}
 	}
-	lim := mergeLimits(s.cfg.Limits, req.Limits)
+	msg := runMsg{Op: "run", Code: req.Code, Filename: req.Filename, Call: req.Call,
+		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.cfg.PythonPath}
+	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
+	return res, err
+}
 
+// exec runs one item of any kind: it (re)starts the zygote when needed, runs msg and retires the
+// zygote when the run left it unusable. It also returns the trace decoder, for the records of the
+// other kinds of item.
+func (s *Sandbox) exec(ctx context.Context, msg runMsg, lim Limits) (*Result, *traceDecoder, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if s.z == nil || s.z.runs >= s.cfg.RecycleAfter {
 		if s.z != nil {
@@ -116,19 +139,20 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 		z, err := startZygote(ctx, s.backend, s.cfg)
 		if err != nil {
 			err = fmt.Errorf("sandbox: %w", err)
-			return &Result{Status: schemas.StatusSandboxError, Detail: err.Error()}, err
+			return &Result{Status: schemas.StatusSandboxError, Detail: err.Error()}, newTraceDecoder(), err
 		}
 		s.z = z
 	}
 	s.nextID++
-	res, healthy, err := s.run(ctx, s.z, s.nextID, req, lim)
+	msg.ID = s.nextID
+	res, dec, healthy, err := s.run(ctx, s.z, msg, lim)
 	s.z.runs++
 	if !healthy {
 		s.z.kill()
 		s.z.close()
 		s.z = nil
 	}
-	return res, err
+	return res, dec, err
 }
 
 // runMsg is the zygote's run command (docs/tracer-protocol.md).
@@ -142,6 +166,15 @@ type runMsg struct {
 	Seed     int64     `json:"seed"`
 	Naive    bool      `json:"naive"`
 	Limits   runLimits `json:"limits"`
+	// PythonPath is Config.PythonPath, for every kind of item.
+	PythonPath []string `json:"pythonpath,omitempty"`
+	// Test runs (kind "collect" or "test"; absent means "call").
+	Kind    string   `json:"kind,omitempty"`
+	Dir     string   `json:"dir,omitempty"`
+	Runner  string   `json:"runner,omitempty"`
+	Test    string   `json:"test,omitempty"`
+	Traced  bool     `json:"traced,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 type runLimits struct {
@@ -158,8 +191,10 @@ type runLimits struct {
 }
 
 // run performs one item on z. healthy is false when the zygote must not be used again.
-func (s *Sandbox) run(ctx context.Context, z *zygote, id int64, req Request, lim Limits) (res *Result, healthy bool, err error) {
+func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (res *Result, dec *traceDecoder, healthy bool, err error) {
 	res = &Result{}
+	dec = newTraceDecoder()
+	id := msg.ID
 	start := time.Now()
 	var pipes [3][2]*os.File // events, stdout, stderr: read, write
 	for i := range pipes {
@@ -171,17 +206,16 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, id int64, req Request, lim
 			}
 			err = fmt.Errorf("sandbox: pipe: %w", perr)
 			res.Status, res.Detail = schemas.StatusSandboxError, err.Error()
-			return res, true, err
+			return res, dec, true, err
 		}
 		pipes[i] = [2]*os.File{r, w}
 	}
-	msg := runMsg{Op: "run", ID: id, Code: req.Code, Filename: req.Filename, Call: req.Call,
-		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, Limits: runLimits{
-			WallMS: lim.WallTime.Milliseconds(), CPUS: int64(math.Ceil(lim.CPUTime.Seconds())),
-			ASBytes: lim.AddressSpace, NProc: lim.Processes, FsizeBytes: lim.FileSize, NoFile: lim.OpenFiles,
-			MaxEvents: lim.TraceEvents, MaxTraceBytes: lim.TraceBytes, ValueChars: lim.ValueChars,
-			ReprMS: lim.ReprTimeout.Milliseconds(),
-		}}
+	msg.Limits = runLimits{
+		WallMS: lim.WallTime.Milliseconds(), CPUS: int64(math.Ceil(lim.CPUTime.Seconds())),
+		ASBytes: lim.AddressSpace, NProc: lim.Processes, FsizeBytes: lim.FileSize, NoFile: lim.OpenFiles,
+		MaxEvents: lim.TraceEvents, MaxTraceBytes: lim.TraceBytes, ValueChars: lim.ValueChars,
+		ReprMS: lim.ReprTimeout.Milliseconds(),
+	}
 	sendErr := z.send(msg, pipes[0][1], pipes[1][1], pipes[2][1])
 	for i := range pipes {
 		pipes[i][1].Close()
@@ -192,7 +226,7 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, id int64, req Request, lim
 		}
 		err = fmt.Errorf("sandbox: send run: %w: %s", sendErr, z.why())
 		res.Status, res.Detail = schemas.StatusSandboxError, err.Error()
-		return res, false, err
+		return res, dec, false, err
 	}
 
 	// Why Go stopped the item, if it did; the first reason wins.
@@ -241,7 +275,6 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, id int64, req Request, lim
 			}
 		}(pipes[i+1][0], buf)
 	}
-	dec := newTraceDecoder()
 	go func() {
 		defer wg.Done()
 		if derr := dec.read(pipes[0][0], lim.TraceBytes+lim.TraceBytes/8+(1<<20)); derr != nil {
@@ -296,6 +329,7 @@ wait:
 
 	res.Events = dec.events
 	res.Blocks = dec.blocks
+	res.Functions = dec.functions
 	res.TraceBytes = dec.bytes
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 	res.StdoutBytes, res.StderrBytes = stdout.Total(), stderr.Total()
@@ -312,7 +346,7 @@ wait:
 	if res.Status == schemas.StatusSandboxError {
 		err = errors.New("sandbox: " + res.Detail)
 	}
-	return res, healthy, err
+	return res, dec, healthy, err
 }
 
 // classify sets res.Status and res.Detail from what Go saw, what the zygote reported and the
@@ -399,11 +433,15 @@ func (s *Sandbox) backendDropsPrivileges() bool {
 
 // traceDecoder rebuilds full events from the tracer's diff-encoded JSON Lines.
 type traceDecoder struct {
-	events []schemas.Event
-	blocks []schemas.Block
-	frames map[int]*frameState
-	end    *endRecord
-	bytes  int64
+	events    []schemas.Event
+	blocks    []schemas.Block
+	functions []schemas.FuncSource
+	funcSeen  map[[3]string]bool // file, first, last of the functions kept
+	test      *wireEvent         // the test record of a test run
+	collect   *wireEvent         // the collection record of a collect run
+	frames    map[int]*frameState
+	end       *endRecord
+	bytes     int64
 }
 
 // frameState is what the decoder knows of one frame: its names in order and its current locals.
@@ -419,7 +457,7 @@ type endRecord struct {
 }
 
 func newTraceDecoder() *traceDecoder {
-	return &traceDecoder{frames: map[int]*frameState{}}
+	return &traceDecoder{frames: map[int]*frameState{}, funcSeen: map[[3]string]bool{}}
 }
 
 // errTraceTooLarge stops reading a trace beyond its byte budget.
@@ -471,6 +509,24 @@ func (d *traceDecoder) decode(line []byte) {
 			if b[0] > 0 && b[1] >= b[0] {
 				d.blocks = append(d.blocks, schemas.Block{File: w.File, Start: b[0], End: b[1]})
 			}
+		}
+		return
+	case "function":
+		key := [3]string{w.File, strconv.Itoa(w.First), strconv.Itoa(w.Last)}
+		if w.First > 0 && w.Last >= w.First && !d.funcSeen[key] {
+			d.funcSeen[key] = true
+			d.functions = append(d.functions, schemas.FuncSource{File: w.File, QualName: w.QualName,
+				FirstLine: w.First, LastLine: w.Last, Source: w.Source})
+		}
+		return
+	case "test":
+		if d.test == nil {
+			d.test = &w
+		}
+		return
+	case "collection":
+		if d.collect == nil {
+			d.collect = &w
 		}
 		return
 	case "end":

@@ -22,6 +22,7 @@ import ast
 import builtins
 import fcntl
 import gc
+import io
 import json
 import linecache
 import opcode
@@ -38,6 +39,7 @@ import stat
 import struct
 import sys
 import time
+import tokenize
 import types
 
 try:
@@ -67,6 +69,7 @@ _type_qualname = type.__dict__["__qualname__"].__get__   # bypasses metaclass ov
 _ADDR_RE = re.compile(r"0x[0-9a-fA-F]{6,}")
 _DEF_RE = re.compile(r"(?:async\s+def|def|class)\b")
 _NEWLINE_RE = re.compile(r"\r\n|\r|\n")          # the line breaks the tokenizer counts
+_NEWLINE_KEEP_RE = re.compile(r"(\r\n|\r|\n)")  # the same, kept by re.split
 _OWN_GLOBALS = globals()                         # frames running this file are never traced
 # Where f_lasti points when a frame returns or yields normally; anything else after an
 # exception event means the frame is being unwound (3.12+ report a StopIteration caught by
@@ -135,6 +138,8 @@ def make_tracer(req):
     filename = req["filename"]
     exact_targets = frozenset(t for t in req["targets"] if not t.endswith("/"))
     prefix_targets = tuple(t for t in req["targets"] if t.endswith("/"))
+    exclude = tuple(req["exclude"])          # path prefixes never traced, even inside a target
+    want_functions = req["kind"] == "test"   # write a `function` record per new code object
     own_lines = _NEWLINE_RE.split(req["code"])
 
     _repr, _type, _len, _tuple, _str, _id = repr, type, len, tuple, str, id
@@ -176,6 +181,8 @@ def make_tracer(req):
     infos = {}              # id(code) -> _CodeInfo
     pinned = []             # keeps traced code objects alive so their ids stay unique
     file_is_target = {}     # co_filename -> bool
+    file_index = {}         # co_filename -> (lines, defs, stmts) or None (function records)
+    blocks_seen = set()     # (file, first, last) of the function records written
     try:
         proxy_type = type(sys._getframe().f_locals)       # FrameLocalsProxy on 3.13+
     except Exception:
@@ -203,6 +210,17 @@ def make_tracer(req):
         if n_events >= max_events or n_bytes + _len(line) > max_bytes:
             limit_reached()
         n_events += 1
+        n_bytes += _len(line)
+        buf.append(line)
+        if n_bytes >= flush_at:
+            flush_at = n_bytes + CHUNK
+            flush()
+
+    def record(line):
+        """Append one non-event record (function, test, collection): counts bytes, not events."""
+        nonlocal n_bytes, flush_at
+        if n_bytes + _len(line) > max_bytes:
+            limit_reached()
         n_bytes += _len(line)
         buf.append(line)
         if n_bytes >= flush_at:
@@ -282,9 +300,10 @@ def make_tracer(req):
         """os.register_at_fork hook: a process forked by user code is never traced."""
         nonlocal dead, active
         dead = True
-        active = False
         buf.clear()
-        _settrace(None)
+        if active:                # an untraced run never calls settrace, not even here
+            active = False
+            _settrace(None)
 
     # ---------------------------------------------------------------- value rendering
 
@@ -737,8 +756,9 @@ def make_tracer(req):
             fn = code.co_filename
             t = file_is_target.get(fn)
             if t is None:
-                t = file_is_target[fn] = (fn in exact_targets or (
+                t = file_is_target[fn] = ((fn in exact_targets or (
                     bool(prefix_targets) and fn.startswith(prefix_targets)))
+                    and not (exclude and fn.startswith(exclude)))
             if not t or frame.f_globals is _OWN_GLOBALS:
                 return None
             st = None
@@ -750,6 +770,8 @@ def make_tracer(req):
                 if info is None:
                     info = infos[_id(code)] = _CodeInfo(code, getsrc_for(fn))
                     pinned.append(code)
+                    if want_functions:
+                        function_record(code)
                 st = Frame(info)
             # depth = traced frames below this one: the nearest traced caller's depth + 1.
             # sdepth = Python frames on the stack up to this one (for the recursion check).
@@ -784,14 +806,112 @@ def make_tracer(req):
         active = True
         _settrace(global_trace)
 
+    def resume():
+        """Trace from here on (test runs: one phase of a test).  Unlike start, it leaves the
+        SIGALRM handler alone (a test's own alarm must keep working between phases; guarded
+        installs and restores its handler per repr), and a forked grandchild never traces."""
+        nonlocal active
+        if dead:
+            return
+        active = True
+        _settrace(global_trace)
+
+    # ---------------------------------------------------------------- function records
+
+    def function_record(code):
+        """Write the `function` record of a code object on its first traced call.
+
+        The block is the code object's own def (decorators included) from the file's AST;
+        a lambda, comprehension or generator expression maps to its innermost enclosing def or
+        class, or at module level to the top-level statement holding it; a module's code is the
+        whole file.  Blocks already written (a lambda inside an already visited def) are not
+        repeated.  Unreadable or unparsable files give no record.
+        """
+        try:
+            fn = code.co_filename
+            ent = file_index.get(fn, MISSING)
+            if ent is MISSING:
+                ent = file_index[fn] = index_file(fn)
+            if ent is None:
+                return
+            lines, defs, stmts = ent
+            name = code.co_name
+            first = code.co_firstlineno
+            hit = None
+            if name == "<module>":
+                hit = ("<module>", 1, _len(lines))
+            else:
+                d = defs.get((first, name))
+                if d is not None:
+                    hit = (getattr(code, "co_qualname", d[0]), d[1], d[2])
+                else:
+                    for q, a, b in defs.values():     # innermost enclosing def or class
+                        if a <= first <= b and (hit is None or (a >= hit[1] and b <= hit[2])):
+                            hit = (q, a, b)
+                    if hit is None:
+                        for a, b in stmts:
+                            if a <= first <= b:
+                                hit = ("<module>", a, b)
+                                break
+            if hit is None or hit[1] < 1 or hit[2] < hit[1]:
+                return
+            key = (fn, hit[1], hit[2])
+            if key in blocks_seen:
+                return
+            blocks_seen.add(key)
+            text = "".join(lines[hit[1] - 1:hit[2]])
+            if text.endswith("\r\n"):
+                text = text[:-2]
+            elif text.endswith(("\n", "\r")):
+                text = text[:-1]
+        except Exception:
+            return
+        record('{"event":"function","file":%s,"qualname":%s,"first":%d,"last":%d,"source":%s}\n'
+               % (_enc(fn), _enc(hit[0]), hit[1], hit[2], _enc(text)))
+
+    def index_file(fn):
+        """(lines with their endings, {(first, name): (qualname, first, last)}, top-level
+        statement ranges) of a source file, or None."""
+        try:
+            with open(fn, "rb") as fh:
+                data = fh.read()
+            enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            text = data.decode(enc)
+            tree = ast.parse(text, fn)
+        except Exception:
+            return None
+        parts = _NEWLINE_KEEP_RE.split(text)
+        lines = [parts[i] + (parts[i + 1] if i + 1 < _len(parts) else "")
+                 for i in range(0, _len(parts), 2)]
+        if lines and lines[-1] == "":
+            lines.pop()
+        defs = {}
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        todo = [(tree, "")]
+        while todo:
+            node, prefix = todo.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, kinds):
+                    q = prefix + child.name
+                    a = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                    defs.setdefault((a, child.name), (q, a, child.end_lineno))
+                    todo.append((child, q + ("." if isinstance(child, ast.ClassDef)
+                                             else ".<locals>.")))
+                else:
+                    todo.append((child, prefix))
+        stmts = [(min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", ())]),
+                  n.end_lineno) for n in tree.body]
+        return lines, defs, stmts
+
     def stop():
         nonlocal active
         active = False
         _settrace(None)
 
-    return types.SimpleNamespace(start=start, stop=stop, end=end, end_exception=end_exception,
-                                 finish=finish, render=render, at_fork_child=at_fork_child,
-                                 ballast=ballast, emit=emit)
+    return types.SimpleNamespace(start=start, stop=stop, resume=resume, end=end,
+                                 end_exception=end_exception, finish=finish, render=render,
+                                 at_fork_child=at_fork_child, ballast=ballast, emit=emit,
+                                 record=record, exc_message=exc_message)
 
 
 # --------------------------------------------------------------------------------------------
@@ -844,7 +964,7 @@ def _child_setup(req, fds, opts):
             raise OSError("uid drop failed")
     os.chdir("/tmp")
     signal.signal(signal.SIGINT, signal.default_int_handler)   # ordinary Python behaviour
-    sys.argv = [req["filename"]]
+    sys.argv = [req["filename"] or req["runner"] or "python"]
     random.seed(req["seed"])
 
 
@@ -860,6 +980,31 @@ def _item_child(sock, req, fds, opts):
             os.write(2, ("ndtrace: item setup failed: %r\n" % (e,)).encode("utf-8", "replace"))
         finally:
             os._exit(EXIT_SETUP)
+
+    if req["kind"] == "call" and req["pythonpath"]:
+        try:
+            _extend_path(None, req["pythonpath"])
+        except BaseException as e:
+            os.write(2, ("ndtrace: python path set-up failed: %r\n" % (e,)).encode("utf-8", "replace"))
+            os._exit(EXIT_SETUP)
+    if req["kind"] != "call":
+        try:
+            _run_tests(req, tracer)
+        except MemoryError:
+            try:
+                tracer.ballast.clear()
+                tracer.end("memory", exc_type="MemoryError")
+                tracer.finish(0)
+            except BaseException:
+                os._exit(EXIT_NOMEM)
+        except BaseException as e:
+            try:
+                tracer.end("exception", None, "TracerError", "internal tracer error: %r" % (e,))
+                tracer.finish(EXIT_TRACER_BUG)
+            except BaseException:
+                os._exit(EXIT_TRACER_BUG)
+        finally:
+            os._exit(EXIT_TRACER_BUG)
 
     try:
         try:
@@ -925,6 +1070,392 @@ def _item_child(sock, req, fds, opts):
             os._exit(EXIT_TRACER_BUG)
     finally:
         os._exit(EXIT_TRACER_BUG)
+
+
+# --------------------------------------------------------------------------------------------
+# Test runs (kind collect / test): a repository's test suite, one test per item
+# --------------------------------------------------------------------------------------------
+
+_MISSING_RE = re.compile(r"No module named '([^']+)'")
+# Top-level names of the third-party modules the zygote imported for pytest (None: not tried).
+_PRELOADED = {"tops": None}
+
+
+def _run_tests(req, tracer):
+    """Body of a collect or test item: never returns."""
+    d = req["dir"]
+    try:
+        os.chdir(d)
+    except OSError as e:
+        tracer.end("invalid", exc_type=_qualname(type(e)),
+                   exc_message="cannot enter %s: %s" % (d, e.strerror))
+        tracer.finish(0)
+    _purge_preloaded(d, req["pythonpath"])
+    _extend_path(d, req["pythonpath"])
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = module
+    runner = req["runner"]
+    if not runner:
+        try:
+            import pytest  # noqa: F401
+            runner = "pytest"
+        except Exception:
+            runner = "unittest"
+    state = types.SimpleNamespace(tests=None, errors=[], missing=None, verdicts=[],
+                                  failure=None, fatal=None, code=None)
+
+    def note(exc, when):
+        """Remember the first missing module and the first failure of the run."""
+        if exc is None:
+            return
+        if state.missing is None:
+            state.missing = _missing_module(exc, d, req["pythonpath"])
+        if state.failure is None:
+            exc = _unwrap(exc)
+            state.failure = (when, _qualname(type(exc)), tracer.exc_message(exc))
+
+    try:
+        if runner == "pytest":
+            _pytest_run(req, tracer, state, note)
+        else:
+            _unittest_run(req, tracer, state, note)
+    except BaseException as e:          # the runner itself crashed: no verdict
+        if req["traced"]:
+            tracer.stop()
+        tracer.end_exception(e)
+        tracer.finish(0)
+
+    missing = state.missing or ""
+    if req["kind"] == "collect":
+        tracer.record('{"event":"collection","runner":%s,"tests":[%s],"errors":[%s],'
+                      '"missing_module":%s}\n'
+                      % (_enc(runner), ",".join(map(_enc, state.tests or [])),
+                         ",".join(map(_enc, state.errors)), _enc(missing)))
+        if state.fatal is not None:
+            tracer.end("exception", None, state.fatal[0], state.fatal[1])
+        else:
+            tracer.end("ok")
+        tracer.finish(0)
+    outcome = _verdict(state.verdicts)
+    when, exc_type, exc_msg = state.failure or ("", "", "")
+    if state.fatal is not None and not state.verdicts and state.failure is None:
+        when, exc_type, exc_msg = "collect", state.fatal[0], state.fatal[1]
+    if outcome not in ("failed", "error"):
+        missing = ""
+        when = exc_type = exc_msg = ""
+    tracer.record('{"event":"test","runner":%s,"outcome":%s,"missing_module":%s,"when":%s,'
+                  '"exc_type":%s,"exc_message":%s}\n'
+                  % (_enc(runner), _enc(outcome), _enc(missing), _enc(when), _enc(exc_type),
+                     _enc(exc_msg)))
+    tracer.end("ok")
+    tracer.finish(0)
+
+
+def _verdict(verdicts):
+    """One outcome for all the phases/tests a run reported: failed > error > skipped > passed;
+    nothing reported (the test was not found or its file did not import) is an error."""
+    for v in ("failed", "error"):
+        if v in verdicts:
+            return v
+    if not verdicts:
+        return "error"
+    if "passed" in verdicts:
+        return "passed"
+    return "skipped"
+
+
+def _pytest_run(req, tracer, state, note):
+    """Collect or run one test with pytest, in this process."""
+    import pytest
+    d = req["dir"]
+    collect = req["kind"] == "collect"
+    conftest = []
+    try:       # the reason of a conftest import failure is otherwise only printed
+        from _pytest.config import ConftestImportFailure
+        orig_init = ConftestImportFailure.__init__
+
+        def init(self, *args, **kwargs):
+            orig_init(self, *args, **kwargs)
+            conftest.append(self)
+        ConftestImportFailure.__init__ = init
+    except Exception:
+        pass
+
+    class Plugin:
+        def pytest_collection_finish(self, session):
+            state.tests = _dedup(item.nodeid for item in session.items)
+
+        def pytest_collectreport(self, report):
+            if report.failed:
+                state.errors.append("%s: %s" % (report.nodeid or ".",
+                                                _last_line(report.longreprtext)))
+
+        def pytest_exception_interact(self, node, call, report):
+            note(call.excinfo.value if call.excinfo is not None else None, call.when)
+
+        def pytest_runtest_logreport(self, report):
+            if report.failed:
+                state.verdicts.append("failed" if report.when == "call" else "error")
+            elif report.skipped:
+                state.verdicts.append("skipped")
+            elif report.when == "call":
+                state.verdicts.append("passed")
+
+    if req["traced"] and not collect:
+        def phase(self, item):
+            tracer.resume()
+            try:
+                yield
+            finally:
+                tracer.stop()
+        wrap = pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        Plugin.pytest_runtest_setup = wrap(phase)
+        Plugin.pytest_runtest_call = wrap(phase)
+        Plugin.pytest_runtest_teardown = wrap(phase)
+
+    common = ["-p", "no:cacheprovider", "--rootdir", d, "--confcutdir", d, "--assert=plain"]
+    if collect:
+        args = ["--collect-only", "-qq"] + common
+    else:
+        args = [req["test"], "-q", "-s"] + common
+    code = int(pytest.main(args, plugins=[Plugin()]))
+    for c in conftest:
+        note(c, "collect")
+    if code in (3, 4) or (collect and state.tests is None):
+        what = {3: "internal error", 4: "usage error"}.get(code, "no collection")
+        state.fatal = ("PytestExit", "pytest exited with code %d (%s)" % (code, what))
+        if code == 4 and conftest:
+            state.fatal = ("PytestExit", "pytest exited with code 4: a conftest.py failed to "
+                           "import: %s" % tracer.exc_message(conftest[0]))
+    elif not collect and not state.verdicts and state.failure is None:
+        state.fatal = ("PytestExit", "pytest exited with code %d: no test matched %r"
+                       % (code, req["test"]))
+
+
+def _unittest_run(req, tracer, state, note):
+    """Discover or run one test with unittest, in this process."""
+    import unittest
+    import unittest.suite
+    d = req["dir"]
+    loader = unittest.TestLoader()
+    if req["kind"] == "collect":
+        try:
+            suite = loader.discover(d, top_level_dir=d)
+        except Exception as e:
+            state.fatal = (_qualname(type(e)), tracer.exc_message(e))
+            note(e, "collect")
+            return
+        tests = []
+
+        def walk(s):
+            for t in s:
+                if isinstance(t, unittest.TestSuite):
+                    walk(t)
+                elif type(t).__name__ == "_FailedTest":
+                    exc = getattr(t, "_exception", None)
+                    state.errors.append("%s: %s" % (getattr(t, "_testMethodName", "?"),
+                                                    _last_line(_exc_text(exc))))
+                    note(exc, "collect")
+                else:
+                    tests.append(t.id())
+        walk(suite)
+        state.tests = _dedup(tests)
+        return
+
+    class Result(unittest.TestResult):
+        """Records one verdict per test (or subtest failure), keeps no tracebacks."""
+        def addSuccess(self, test):
+            state.verdicts.append("passed")
+
+        def addFailure(self, test, err):
+            state.verdicts.append("failed")
+            note(err[1], "call")
+
+        def addError(self, test, err):
+            # A class/module fixture or an import that failed is an error; an exception in
+            # the test (setUp included, as pytest sees it) is a failure.
+            fixture = (isinstance(test, unittest.suite._ErrorHolder)
+                       or type(test).__name__ == "_FailedTest")
+            state.verdicts.append("error" if fixture else "failed")
+            note(err[1], "setup" if fixture else "call")
+
+        def addSkip(self, test, reason):
+            state.verdicts.append("skipped")
+
+        def addExpectedFailure(self, test, err):
+            state.verdicts.append("skipped")
+
+        def addUnexpectedSuccess(self, test):
+            state.verdicts.append("failed")
+
+        def addSubTest(self, test, subtest, err):
+            if err is not None:
+                state.verdicts.append("failed")
+                note(err[1], "call")
+
+    try:
+        suite = loader.loadTestsFromName(req["test"])
+    except Exception as e:
+        state.verdicts.append("error")
+        note(e, "collect")
+        return
+    result = Result()
+    if req["traced"]:
+        tracer.resume()
+    try:
+        suite.run(result)
+    finally:
+        if req["traced"]:
+            tracer.stop()
+    if not state.verdicts:
+        state.fatal = ("LookupError", "no test matched %r" % (req["test"],))
+
+
+def _unwrap(exc):
+    """The exception a pytest wrapper (a collection error, a conftest import failure) stands for."""
+    for _ in range(10):
+        name = _qualname(type(exc)).rsplit(".", 1)[-1]
+        if name == "CollectError" and isinstance(exc.__cause__, BaseException):
+            exc = exc.__cause__
+        elif name == "ConftestImportFailure":
+            ei = getattr(exc, "excinfo", None)
+            inner = ei[1] if type(ei) is tuple and len(ei) > 1 else getattr(exc, "cause", None)
+            if not isinstance(inner, BaseException):
+                break
+            exc = inner
+        else:
+            break
+    return exc
+
+
+def _dedup(names):
+    seen = set()
+    out = []
+    for n in names:
+        if type(n) is str and n not in seen:
+            seen.add(n)
+            out.append(n)
+    return out
+
+
+def _exc_text(exc):
+    """The message of an exception, without running user code where possible."""
+    if exc is None:
+        return ""
+    msg = getattr(exc, "msg", None)        # ImportError's message
+    if type(msg) is str:
+        return msg
+    try:
+        return BaseException.__str__(exc)
+    except BaseException:
+        return ""
+
+
+def _last_line(text):
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[-1][:1000] if lines else ""
+
+
+def _missing_module(exc, d, pythonpath):
+    """The top-level name of a module whose import failed with ModuleNotFoundError and that
+    the repository does not contain (a missing dependency), following the exception chain."""
+    seen = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen or not isinstance(e, BaseException):
+            continue
+        seen.add(id(e))
+        name = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
+        if type(name) is not str or not name:
+            m = _MISSING_RE.search(_exc_text(e))
+            name = m.group(1) if m else None
+        if name:
+            top = name.split(".")[0]
+            if top and not _in_repo(d, top, pythonpath):
+                return top
+        todo += [getattr(e, "__cause__", None), getattr(e, "__context__", None),
+                 getattr(e, "cause", None)]
+        ei = getattr(e, "excinfo", None)          # pytest's ConftestImportFailure
+        if type(ei) is tuple and len(ei) > 1:
+            todo.append(ei[1])
+    return None
+
+
+def _in_repo(d, top, pythonpath):
+    """Whether the checkout holds a module or package `top` (a few levels deep)."""
+    skip = tuple(p.rstrip("/") + "/" for p in pythonpath)
+    walked = 0
+    for root, dirs, files in os.walk(d):
+        walked += 1
+        if walked > 2000:
+            return False
+        if top + ".py" in files:
+            return True
+        if top in dirs:
+            try:
+                if any(f.endswith(".py") for f in os.listdir(os.path.join(root, top))):
+                    return True
+            except OSError:
+                pass
+        depth = root[len(d):].count("/")
+        dirs[:] = [] if depth >= 3 else sorted(
+            x for x in dirs if not x.startswith(".") and x not in
+            ("site-packages", "dist-packages", "node_modules", "__pycache__")
+            and not (os.path.join(root, x) + "/").startswith(skip))
+    return False
+
+
+def _extend_path(d, pythonpath):
+    """sys.path = [dir (if given)] + standard library + the PythonPath site dirs (with their .pth files)
+    + the interpreter's own site/dist-packages."""
+    import site
+    before = [p for p in sys.path if p != d]
+    for p in pythonpath:
+        site.addsitedir(p)
+    added = [p for p in sys.path if p not in before and p != d]
+    at = next((i for i, p in enumerate(before)
+               if p.endswith(("site-packages", "dist-packages"))), len(before))
+    sys.path[:] = ([d] if d else []) + before[:at] + added + before[at:]
+
+
+def _preload(req):
+    """Zygote only: import the interpreter's own pytest once, before the first pytest item is
+    forked, so items do not pay for it.  Only code under the interpreter's prefix runs here:
+    the zygote's sys.path holds neither the repository nor any PythonPath entry."""
+    if _PRELOADED["tops"] is not None or req["kind"] == "call" or req["runner"] == "unittest":
+        return
+    before = set(sys.modules)
+    tops = set()
+    try:
+        import unittest  # noqa: F401
+        import pytest  # noqa: F401
+    except BaseException:
+        for name in set(sys.modules) - before:
+            sys.modules.pop(name, None)
+    else:
+        for name in set(sys.modules) - before:
+            f = getattr(sys.modules.get(name), "__file__", None)
+            if type(f) is str and "-packages/" in f:
+                tops.add(name.split(".")[0])
+    _PRELOADED["tops"] = frozenset(tops)
+    gc.collect()
+    gc.freeze()
+
+
+def _purge_preloaded(d, pythonpath):
+    """Item child: forget the preloaded pytest (and its dependencies) when the repository or a
+    PythonPath entry has its own copy of any of them, so that copy is the one imported."""
+    tops = _PRELOADED["tops"]
+    if not tops:
+        return
+    bases = [d, os.path.join(d, "src")] + list(pythonpath)
+    if any(os.path.exists(os.path.join(b, t)) or os.path.exists(os.path.join(b, t + ".py"))
+           for b in bases for t in tops):
+        for name in list(sys.modules):
+            if name.split(".")[0] in tops:
+                del sys.modules[name]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1005,12 +1536,29 @@ def validate_run(msg, fds):
     if len(fds) != 3:
         raise ProtocolError("run: expected 3 file descriptors, got %d" % len(fds))
     need("id", int)
-    need("code", str)
-    need("filename", str)
-    need("call", str)
+    kind = msg.get("kind", "call")
+    if kind not in ("call", "collect", "test"):
+        raise ProtocolError("run: unknown kind %r" % (kind,))
+    if kind == "call":
+        need("code", str)
+        need("filename", str)
+        need("call", str)
+    else:
+        if type(msg.get("dir")) is not str or not msg["dir"].startswith("/"):
+            raise ProtocolError("run: dir must be an absolute path")
+        if msg.get("runner", "") not in ("", "pytest", "unittest"):
+            raise ProtocolError("run: unknown runner %r" % (msg.get("runner"),))
+        if kind == "test" and (type(msg.get("test")) is not str or not msg["test"]):
+            raise ProtocolError("run: test must be a non-empty string")
+        if type(msg.get("traced", False)) is not bool:
+            raise ProtocolError("run: traced must be a boolean")
     targets = need("targets", list)
     if not all(type(t) is str and t for t in targets):
         raise ProtocolError("run: targets must be non-empty strings")
+    for key in ("exclude", "pythonpath"):
+        v = msg.get(key) or []
+        if type(v) is not list or not all(type(t) is str and t.startswith("/") for t in v):
+            raise ProtocolError("run: %s must be a list of absolute paths" % key)
     if type(msg.get("seed", 0)) not in (int, str, float, type(None)):
         raise ProtocolError("run: bad seed")
     if type(msg.get("naive", False)) is not bool:
@@ -1024,9 +1572,13 @@ def validate_run(msg, fds):
             if type(v) is not int:
                 raise ProtocolError("run: limit %r must be an integer" % k)
             limits[k] = v
-    return {"id": msg["id"], "code": msg["code"], "filename": msg["filename"],
-            "call": msg["call"], "targets": targets, "seed": msg.get("seed", 0),
-            "naive": msg.get("naive", False), "limits": limits}
+    return {"id": msg["id"], "kind": kind, "code": msg.get("code", ""),
+            "filename": msg.get("filename", ""), "call": msg.get("call", ""),
+            "targets": targets, "seed": msg.get("seed", 0),
+            "naive": msg.get("naive", False), "limits": limits,
+            "dir": msg.get("dir", ""), "runner": msg.get("runner", ""),
+            "test": msg.get("test", ""), "traced": msg.get("traced", False),
+            "exclude": msg.get("exclude") or [], "pythonpath": msg.get("pythonpath") or []}
 
 
 def _signal_group(pid):
@@ -1195,6 +1747,7 @@ def run_item(sock, msg, fds, opts):
             reply["id"] = msg["id"]
         return not send(sock, reply)
 
+    _preload(req)
     started = time.monotonic()
     try:
         pid = os.fork()

@@ -21,6 +21,12 @@ type wireEvent struct {
 	Unwind                 bool
 	Status                 string
 	Blocks                 [][2]int
+	// function records
+	QualName, Source string
+	First, Last      int
+	// test and collection records
+	Runner, Outcome, MissingModule, When string
+	Tests, Errors                        []string
 }
 
 var errWire = errors.New("malformed trace line")
@@ -85,6 +91,26 @@ func parseWire(b []byte) (wireEvent, error) {
 			w.Locals, ok = s.strMap()
 		case "blocks":
 			w.Blocks, ok = s.pairs()
+		case "qualname":
+			w.QualName, ok = s.strOrSkip()
+		case "source":
+			w.Source, ok = s.strOrSkip()
+		case "first":
+			w.First, ok = s.intOrSkip()
+		case "last":
+			w.Last, ok = s.intOrSkip()
+		case "runner":
+			w.Runner, ok = s.strOrSkip()
+		case "outcome":
+			w.Outcome, ok = s.strOrSkip()
+		case "missing_module":
+			w.MissingModule, ok = s.strOrSkip()
+		case "when":
+			w.When, ok = s.strOrSkip()
+		case "tests":
+			w.Tests, ok = s.strList()
+		case "errors":
+			w.Errors, ok = s.strList()
 		default:
 			ok = s.skip(0)
 		}

@@ -19,6 +19,11 @@ var wireSeeds = []string{
 	`{}`, `{"event":1}`, `{"frame":"x"}`, `{"names":null,"locals":null}`, `[1,2]`, `{"a":}`, `{"event":"line"} x`,
 	`{"event":"blocks","file":"main.py","blocks":[[1,5],[7,12]]}`,
 	`{"event":"blocks","blocks":[[1,"x"]]}`, `{"blocks":[]}`, `{"blocks":[[1,2],]}`,
+	`{"event":"function","file":"/r/a.py","qualname":"C.m","first":3,"last":7,"source":"@d\ndef m(self):\n    pass"}`,
+	`{"event":"function","first":"x","last":1.5,"source":null}`,
+	`{"event":"test","runner":"pytest","outcome":"failed","missing_module":"","when":"call","exc_type":"AssertionError","exc_message":"assert 1 == 2"}`,
+	`{"event":"collection","runner":"unittest","tests":["t.T.test_a","t.T.test_b"],"errors":["x: ModuleNotFoundError: No module named 'y'"],"missing_module":"y"}`,
+	`{"event":"collection","tests":[1],"errors":null}`, `{"tests":["a",]}`,
 }
 
 // wireRef is the same line decoded by encoding/json, the reference.
@@ -37,7 +42,17 @@ type wireRef struct {
 	ExcMessage string            `json:"exc_message"`
 	Unwind     bool              `json:"unwind"`
 	Status     string            `json:"status"`
-	Blocks     [][2]int          `json:"blocks"`
+	Blocks     [][]int           `json:"blocks"`
+	QualName   string            `json:"qualname"`
+	Source     string            `json:"source"`
+	First      int               `json:"first"`
+	Last       int               `json:"last"`
+	Runner     string            `json:"runner"`
+	Outcome    string            `json:"outcome"`
+	Missing    string            `json:"missing_module"`
+	When       string            `json:"when"`
+	Tests      []string          `json:"tests"`
+	Errors     []string          `json:"errors"`
 }
 
 var wireFields = func() map[string]string {
@@ -100,9 +115,26 @@ func checkWire(t *testing.T, b []byte) {
 	if json.Unmarshal(b, &ref) != nil {
 		return // valid JSON of other types: parseWire skips fields it cannot use
 	}
+	// encoding/json fills a short inner array with zeros and drops extra elements; the wire format
+	// has pairs only, and parseWire skips a blocks value that is not a list of pairs.
+	for _, b := range ref.Blocks {
+		if len(b) != 2 {
+			ref.Blocks = nil
+			break
+		}
+	}
+	var blocks [][]int
+	if w.Blocks != nil {
+		blocks = [][]int{}
+		for _, b := range w.Blocks {
+			blocks = append(blocks, []int{b[0], b[1]})
+		}
+	}
 	got := wireRef{Event: w.Event, Frame: w.Frame, Func: w.Func, File: w.File, Lineno: w.Lineno, Depth: w.Depth,
 		Src: w.Src, Names: w.Names, Value: w.Value, ExcType: w.ExcType, ExcMessage: w.ExcMessage,
-		Unwind: w.Unwind, Status: w.Status, Blocks: w.Blocks}
+		Unwind: w.Unwind, Status: w.Status, Blocks: blocks, QualName: w.QualName, Source: w.Source,
+		First: w.First, Last: w.Last, Runner: w.Runner, Outcome: w.Outcome, Missing: w.MissingModule, When: w.When,
+		Tests: w.Tests, Errors: w.Errors}
 	if w.Locals != nil {
 		got.Locals = map[string]string{}
 		for _, v := range w.Locals {

@@ -22,7 +22,7 @@ import (
 var tracerSource string
 
 // TracerVersion identifies the tracer's behaviour; it changes whenever its output could.
-const TracerVersion = "1"
+const TracerVersion = "2"
 
 // sandboxEnv is the whole environment of the sandboxed interpreter.
 var sandboxEnv = []string{
@@ -78,7 +78,7 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 		Python:   cfg.Python,
 		Args:     []string{"-s", "-B", "-P", "-c", tracerSource, "--ctrl-fd", "3"},
 		Env:      sandboxEnv,
-		ReadOnly: cfg.ReadOnly,
+		ReadOnly: cfg.mounts(),
 		TmpBytes: cfg.TmpBytes,
 		Ctrl:     theirs,
 	}

@@ -37,6 +37,8 @@ func Run(t *testing.T, cfg sandbox.Config) {
 			env.assertNoStrays()
 		})
 	}
+	// Repository test suites need their checkouts mounted: a sandbox of their own.
+	t.Run("test_runs", func(t *testing.T) { testRunCases(t, cfg) })
 }
 
 // Env is what one conformance case gets.

@@ -1,0 +1,243 @@
+package sandboxtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// HostDir returns a new empty directory for files a sandbox mounts read-only (repositories,
+// site-packages), removed when the test ends. It is outside /tmp, which the sandbox replaces with
+// its own tmpfs: under $NDTRACE_TEST_DIR if set, else /var/tmp. It is world-readable, so the
+// sandbox's unprivileged uid can read it.
+func HostDir(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("NDTRACE_TEST_DIR")
+	if base == "" {
+		base = "/var/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "ndtrace-test-")
+	if err != nil {
+		t.Fatalf("a directory for sandbox mounts (set NDTRACE_TEST_DIR to a directory outside /tmp): %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// WriteTree writes files (slash-separated relative path to content) under dir, world-readable.
+func WriteTree(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Suite is a small repository with a test suite of every kind the test-run cases need.
+var Suite = map[string]string{
+	"calc/__init__.py": "",
+	"calc/ops.py": `def add(a, b):
+    total = a + b
+    return total
+
+
+def mul(a, b):
+    return sum(add(0, a) for _ in range(b))
+`,
+	"tests/__init__.py": "",
+	"tests/test_ops.py": `import os
+import time
+
+import pytest
+
+from calc.ops import add, mul
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_mul():
+    assert mul(3, 4) == 12
+
+
+def test_fails():
+    assert add(2, 2) == 5
+
+
+@pytest.mark.skip(reason="not today")
+def test_skipped():
+    pass
+
+
+def test_hangs():
+    while True:
+        time.sleep(0.01)
+
+
+def test_forks():
+    pid = os.fork()
+    if pid == 0:
+        add(100, 200)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert add(1, 1) == 2
+    assert status == 0
+`,
+	"tests/test_needs_dep.py": `import ndtrace_no_such_dependency
+
+
+def test_never():
+    pass
+`,
+}
+
+// UnittestSuite is a repository whose tests only need unittest.
+var UnittestSuite = map[string]string{
+	"mod.py":            "def double(x):\n    return 2 * x\n",
+	"tests/__init__.py": "",
+	"tests/test_mod.py": `import unittest
+
+from mod import double
+
+
+class TestDouble(unittest.TestCase):
+    def test_ok(self):
+        self.assertEqual(double(2), 4)
+
+    def test_bad(self):
+        self.assertEqual(double(2), 5)
+`,
+}
+
+// testRunCases checks CollectTests and RunTest on a backend: outcomes, timeouts, forks, missing
+// dependencies, unittest, PythonPath, and that traces keep to the repository's files.
+func testRunCases(t *testing.T, cfg sandbox.Config) {
+	ctx := context.Background()
+	root := HostDir(t)
+	repo, uni, deps := filepath.Join(root, "repo"), filepath.Join(root, "uni"), filepath.Join(root, "deps")
+	WriteTree(t, repo, Suite)
+	WriteTree(t, uni, UnittestSuite)
+	WriteTree(t, deps, map[string]string{"extlib/__init__.py": "def triple(x):\n    return 3 * x\n"})
+	WriteTree(t, repo, map[string]string{"tests/test_ext.py": `from extlib import triple
+
+
+def test_triple():
+    assert triple(2) == 6
+`})
+	cfg.ReadOnly = []string{repo, uni}
+	cfg.PythonPath = []string{deps}
+	sb, err := sandbox.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("sandbox.New(%s): %v", cfg.Backend, err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	env := &Env{T: t, Ctx: ctx, SB: sb}
+
+	t.Run("collect", func(t *testing.T) {
+		c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: repo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"tests/test_ext.py::test_triple", "tests/test_ops.py::test_add", "tests/test_ops.py::test_mul",
+			"tests/test_ops.py::test_fails", "tests/test_ops.py::test_skipped", "tests/test_ops.py::test_hangs",
+			"tests/test_ops.py::test_forks"}
+		if c.Status != schemas.StatusOK || c.Runner != sandbox.RunnerPytest || !slices.Equal(c.Tests, want) {
+			t.Fatalf("collection %s (%s) runner %q tests %q; stderr %s", c.Status, c.Detail, c.Runner, c.Tests, c.Result.Stderr)
+		}
+		if c.MissingModule != "ndtrace_no_such_dependency" || len(c.Errors) != 1 || !strings.HasPrefix(c.Errors[0], "tests/test_needs_dep.py") {
+			t.Fatalf("missing module %q, errors %q", c.MissingModule, c.Errors)
+		}
+	})
+	for _, tc := range []struct {
+		test, outcome string
+		status        schemas.Status
+	}{
+		{"tests/test_ops.py::test_add", sandbox.OutcomePassed, schemas.StatusOK},
+		{"tests/test_ops.py::test_fails", sandbox.OutcomeFailed, schemas.StatusOK},
+		{"tests/test_ops.py::test_skipped", sandbox.OutcomeSkipped, schemas.StatusOK},
+		{"tests/test_ops.py::test_forks", sandbox.OutcomePassed, schemas.StatusOK},
+		{"tests/test_ext.py::test_triple", sandbox.OutcomePassed, schemas.StatusOK},
+		{"tests/test_needs_dep.py::test_never", sandbox.OutcomeError, schemas.StatusOK},
+		{"tests/test_ops.py::test_hangs", "", schemas.StatusTimeout},
+	} {
+		for _, traced := range []bool{false, true} {
+			name := strings.TrimPrefix(tc.test, "tests/")
+			if traced {
+				name += "/traced"
+			}
+			t.Run(name, func(t *testing.T) {
+				lim := sandbox.Limits{}
+				if tc.status == schemas.StatusTimeout {
+					lim.WallTime = 1500 * time.Millisecond
+				}
+				r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: repo, Test: tc.test, Traced: traced, Limits: lim})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := r.Result
+				if res.Status != tc.status || r.Outcome != tc.outcome {
+					t.Fatalf("status %s (%s) outcome %q, want %s %q; stdout %.2000s stderr %.2000s", res.Status, res.Detail,
+						r.Outcome, tc.status, tc.outcome, res.Stdout, res.Stderr)
+				}
+				if !traced && (len(res.Events) > 0 || len(res.Functions) > 0) {
+					t.Fatalf("untraced run has %d events", len(res.Events))
+				}
+				for _, e := range res.Events {
+					if !strings.HasPrefix(e.File, repo+"/") {
+						t.Fatalf("traced a frame outside the repository: %+v", e)
+					}
+				}
+				if tc.test == "tests/test_needs_dep.py::test_never" && r.MissingModule != "ndtrace_no_such_dependency" {
+					t.Fatalf("missing module %q", r.MissingModule)
+				}
+				if traced && tc.outcome == sandbox.OutcomePassed && (len(res.Events) == 0 || len(res.Functions) == 0) {
+					t.Fatalf("traced run recorded %d events and %d functions", len(res.Events), len(res.Functions))
+				}
+				if tc.test == "tests/test_ops.py::test_forks" && traced {
+					// The forked child's add(100, 200) never reaches the trace.
+					for _, e := range res.Events {
+						if v, _ := e.Locals.Get("a"); v == "100" {
+							t.Fatalf("the forked child wrote to the trace: %+v", e)
+						}
+					}
+				}
+			})
+			env.assertNoStrays()
+		}
+	}
+	t.Run("unittest", func(t *testing.T) {
+		c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: uni, Runner: sandbox.RunnerUnittest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"tests.test_mod.TestDouble.test_bad", "tests.test_mod.TestDouble.test_ok"}
+		if c.Status != schemas.StatusOK || !slices.Equal(c.Tests, want) {
+			t.Fatalf("collection %s (%s) tests %q", c.Status, c.Detail, c.Tests)
+		}
+		for i, outcome := range []string{sandbox.OutcomeFailed, sandbox.OutcomePassed} {
+			r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: uni, Runner: c.Runner, Test: want[i], Traced: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Outcome != outcome || r.Result.Status != schemas.StatusOK {
+				t.Fatalf("%s: %s (%s) outcome %q, want %q", want[i], r.Result.Status, r.Result.Detail, r.Outcome, outcome)
+			}
+		}
+	})
+}

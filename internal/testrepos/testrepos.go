@@ -113,12 +113,32 @@ func Files(t testing.TB, name string) map[string][]byte {
 	return files
 }
 
-// Dir copies repository name into a fresh directory under t.TempDir() and returns its path. Files
+// Dir copies repository name into a fresh directory under MountableDir and returns its path. Files
 // are written with mode 0644.
 func Dir(t testing.TB, name string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
+	dir := filepath.Join(MountableDir(t), name)
 	write(t, dir, Files(t, name))
+	return dir
+}
+
+// MountableDir returns a fresh, world-readable directory, removed when the test ends, that a sandbox
+// can mount: under $NDTRACE_TEST_DIR, or /var/tmp, never under /tmp (the sandbox's private /tmp
+// hides whatever the host has there).
+func MountableDir(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("NDTRACE_TEST_DIR")
+	if base == "" {
+		base = "/var/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "ndtrace-test-")
+	if err != nil {
+		t.Fatalf("testrepos: a directory for sandbox mounts (set NDTRACE_TEST_DIR to a directory outside /tmp): %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }
 

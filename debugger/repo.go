@@ -1,0 +1,142 @@
+package debugger
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// RepoItem is one traced test of a repository: what repository-level trajectories are built from
+// (paper §4.3). The trace covers only the repository's own files; each trajectory's entry point is
+// one function call sampled from it, and the trajectory is truncated to that call's scope.
+type RepoItem struct {
+	// Events and Status come from the traced test run.
+	Events []schemas.Event
+	Status schemas.Status
+	// Functions are the sources of the functions the run visited (the CODE context is built from
+	// them: the functions visited in the entry's scope, not whole files).
+	Functions []schemas.FuncSource
+}
+
+// Entry names the call a repository-level trajectory starts at.
+type Entry struct {
+	// File is the entry function's file as traced (an absolute path in the checkout); QualName its
+	// qualified name; Line its def line.
+	File     string
+	QualName string
+	Line     int
+}
+
+// ErrNoEntry is returned for a test trace with no call to sample an entry from.
+var ErrNoEntry = errors.New("debugger: no function call in the trace to start from")
+
+// IsTestFile reports whether a file is a test file by the usual conventions (test_*.py, *_test.py,
+// conftest.py, or a file under a tests/ or test/ folder). Entry points are sampled among calls of
+// functions outside test files when there are any: the code a test exercises, not the test.
+func IsTestFile(file string) bool {
+	base := path.Base(file)
+	if strings.HasPrefix(base, "test_") || strings.HasSuffix(base, "_test.py") || base == "conftest.py" {
+		return true
+	}
+	return strings.Contains("/"+file, "/tests/") || strings.Contains("/"+file, "/test/")
+}
+
+// SampleEntry draws the entry call of a trajectory with a generator seeded by seed: uniformly among
+// the calls that start a frame in a non-test file, or among all calls if every call is in a test
+// file. It returns the forward tree truncated to the entry's scope and the entry.
+func (it RepoItem) SampleEntry(seed uint64) (*Tree, Entry, error) {
+	exit, err := ExitFor(it.Status)
+	if err != nil {
+		return nil, Entry{}, err
+	}
+	fwd, err := BuildForward(it.Events, exit)
+	if err != nil {
+		return nil, Entry{}, err
+	}
+	seen := map[int]bool{}
+	var calls, code []*Node
+	for _, n := range fwd.Order {
+		if n.Kind == KindCall && !seen[n.Event.Frame] {
+			seen[n.Event.Frame] = true
+			calls = append(calls, n)
+			if !IsTestFile(n.Event.File) {
+				code = append(code, n)
+			}
+		}
+	}
+	if len(code) > 0 {
+		calls = code
+	}
+	if len(calls) == 0 {
+		return nil, Entry{}, ErrNoEntry
+	}
+	// A stream of its own, so that the entry does not shift the policy's draws.
+	rng := NewRand(seed ^ 0x9e3779b97f4a7c15)
+	c := calls[rng.IntN(len(calls))]
+	t, err := Scope(fwd, c)
+	if err != nil {
+		return nil, Entry{}, err
+	}
+	return t, Entry{File: c.Event.File, QualName: c.Event.Func, Line: c.Event.Lineno}, nil
+}
+
+// Tree returns the state tree of a trajectory of the item in direction dir (the entry's scope,
+// reversed for inverse), its CODE context and its entry.
+func (it RepoItem) Tree(dir Direction, seed uint64) (*Tree, string, Entry, error) {
+	fwd, entry, err := it.SampleEntry(seed)
+	if err != nil {
+		return nil, "", Entry{}, err
+	}
+	t := fwd
+	switch dir {
+	case Forward:
+	case Inverse:
+		if t, err = BuildInverse(fwd); err != nil {
+			return nil, "", Entry{}, err
+		}
+	default:
+		return nil, "", Entry{}, fmt.Errorf("debugger: unknown direction %q", dir)
+	}
+	return t, RepoCodeContext(it.Functions, fwd), entry, nil
+}
+
+// Sample draws one repository-level trajectory in direction dir: the entry from seed (SampleEntry),
+// then the actions from policy p with the same seed (see Sample).
+func (it RepoItem) Sample(dir Direction, p Policy, seed uint64, cost CostFunc) (Trajectory, Entry, error) {
+	t, code, entry, err := it.Tree(dir, seed)
+	if err != nil {
+		return Trajectory{}, Entry{}, err
+	}
+	traj, err := Sample(t, code, p, seed, cost)
+	return traj, entry, err
+}
+
+// RepoCodeContext returns the CODE context of a repository-level tree: the source of every function
+// with a state in t, in the order of funcs (the order the run first called them), separated by blank
+// lines and ending in a newline. A function is matched by file and qualified name; frames whose
+// function has no source in funcs (comprehensions, lambdas, code the tracer could not read)
+// contribute nothing beyond their enclosing function.
+func RepoCodeContext(funcs []schemas.FuncSource, t *Tree) string {
+	type key struct{ file, name string }
+	visited := map[key]bool{}
+	for _, n := range t.Order {
+		visited[key{n.Event.File, n.Event.Func}] = true
+	}
+	var parts []string
+	done := map[key]bool{}
+	for _, f := range funcs {
+		k := key{f.File, f.QualName}
+		if !visited[k] || done[k] {
+			continue
+		}
+		done[k] = true
+		// Kept as in the file (a method stays indented by its class), so that the context's lines
+		// are the states' source lines, which breakpoints name.
+		parts = append(parts, strings.TrimRight(f.Source, "\n"))
+	}
+	return strings.Join(parts, "\n\n") + "\n"
+}
+

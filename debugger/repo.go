@@ -139,4 +139,3 @@ func RepoCodeContext(funcs []schemas.FuncSource, t *Tree) string {
 	}
 	return strings.Join(parts, "\n\n") + "\n"
 }
-

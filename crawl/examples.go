@@ -1,7 +1,16 @@
 package crawl
 
 import (
-	_ "embed"
+	"archive/tar"
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/ndtrace/ndtrace/dataset"
 )
 
 // examplesCode is ndtrace's built-in function-level examples (written for the project).
@@ -19,4 +28,67 @@ var exampleCalls = []string{
 	"safe_ratio(7, 0)",
 	"first_fibs(12)",
 	"parse_pairs('a=1, b=2, c=x')",
+}
+
+// examplesRepo is ndtrace's built-in example repository (written for the project): a small module
+// with a pytest suite.
+//
+//go:embed all:examples/repo
+var examplesRepo embed.FS
+
+// ExamplesRepoURL is the URL of the built-in example repository: a tarball that every Fetcher made
+// by NewFetcher serves from memory.
+const ExamplesRepoURL = "mem://ndtrace-examples/textstats.tar"
+
+// examplesStoreURL is the store ExamplesRepoURL is read from.
+const examplesStoreURL = "mem://ndtrace-examples"
+
+// ExamplesRepoTar returns the built-in example repository as a tarball with a top-level folder
+// textstats/. It is deterministic: fixed times, owners and modes, entries in lexical order.
+var ExamplesRepoTar = sync.OnceValue(func() []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	mtime := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	err := fs.WalkDir(examplesRepo, "examples/repo", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := "textstats" + p[len("examples/repo"):]
+		if d.IsDir() {
+			if d.Name() == "__pycache__" {
+				return fs.SkipDir
+			}
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX})
+		}
+		data, err := examplesRepo.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		panic("crawl: build the example repository's tarball: " + err.Error())
+	}
+	return buf.Bytes()
+})
+
+// NewFetcher returns a Fetcher that also serves the built-in example repository (ExamplesRepoURL).
+// Close the returned store when done.
+func NewFetcher(ctx context.Context) (*Fetcher, func() error, error) {
+	store, err := dataset.Open(ctx, examplesStoreURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("crawl: example repository store: %w", err)
+	}
+	if err := store.Bucket().WriteAll(ctx, "textstats.tar", ExamplesRepoTar(), nil); err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("crawl: example repository store: %w", err)
+	}
+	return &Fetcher{Stores: map[string]*dataset.Store{examplesStoreURL: store}}, store.Close, nil
 }

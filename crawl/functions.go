@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -32,15 +33,63 @@ type Item struct {
 	Call     string `json:"call"`
 	// QualName is the called function's name when known.
 	QualName string `json:"qualname"`
+	// Func is, for a function-level item found in a repository, the called function's own source
+	// (Code is its whole module): what deduplication and decontamination compare. Empty otherwise.
+	Func string `json:"func,omitempty"`
+	// RepoURL and Commit name the repository a function-level item was found in.
+	RepoURL string `json:"repo_url,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	// Repo is set instead of Code and Call for a repository-level item: the repository whose test
+	// suite is run and traced.
+	Repo *RepoTarget `json:"repo,omitempty"`
 }
 
-// Hash is the item's content hash: it changes exactly when what is traced changes.
+// RepoTarget is a repository-level item: a pinned repository and how to run its tests.
+type RepoTarget struct {
+	Resolved Resolved `json:"resolved"`
+	// Runner is pytest, unittest, or empty for pytest when available.
+	Runner string `json:"runner,omitempty"`
+	// PythonPath and Venv provide the tests' dependencies (see schemas.SourceSpec).
+	PythonPath []string `json:"python_path,omitempty"`
+	Venv       string   `json:"venv,omitempty"`
+	// MaxTests caps the tests run; Functions also makes function-level items of the module-level
+	// functions the tests call.
+	MaxTests  int  `json:"max_tests"`
+	Functions bool `json:"functions"`
+}
+
+// Hash is the item's content hash: it changes exactly when what is traced changes (for a
+// repository: its commit or content hash, and how its tests are run).
 func (it Item) Hash() string {
 	h := sha256.New()
 	for _, f := range []string{it.Key, it.Filename, it.Code, it.Call} {
 		fmt.Fprintf(h, "%d:%s;", len(f), f)
 	}
+	if it.Func != "" || it.RepoURL != "" || it.Repo != nil {
+		repo, _ := json.Marshal(it.Repo)
+		for _, f := range []string{it.Func, it.RepoURL, it.Commit, string(repo)} {
+			fmt.Fprintf(h, "%d:%s;", len(f), f)
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// DedupKey is the item's key of exact deduplication (see the function DedupKey): its function's
+// source (Func, or else Code) and its call.
+func (it Item) DedupKey() string {
+	code := it.Func
+	if code == "" {
+		code = it.Code
+	}
+	return DedupKey(code, it.Call)
+}
+
+// Source is the function source decontamination compares: Func, or else Code.
+func (it Item) Source() string {
+	if it.Func != "" {
+		return it.Func
+	}
+	return it.Code
 }
 
 // Reject is an input that gives no item, and why.
@@ -61,6 +110,10 @@ func Items(ctx context.Context, src schemas.SourceSpec) ([]Item, []Reject, error
 			items = append(items, Item{Key: fmt.Sprintf("examples#%d", i), Path: "examples/functions.py",
 				SourceID: fmt.Sprint(i), Code: examplesCode, Filename: "functions.py", Call: c, QualName: funcName(c)})
 		}
+		sum := sha256.Sum256(ExamplesRepoTar())
+		res := Resolved{Repo: Repo{URL: ExamplesRepoURL}, Kind: KindTar, ContentHash: hex.EncodeToString(sum[:])}
+		res.setKey()
+		items = append(items, repoItem(res, src))
 	case "python":
 		data, err := ReadFile(ctx, src.Path)
 		if err != nil {
@@ -109,6 +162,8 @@ func Items(ctx context.Context, src schemas.SourceSpec) ([]Item, []Reject, error
 		if err := sc.Err(); err != nil {
 			return nil, nil, fmt.Errorf("read %s: %w", src.Path, err)
 		}
+	case "repository":
+		return nil, nil, fmt.Errorf("crawl: repository sources are read with Fetcher.Items")
 	default:
 		return nil, nil, fmt.Errorf("crawl: unsupported source kind %q", src.Kind)
 	}
@@ -116,6 +171,58 @@ func Items(ctx context.Context, src schemas.SourceSpec) ([]Item, []Reject, error
 		items = items[:src.Limit]
 	}
 	return items, rejects, nil
+}
+
+// Items reads one source of a spec, like the function Items, and also repository sources: every
+// repository (src.URL and src.Ref, or each line of the crawl list src.List) is resolved to a commit
+// or content hash (Resolve) and becomes one repository-level item. A repository that cannot be
+// resolved (not found, unknown ref, bad URL) becomes a reject with the reason; a transient failure
+// (network) is an error, so the caller retries.
+func (f *Fetcher) Items(ctx context.Context, src schemas.SourceSpec) ([]Item, []Reject, error) {
+	if src.Kind != "repository" {
+		return Items(ctx, src)
+	}
+	repos := []Repo{{URL: src.URL, Ref: src.Ref}}
+	listed := src.URL
+	if src.List != "" {
+		data, err := ReadFile(ctx, src.List)
+		if err != nil {
+			return nil, nil, err
+		}
+		if repos, err = ParseRepoList(data); err != nil {
+			return nil, nil, fmt.Errorf("crawl list %s: %w", src.List, err)
+		}
+		listed = src.List
+	}
+	var items []Item
+	var rejects []Reject
+	for _, r := range repos {
+		if src.Limit > 0 && len(items) >= src.Limit {
+			break
+		}
+		res, err := f.Resolve(ctx, r)
+		var re *RepoError
+		switch {
+		case errors.As(err, &re) && !re.Transient:
+			rejects = append(rejects, Reject{Source: listed, Key: r.String(), Reason: re.Reason})
+			continue
+		case err != nil:
+			return nil, nil, err
+		}
+		items = append(items, repoItem(res, src))
+	}
+	return items, rejects, nil
+}
+
+// repoItem is the repository-level item of a resolved repository.
+func repoItem(res Resolved, src schemas.SourceSpec) Item {
+	maxTests := src.MaxTests
+	if maxTests == 0 {
+		maxTests = 500
+	}
+	return Item{Key: res.Key, Path: redactURL(res.URL), SourceID: res.pin(), QualName: "",
+		Repo: &RepoTarget{Resolved: res, Runner: src.Runner, PythonPath: src.PythonPath, Venv: src.Venv,
+			MaxTests: maxTests, Functions: src.FunctionsOn()}}
 }
 
 // funcName is the function a call expression calls, if it is a plain name.

@@ -33,8 +33,11 @@ func TestItems(t *testing.T) {
 		rejects int
 		check   func(t *testing.T, items []Item)
 	}{
-		{name: "examples", src: schemas.SourceSpec{Kind: "examples"}, items: len(exampleCalls),
+		{name: "examples", src: schemas.SourceSpec{Kind: "examples"}, items: len(exampleCalls) + 1,
 			check: func(t *testing.T, items []Item) {
+				if r := items[len(items)-1].Repo; r == nil || r.Resolved.URL != ExamplesRepoURL || !r.Functions || r.MaxTests != 500 {
+					t.Errorf("the last example item is not the example repository: %+v", items[len(items)-1])
+				}
 				if items[0].QualName != "running_max" || !strings.Contains(items[0].Code, "def running_max") {
 					t.Errorf("item %+v", items[0])
 				}

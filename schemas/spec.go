@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -53,7 +54,24 @@ type Spec struct {
 	// CreatedAt is recorded in every row. Pin it for byte-identical re-runs; if empty, the run's
 	// start time is used.
 	CreatedAt string `yaml:"created_at" json:"created_at"`
+	// Dedup drops function-level items whose normalized source and input equal an earlier item's
+	// (default true).
+	Dedup *bool `yaml:"dedup" json:"dedup,omitempty"`
+	// Decontaminate lists evaluation sets: function-level items whose normalized source matches a
+	// function of one are excluded and counted per set.
+	Decontaminate []EvalSetSpec `yaml:"decontaminate" json:"decontaminate,omitempty"`
 }
+
+// EvalSetSpec names an evaluation set: a JSONL file whose rows have a "code" field (CruxEval format).
+type EvalSetSpec struct {
+	// Name names the set in counts (default: the file's base name without extension).
+	Name string `yaml:"name" json:"name"`
+	// Path is the file: a local path or bucket URL.
+	Path string `yaml:"path" json:"path"`
+}
+
+// DedupOn reports whether exact deduplication is on (the default).
+func (s Spec) DedupOn() bool { return s.Dedup == nil || *s.Dedup }
 
 // SourceSpec is one source of code.
 type SourceSpec struct {
@@ -68,13 +86,40 @@ type SourceSpec struct {
 	Calls []string `yaml:"calls" json:"calls"`
 	// Limit keeps only the first Limit items (0: all).
 	Limit int `yaml:"limit" json:"limit"`
+
+	// URL is a repository source's repository: a git URL (https://, ssh://, git@host:path,
+	// file://), a local directory, or a tarball (.tar, .tar.gz, .tgz) as a path or bucket URL. Ref
+	// is the git ref (default HEAD). List is instead a crawl list: a file of repository URLs, one
+	// per line, each optionally followed by a ref.
+	URL  string `yaml:"url" json:"url,omitempty"`
+	Ref  string `yaml:"ref" json:"ref,omitempty"`
+	List string `yaml:"list" json:"list,omitempty"`
+	// Runner is the test runner: pytest, unittest, or empty for pytest when it is available.
+	Runner string `yaml:"runner" json:"runner,omitempty"`
+	// PythonPath lists directories of site-packages that the repositories' tests import from, and
+	// Venv a virtualenv whose site-packages is added (docs/sandbox.md). They are mounted read-only
+	// in the sandbox; nothing is installed.
+	PythonPath []string `yaml:"python_path" json:"python_path,omitempty"`
+	Venv       string   `yaml:"venv" json:"venv,omitempty"`
+	// MaxTests caps the tests run per repository (default 500), in collection order.
+	MaxTests int `yaml:"max_tests" json:"max_tests,omitempty"`
+	// Functions makes the repository's module-level functions called by its tests function-level
+	// items too, with the arguments observed in the traces as inputs (default true).
+	Functions *bool `yaml:"functions" json:"functions,omitempty"`
 }
+
+// FunctionsOn reports whether a repository source also yields function-level items (the default).
+func (s SourceSpec) FunctionsOn() bool { return s.Functions == nil || *s.Functions }
 
 // LimitsSpec bounds traced runs (see sandbox.Limits).
 type LimitsSpec struct {
 	Timeout    string `yaml:"timeout" json:"timeout"`         // default 10s
 	MaxEvents  int    `yaml:"max_events" json:"max_events"`   // default 100000
 	ValueChars int    `yaml:"value_chars" json:"value_chars"` // default 1000
+	// Repository checkouts: the largest repository in bytes and files, and the longest checkout.
+	RepoBytes       int64  `yaml:"repo_bytes" json:"repo_bytes,omitempty"`             // default 256 MiB
+	RepoFiles       int    `yaml:"repo_files" json:"repo_files,omitempty"`             // default 20000
+	CheckoutTimeout string `yaml:"checkout_timeout" json:"checkout_timeout,omitempty"` // default 5m
 }
 
 // Spec defaults.
@@ -143,9 +188,29 @@ func (s Spec) WithDefaults() Spec {
 	if s.Parallelism == 0 {
 		s.Parallelism = DefaultParallelism
 	}
+	if s.Limits.RepoBytes == 0 {
+		s.Limits.RepoBytes = 256 << 20
+	}
+	if s.Limits.RepoFiles == 0 {
+		s.Limits.RepoFiles = 20000
+	}
+	if s.Limits.CheckoutTimeout == "" {
+		s.Limits.CheckoutTimeout = "5m"
+	}
+	s.Sources = append([]SourceSpec(nil), s.Sources...)
 	for i := range s.Sources {
 		if s.Sources[i].Kind == "jsonl" && s.Sources[i].Func == "" {
 			s.Sources[i].Func = "f"
+		}
+		if s.Sources[i].Kind == "repository" && s.Sources[i].MaxTests == 0 {
+			s.Sources[i].MaxTests = 500
+		}
+	}
+	s.Decontaminate = append([]EvalSetSpec(nil), s.Decontaminate...)
+	for i, e := range s.Decontaminate {
+		if e.Name == "" {
+			base := path.Base(e.Path)
+			s.Decontaminate[i].Name = strings.TrimSuffix(base, path.Ext(base))
 		}
 	}
 	return s
@@ -180,11 +245,34 @@ func (s Spec) Validate() error {
 			}
 		case "examples":
 		case "repository":
-			return bad(f+".kind", "repository sources are not supported yet")
+			if (src.URL == "") == (src.List == "") {
+				return bad(f+".url", "a repository source needs exactly one of url and list")
+			}
+			if src.Ref != "" && src.URL == "" {
+				return bad(f+".ref", "a ref goes with url (a crawl list gives refs per line)")
+			}
+			if src.Runner != "" && src.Runner != "pytest" && src.Runner != "unittest" {
+				return bad(f+".runner", "%q is not pytest or unittest", src.Runner)
+			}
+			if src.MaxTests < 0 {
+				return bad(f+".max_tests", "must not be negative")
+			}
+			for j, p := range append(append([]string(nil), src.PythonPath...), src.Venv) {
+				field := fmt.Sprintf("%s.python_path[%d]", f, j)
+				if j == len(src.PythonPath) {
+					field = f + ".venv"
+				}
+				if p != "" && !path.IsAbs(p) {
+					return bad(field, "%q is not an absolute path", p)
+				}
+			}
 		case "":
-			return bad(f+".kind", "missing (jsonl, python or examples)")
+			return bad(f+".kind", "missing (jsonl, python, repository or examples)")
 		default:
-			return bad(f+".kind", "unknown kind %q (jsonl, python or examples)", src.Kind)
+			return bad(f+".kind", "unknown kind %q (jsonl, python, repository or examples)", src.Kind)
+		}
+		if src.Kind != "repository" && (src.URL != "" || src.List != "" || src.Ref != "" || src.Runner != "" || len(src.PythonPath) > 0 || src.Venv != "" || src.MaxTests != 0 || src.Functions != nil) {
+			return bad(f, "url, ref, list, runner, python_path, venv, max_tests and functions are for repository sources")
 		}
 		if src.Limit < 0 {
 			return bad(f+".limit", "must not be negative")
@@ -226,6 +314,25 @@ func (s Spec) Validate() error {
 	}
 	if s.Limits.ValueChars < 1 {
 		return bad("limits.value_chars", "must be positive")
+	}
+	if s.Limits.RepoBytes < 1 {
+		return bad("limits.repo_bytes", "must be positive")
+	}
+	if s.Limits.RepoFiles < 1 {
+		return bad("limits.repo_files", "must be positive")
+	}
+	if d, err := time.ParseDuration(s.Limits.CheckoutTimeout); err != nil || d <= 0 {
+		return bad("limits.checkout_timeout", "%q is not a positive duration", s.Limits.CheckoutTimeout)
+	}
+	for i, e := range s.Decontaminate {
+		if e.Path == "" {
+			return bad(fmt.Sprintf("decontaminate[%d].path", i), "an evaluation set needs a path")
+		}
+		for j := range i {
+			if s.Decontaminate[j].Name == e.Name {
+				return bad(fmt.Sprintf("decontaminate[%d].name", i), "%q given twice", e.Name)
+			}
+		}
 	}
 	if s.BatchSize < 1 || s.BatchSize > 100000 {
 		return bad("batch_size", "%d is not between 1 and 100000", s.BatchSize)

@@ -28,6 +28,16 @@ func TestParseSpec(t *testing.T) {
 		{"sources:\n  - kind: examples\npack_length: 10\n", "pack_length"},
 		{"sources:\n  - kind: examples\npack_length: 99999999\n", "pack_length"},
 		{"sources:\n  - kind: examples\nbogus_field: 1\n", "bogus_field"},
+		{"sources:\n  - kind: repository\n", "sources[0].url"},
+		{"sources:\n  - kind: repository\n    url: a\n    list: b\n", "sources[0].url"},
+		{"sources:\n  - kind: repository\n    list: b\n    ref: main\n", "sources[0].ref"},
+		{"sources:\n  - kind: repository\n    url: a\n    runner: nose\n", "sources[0].runner"},
+		{"sources:\n  - kind: repository\n    url: a\n    venv: rel/venv\n", "sources[0].venv"},
+		{"sources:\n  - kind: repository\n    url: a\n    python_path: [x]\n", "sources[0].python_path[0]"},
+		{"sources:\n  - kind: jsonl\n    path: x\n    url: y\n", "sources[0]: url"},
+		{"sources:\n  - kind: examples\nlimits:\n  checkout_timeout: never\n", "limits.checkout_timeout"},
+		{"sources:\n  - kind: examples\ndecontaminate:\n  - name: x\n", "decontaminate[0].path"},
+		{"sources:\n  - kind: examples\ndecontaminate:\n  - path: a/x.jsonl\n  - path: b/x.jsonl\n", "decontaminate[1].name"},
 		{"sources:\n  - kind: examples\n    pth: x\n", "pth"},
 	}
 	for _, tc := range tests {

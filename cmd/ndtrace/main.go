@@ -39,6 +39,9 @@ var commands = map[string]command{
 	"schedule": {"create, list or delete Temporal Schedules that re-run a spec periodically", runSchedule},
 	"inspect":  {"print a dataset's rows decoded to text with the loss mask visible", runInspect},
 	"validate": {"check a dataset: manifest, shard checksums, schema, counts, every row decodes to its text", runValidate},
+
+	"stats":     {"print a dataset's statistics: counts, token/action/event distributions, rejects", runStats},
+	"dashboard": {"serve a web page of dataset statistics (histograms, actions, rejects) for one or more datasets", runDashboard},
 }
 
 // usageError is a mistake in how the command was called (bad flags, bad input); it exits 2.

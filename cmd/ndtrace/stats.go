@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ndtrace/ndtrace/dataset"
+)
+
+const statsUsage = `URL [flags]
+
+Prints the dataset's statistics as tables: input items, traces, trajectories and tokens; the
+distributions of tokens, learned tokens, actions, events and code length per trajectory (mean,
+25th, 50th and 90th percentile, min and max) by level and direction, as in the paper's Figure 5
+and A.1; actions, events and exits per type; the sources; and the rejects by reason.
+
+It reads stats.json when the dataset has one that matches its manifest (same created_at and
+totals), and computes the statistics from the shards otherwise (nothing is written).
+--json prints the statistics as stats.json holds them (docs/dataset.md, "Statistics").
+
+URL: a folder (./ndtrace-data), file:///abs/dir, s3://bucket/prefix?region=..., gs://bucket/prefix,
+azblob://container/prefix (see docs/dataset.md). Flags may come before or after URL.`
+
+// statsTableMetrics are the per-trajectory metrics "ndtrace stats" prints, with their titles.
+var statsTableMetrics = []struct{ name, title string }{
+	{"tokens", "Tokens per trajectory"},
+	{"learned_tokens", "Learned tokens per trajectory"},
+	{"actions", "Actions per trajectory"},
+	{"events", "Trace events per trajectory"},
+	{"code_chars", "Code length in characters"},
+}
+
+// runStats implements "ndtrace stats".
+func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("stats", statsUsage, stderr)
+	asJSON := fs.Bool("json", false, "print the statistics as JSON (the content of stats.json)")
+	nsources := fs.Int("sources", 20, "sources to list, most trajectories first (0: all)")
+	url, err := parseURLArg(fs, args)
+	if err != nil {
+		return err
+	}
+	if *nsources < 0 {
+		return usagef("--sources must be 0 or more")
+	}
+	st, from, err := loadDatasetStats(ctx, url)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		data, err := st.Marshal()
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(data)
+		return err
+	}
+	printStats(stdout, url, st, from, *nsources)
+	return nil
+}
+
+// loadDatasetStats opens the dataset at url and returns its statistics and where they came from
+// ("stats.json" or "computed"). A missing manifest is an error saying so.
+func loadDatasetStats(ctx context.Context, url string) (*dataset.Stats, string, error) {
+	store, err := dataset.Open(ctx, url)
+	if err != nil {
+		return nil, "", err
+	}
+	defer store.Close()
+	m, err := dataset.ReadManifest(ctx, store)
+	if err != nil {
+		if dataset.IsNotExist(err) {
+			return nil, "", fmt.Errorf("%s: no %s: not a committed dataset (run 'ndtrace run' or check the URL): %w", url, dataset.ManifestKey, err)
+		}
+		return nil, "", err
+	}
+	st, computed, err := dataset.LoadStats(ctx, store, m)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: statistics: %w", url, err)
+	}
+	if computed {
+		return st, "computed from the shards", nil
+	}
+	return st, "from " + dataset.StatsKey, nil
+}
+
+// printStats prints the statistics as readable tables.
+func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsources int) {
+	d := st.Dataset
+	fmt.Fprintf(w, "dataset %s: %d shards, %s rows, %s tokens (%s learned); created %s; statistics %s\n", url,
+		st.Totals.Shards, thousands(st.Totals.Rows), thousands(st.Totals.Tokens), thousands(st.Totals.LearnedTokens),
+		st.CreatedAt.UTC().Format(time.RFC3339), from)
+
+	statsSection(w, "Inputs")
+	tw := statsTable(w)
+	fmt.Fprintln(tw, "items\ttraces\ttrajectories\ttokens\tlearned\trejects\tquarantined\tduplicates\tdecontaminated\t")
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", thousands(d.Items), thousands(d.Traces),
+		thousands(d.Trajectories), thousands(d.Tokens), thousands(d.LearnedTokens), thousands(d.Rejects),
+		thousands(d.Quarantined), thousands(d.Duplicates), fmtKeyCounts(d.Decontaminated))
+	tw.Flush()
+
+	for _, mt := range statsTableMetrics {
+		statsSection(w, mt.title)
+		tw := statsTable(w)
+		fmt.Fprintln(tw, "group\ttrajectories\tmean\tp25\tmedian\tp90\tmin\tmax\t")
+		for _, g := range st.Groups {
+			m := g.Metric(mt.name)
+			if m == nil {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", g.Name, thousands(m.Count), decimal1(m.Mean),
+				decimal1(m.P25), decimal1(m.P50), decimal1(m.P90), thousands(m.Min), thousands(m.Max))
+		}
+		tw.Flush()
+	}
+
+	statsSection(w, "Actions per type (all trajectories of the group)")
+	tw = statsTable(w)
+	fmt.Fprintf(tw, "group\t%s\t\n", strings.Join(dataset.ActionTypes, "\t"))
+	for _, g := range st.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t\n", g.Name, fmtCountsInOrder(g.Actions, dataset.ActionTypes))
+	}
+	tw.Flush()
+
+	statsSection(w, "Trace events per type (each trace once)")
+	tw = statsTable(w)
+	fmt.Fprintf(tw, "group\ttraces\t%s\t\n", strings.Join(dataset.EventTypes, "\t"))
+	for _, g := range st.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", g.Name, thousands(g.Traces), fmtCountsInOrder(g.Events, dataset.EventTypes))
+	}
+	tw.Flush()
+
+	statsSection(w, "Exits")
+	tw = statsTable(w)
+	fmt.Fprintln(tw, "group\texits\t")
+	for _, g := range st.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t\n", g.Name, fmtKeyCounts(g.Exits))
+	}
+	tw.Flush()
+
+	srcs := append([]dataset.SourceStats(nil), st.Sources...)
+	sort.SliceStable(srcs, func(i, j int) bool { return srcs[i].Trajectories > srcs[j].Trajectories })
+	title := fmt.Sprintf("Sources (%d)", len(srcs))
+	if nsources > 0 && len(srcs) > nsources {
+		title = fmt.Sprintf("Sources (%d of %d, most trajectories first; --sources 0 for all)", nsources, len(srcs))
+		srcs = srcs[:nsources]
+	}
+	statsSection(w, title)
+	tw = statsTable(w)
+	fmt.Fprintln(tw, "level\tsource\titems\ttraces\ttrajectories\ttokens\trejects\tquarantined\tduplicates\tdecontaminated\t")
+	for _, s := range srcs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", orDash(s.Level), orDash(s.Source), thousands(s.Items),
+			thousands(s.Traces), thousands(s.Trajectories), thousands(s.Tokens), thousands(s.Rejects),
+			thousands(s.Quarantined), thousands(s.Duplicates), fmtKeyCounts(s.Decontaminated))
+	}
+	tw.Flush()
+
+	statsSection(w, "Rejects by reason")
+	if len(st.Rejects) == 0 {
+		fmt.Fprintln(w, "none")
+		return
+	}
+	tw = statsTable(w)
+	fmt.Fprintln(tw, "reason\tcount\texample\t")
+	for _, rc := range st.Rejects {
+		ex := "-"
+		if len(rc.Examples) > 0 {
+			ex = rc.Examples[0].Key + ": " + oneLine(rc.Examples[0].Reason)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", rc.Class, thousands(rc.Count), ex)
+	}
+	tw.Flush()
+}
+
+func statsSection(w io.Writer, title string) {
+	fmt.Fprintf(w, "\n%s\n", title)
+}
+
+func statsTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// fmtCountsInOrder formats counts[k] for each key, tab-separated.
+func fmtCountsInOrder(counts map[string]int64, keys []string) string {
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = thousands(counts[k])
+	}
+	return strings.Join(parts, "\t")
+}
+
+// fmtKeyCounts formats a map as "k=v k=v" in key order ("-" if empty).
+func fmtKeyCounts(counts map[string]int64) string {
+	if len(counts) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + thousands(counts[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// decimal1 formats x with thousands separators and at most one decimal ("37.5", "1,024", "86.7").
+func decimal1(x float64) string {
+	r := math.Round(x*10) / 10
+	whole := int64(math.Trunc(r))
+	frac := math.Abs(r - float64(whole))
+	s := thousands(whole)
+	if whole == 0 && r < 0 {
+		s = "-0"
+	}
+	if frac >= 0.05 {
+		s += "." + strconv.Itoa(int(math.Round(frac*10)))
+	}
+	return s
+}

@@ -1,0 +1,75 @@
+package metrics
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+)
+
+func TestRegistryText(t *testing.T) {
+	r := New()
+	r.Counter("ndtrace_traces_total", "Items traced.", nil).Add(3)
+	r.Counter("ndtrace_rejects_total", "Rejects by reason.", Labels{"reason": `say "hi"\n`}).Inc()
+	r.Counter("ndtrace_rejects_total", "", Labels{"reason": "timeout"}).Add(2)
+	r.Counter("ndtrace_rejects_total", "", Labels{"reason": "timeout"}).Add(-5) // ignored
+	// Series of one metric with different label names, as the Temporal SDK records them.
+	r.Counter("temporal_request", "", Labels{"namespace": "default"}).Inc()
+	r.Counter("temporal_request", "", Labels{"namespace": "default", "operation": "Poll"}).Inc()
+	r.Gauge("temporal.worker-slots", "", Labels{"task_queue": "q"}).Set(4)
+	h := r.Histogram("ndtrace_trace_seconds", "Time to trace one item.", nil)
+	h.ObserveDuration(3 * time.Millisecond)
+	h.Observe(0.2)
+	h.Observe(1e6)
+	var nilReg *Registry
+	nilReg.Counter("x", "", nil).Inc() // no panic
+
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("the official parser rejects the output: %v\n%s", err, text)
+	}
+	checks := map[string]float64{"ndtrace_traces_total": 3}
+	for name, want := range checks {
+		if got := fams[name].GetMetric()[0].GetCounter().GetValue(); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if n := len(fams["ndtrace_rejects_total"].GetMetric()); n != 2 {
+		t.Errorf("%d reject series, want 2", n)
+	}
+	if g := fams["temporal_worker_slots"]; g == nil || g.GetMetric()[0].GetGauge().GetValue() != 4 {
+		t.Errorf("sanitized gauge: %v", g)
+	}
+	hist := fams["ndtrace_trace_seconds"].GetMetric()[0].GetHistogram()
+	if hist.GetSampleCount() != 3 || hist.GetBucket()[1].GetCumulativeCount() != 1 {
+		t.Errorf("histogram %v", hist)
+	}
+	if r.Value("ndtrace_rejects_total", Labels{"reason": "timeout"}) != 2 {
+		t.Error("Value")
+	}
+	var again strings.Builder
+	r.WriteText(&again)
+	if again.String() != text {
+		t.Error("two scrapes of the same state differ")
+	}
+
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("content type %q", ct)
+	}
+}

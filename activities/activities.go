@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
@@ -164,7 +166,11 @@ type traced struct {
 }
 
 // TraceBatch traces every item of a batch in the sandbox, in chunks stored in the work area. It
-// heartbeats the number of items done and, after a retry, resumes from the last stored chunk.
+// heartbeats the number of chunks stored and, after a retry, resumes from the last stored chunk.
+//
+// Encoding and storing a chunk happen on a second goroutine while the sandbox traces the next one,
+// so the sandbox never waits for storage; chunks are still stored in order, so the number stored
+// is always a valid resume point.
 func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (TraceResult, error) {
 	if a.Sandboxes == nil {
 		return TraceResult{}, errors.New("this worker has no sandboxes")
@@ -197,33 +203,91 @@ func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (TraceResult
 	if activity.HasHeartbeatDetails(ctx) {
 		_ = activity.GetHeartbeatDetails(ctx, &first)
 	}
-	for c := first; c < res.Chunks; c++ {
-		key := chunkKey(b.Hash, c)
-		if ok, err := store.Exists(ctx, key); err != nil {
-			return res, err
-		} else if ok {
-			activity.RecordHeartbeat(ctx, c+1)
-			continue
-		}
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		for _, it := range b.Items[c*traceChunk : min((c+1)*traceChunk, len(b.Items))] {
-			t, err := a.trace(ctx, it, lim)
-			if err != nil {
-				return res, err
+	hb := &chunkHeartbeat{ctx: ctx, stored: first}
+	g, gctx := errgroup.WithContext(ctx)
+	chunks := make(chan tracedChunk, 1)
+	g.Go(func() error { return storeChunks(gctx, store, chunks, hb) })
+	g.Go(func() error {
+		defer close(chunks)
+		for c := first; c < res.Chunks; c++ {
+			ch := tracedChunk{index: c, key: chunkKey(b.Hash, c)}
+			if ok, err := store.Exists(gctx, ch.key); err != nil {
+				return err
+			} else if !ok {
+				for _, it := range b.Items[c*traceChunk : min((c+1)*traceChunk, len(b.Items))] {
+					t, err := a.trace(gctx, it, lim)
+					if err != nil {
+						return err
+					}
+					ch.items = append(ch.items, t)
+					hb.alive() // liveness: a heartbeat follows every item
+				}
+			} else {
+				ch.stored = true
 			}
-			if err := enc.Encode(t); err != nil {
-				return res, err
+			select {
+			case chunks <- ch:
+			case <-gctx.Done():
+				return gctx.Err()
 			}
-			// Liveness: the details stay the number of chunks stored, the resume point.
-			activity.RecordHeartbeat(ctx, c)
 		}
-		if err := store.Bucket().WriteAll(ctx, key, buf.Bytes(), nil); err != nil {
-			return res, fmt.Errorf("store traces: %w", err)
+		return nil
+	})
+	return res, g.Wait()
+}
+
+// tracedChunk is one chunk of a batch's traces on its way to storage; stored says it is there
+// already (from an earlier attempt).
+type tracedChunk struct {
+	index  int
+	key    string
+	items  []traced
+	stored bool
+}
+
+// storeChunks encodes and stores the chunks in the order they come and heartbeats the number
+// stored after each.
+func storeChunks(ctx context.Context, store *dataset.Store, chunks <-chan tracedChunk, hb *chunkHeartbeat) error {
+	var buf bytes.Buffer
+	for ch := range chunks {
+		if !ch.stored {
+			buf.Reset()
+			enc := json.NewEncoder(&buf)
+			for _, t := range ch.items {
+				if err := enc.Encode(t); err != nil {
+					return fmt.Errorf("encode traces of %s: %w", t.Item.Key, err)
+				}
+			}
+			if err := store.Bucket().WriteAll(ctx, ch.key, buf.Bytes(), nil); err != nil {
+				return fmt.Errorf("store traces: %w", err)
+			}
 		}
-		activity.RecordHeartbeat(ctx, c+1)
+		hb.storedThrough(ch.index)
 	}
-	return res, nil
+	return nil
+}
+
+// chunkHeartbeat records a tracing activity's heartbeats from its two goroutines. The details are
+// always the number of chunks stored, the resume point, and never go backwards.
+type chunkHeartbeat struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	stored int
+}
+
+// alive records a heartbeat that only says the activity is making progress.
+func (h *chunkHeartbeat) alive() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	activity.RecordHeartbeat(h.ctx, h.stored)
+}
+
+// storedThrough records that every chunk up to and including index c is stored.
+func (h *chunkHeartbeat) storedThrough(c int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stored = c + 1
+	activity.RecordHeartbeat(h.ctx, h.stored)
 }
 
 // trace runs one item; a sandbox failure is an error (retried), anything the code does is data.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ndtrace/ndtrace/sandbox"
 )
 
@@ -54,4 +56,32 @@ func (p *SandboxPool) Close() {
 		sb.Close()
 	}
 	p.all = nil
+}
+
+// Warm builds sandboxes, all at once, until n of them (at most the pool's size) exist, so that
+// the first items do not wait for a sandbox to start. It fails, as the first item would, when
+// this machine cannot sandbox.
+func (p *SandboxPool) Warm(ctx context.Context, n int) error {
+	var g errgroup.Group
+	for ; n > 0; n-- {
+		select {
+		case p.slot <- struct{}{}:
+		default:
+			n = 0 // every sandbox exists already
+			continue
+		}
+		g.Go(func() error {
+			sb, err := sandbox.New(ctx, p.cfg)
+			if err != nil {
+				<-p.slot
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			p.mu.Lock()
+			p.all = append(p.all, sb)
+			p.mu.Unlock()
+			p.free <- sb
+			return nil
+		})
+	}
+	return g.Wait()
 }

@@ -30,10 +30,17 @@ type embeddedServer struct {
 	addr string
 }
 
-// startEmbedded starts every Temporal service in-process on 127.0.0.1, persisting to a SQLite file
+// startEmbedded starts the Temporal services in-process on 127.0.0.1, persisting to a SQLite file
 // (dbFile) or to memory (dbFile ""). Static hosts instead of ringpop membership make restarts on a
 // file database fast; the version check that calls home is off.
-func startEmbedded(dbFile, namespace string) (*embeddedServer, error) {
+//
+// The frontend, history and matching services run everything a dataset needs (workflows, child
+// workflows, activities, continue-as-new). The worker service runs Temporal's own system workflows:
+// Schedules, batch operations, namespace deletion and the scavengers that maintain a long-lived
+// database. It starts only when system is true: it costs about half a second at start (it hashes
+// the executable to name its SDK worker) and a second at stop (the frontend waits out its long
+// polls), which a server that lives for one in-memory run never needs.
+func startEmbedded(dbFile, namespace string, system bool) (*embeddedServer, error) {
 	const host = "127.0.0.1"
 	sql := &config.SQL{PluginName: sqliteplugin.PluginName, ConnectAttributes: map[string]string{}}
 	if dbFile == "" {
@@ -84,9 +91,13 @@ func startEmbedded(dbFile, namespace string) (*embeddedServer, error) {
 	if err := sqliteschema.CreateNamespaces(sql, nsCfg); err != nil {
 		return nil, fmt.Errorf("temporal namespace: %w", err)
 	}
+	services := []string{string(primitives.FrontendService), string(primitives.HistoryService), string(primitives.MatchingService)}
+	if system {
+		services = append(services, string(primitives.WorkerService))
+	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(cfg),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(services),
 		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
 			primitives.FrontendService: hp(ports[0]), primitives.HistoryService: hp(ports[1]),
 			primitives.MatchingService: hp(ports[2]), primitives.WorkerService: hp(ports[3])}),

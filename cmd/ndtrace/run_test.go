@@ -110,7 +110,7 @@ func TestRunCruxEvalEndToEnd(t *testing.T) {
 // testCluster starts an embedded Temporal server for a test and connects a client to it.
 func testCluster(t *testing.T) (*embeddedServer, client.Client) {
 	t.Helper()
-	srv, err := startEmbedded("", "default")
+	srv, err := startEmbedded("", "default", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestScheduleSkipsUnchangedSources(t *testing.T) {
 		t.Skip("-short")
 	}
 	_, c := testCluster(t)
-	stop, err := startWorkers(c, workerFlags{traceSlots: 1, ioSlots: 2, queues: "trace,io"}, sandboxFlags{backend: "namespaces", python: "/usr/bin/python3", timeout: 10 * time.Second, maxEvents: 100000, valueChars: 1000})
+	stop, err := startWorkers(context.Background(), c, workerFlags{traceSlots: 1, ioSlots: 2, queues: "trace,io"}, sandboxFlags{backend: "namespaces", python: "/usr/bin/python3", timeout: 10 * time.Second, maxEvents: 100000, valueChars: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

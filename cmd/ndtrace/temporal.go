@@ -66,8 +66,16 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.queues, "queues", "trace,io", "task queues this worker serves: trace, io or both")
 }
 
-// startWorkers runs the workers of the chosen queues until the returned stop function is called.
-func startWorkers(c client.Client, wf workerFlags, sf sandboxFlags) (stop func(), err error) {
+// workerSet is what a process's workers need before they can start: the queues they serve and
+// the activities, with the tracing sandboxes already built.
+type workerSet struct {
+	wf     workerFlags
+	queues map[string]bool
+	acts   *activities.Activities
+}
+
+// checkWorkerFlags checks the worker flags and returns the queues they name.
+func checkWorkerFlags(wf workerFlags) (map[string]bool, error) {
 	if wf.traceSlots < 1 || wf.ioSlots < 1 {
 		return nil, usagef("concurrency must be positive")
 	}
@@ -80,52 +88,85 @@ func startWorkers(c client.Client, wf workerFlags, sf sandboxFlags) (stop func()
 			return nil, usagef("--queues: unknown queue %q (trace, io)", q)
 		}
 	}
-	// Without this the SDK identifies the worker by hashing the whole executable (a quarter of a
-	// gigabyte with the embedded server): half a second of CPU at every start.
-	worker.SetBinaryChecksum("ndtrace-pipeline-" + dataset.PipelineVersion + "-tracer-" + sandbox.TracerVersion)
-	acts := &activities.Activities{Tokenizers: tokenize.Get}
-	var ws []worker.Worker
+	return queues, nil
+}
+
+// prepareWorkers checks the flags and builds the activities; a tracing worker's sandboxes are all
+// started now, which also fails early, not on the first item, if this machine cannot sandbox. It
+// needs no Temporal client, so it can run while the embedded server starts.
+func prepareWorkers(ctx context.Context, wf workerFlags, sf sandboxFlags) (*workerSet, error) {
+	queues, err := checkWorkerFlags(wf)
+	if err != nil {
+		return nil, err
+	}
+	ws := &workerSet{wf: wf, queues: queues, acts: &activities.Activities{Tokenizers: tokenize.Get}}
 	if queues["trace"] {
 		cfg, err := sf.config()
 		if err != nil {
 			return nil, err
 		}
-		// Fail now, not on the first item, if this machine cannot sandbox.
-		probe, err := sandbox.New(context.Background(), cfg)
-		if err != nil {
+		pool := activities.NewSandboxPool(cfg, wf.traceSlots)
+		if err := pool.Warm(ctx, wf.traceSlots); err != nil {
+			pool.Close()
 			return nil, err
 		}
-		probe.Close()
-		acts.Sandboxes = activities.NewSandboxPool(cfg, wf.traceSlots)
-		w := worker.New(c, activities.TraceQueue, worker.Options{MaxConcurrentActivityExecutionSize: wf.traceSlots})
-		w.RegisterActivity(acts.TraceBatch)
-		ws = append(ws, w)
+		ws.acts.Sandboxes = pool
 	}
-	if queues["io"] {
-		w := worker.New(c, activities.IOQueue, worker.Options{MaxConcurrentActivityExecutionSize: wf.ioSlots})
+	return ws, nil
+}
+
+// close stops the sandboxes of workers that were prepared but never started.
+func (ws *workerSet) close() {
+	if ws.acts.Sandboxes != nil {
+		ws.acts.Sandboxes.Close()
+	}
+}
+
+// start runs the workers until the returned stop function is called, which also stops the
+// sandboxes. On error the sandboxes are stopped too.
+func (ws *workerSet) start(c client.Client) (stop func(), err error) {
+	// Without this the SDK identifies the worker by hashing the whole executable (a quarter of a
+	// gigabyte with the embedded server): half a second of CPU at every start.
+	worker.SetBinaryChecksum("ndtrace-pipeline-" + dataset.PipelineVersion + "-tracer-" + sandbox.TracerVersion)
+	var workers []worker.Worker
+	if ws.queues["trace"] {
+		w := worker.New(c, activities.TraceQueue, worker.Options{MaxConcurrentActivityExecutionSize: ws.wf.traceSlots})
+		w.RegisterActivity(ws.acts.TraceBatch)
+		workers = append(workers, w)
+	}
+	if ws.queues["io"] {
+		w := worker.New(c, activities.IOQueue, worker.Options{MaxConcurrentActivityExecutionSize: ws.wf.ioSlots})
 		w.RegisterWorkflow(workflows.DatasetWorkflow)
 		w.RegisterWorkflow(workflows.BatchWorkflow)
-		w.RegisterActivity(acts.Plan)
-		w.RegisterActivity(acts.BuildShard)
-		w.RegisterActivity(acts.Finalize)
-		ws = append(ws, w)
+		w.RegisterActivity(ws.acts.Plan)
+		w.RegisterActivity(ws.acts.BuildShard)
+		w.RegisterActivity(ws.acts.Finalize)
+		workers = append(workers, w)
 	}
-	for i, w := range ws {
+	for i, w := range workers {
 		if err := w.Start(); err != nil {
-			for _, s := range ws[:i] {
+			for _, s := range workers[:i] {
 				s.Stop()
 			}
+			ws.close()
 			return nil, fmt.Errorf("start worker: %w", err)
 		}
 	}
 	return func() {
-		for _, w := range ws {
+		for _, w := range workers {
 			w.Stop()
 		}
-		if acts.Sandboxes != nil {
-			acts.Sandboxes.Close()
-		}
+		ws.close()
 	}, nil
+}
+
+// startWorkers runs the workers of the chosen queues until the returned stop function is called.
+func startWorkers(ctx context.Context, c client.Client, wf workerFlags, sf sandboxFlags) (stop func(), err error) {
+	ws, err := prepareWorkers(ctx, wf, sf)
+	if err != nil {
+		return nil, err
+	}
+	return ws.start(c)
 }
 
 // loadSpec reads a spec file, or returns the built-in examples spec when path is empty.
@@ -159,6 +200,9 @@ func startDataset(ctx context.Context, c client.Client, spec schemas.Spec) (clie
 		TaskQueue:                activities.IOQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		// With a worker of the I/O queue in this process (ndtrace run), the first workflow task
+		// comes back with the start response instead of through a poll; elsewhere this is a no-op.
+		EnableEagerStart: true,
 	}
 	run, err := c.ExecuteWorkflow(ctx, opts, workflows.DatasetWorkflow, workflows.DatasetInput{Spec: spec, Dataset: spec.Output, CreatedAt: created})
 	if err != nil {
@@ -240,11 +284,39 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if tf.addr == "" {
-		if !embeddedAvailable {
-			return usagef("this build has no embedded Temporal server: give --temporal HOST:PORT")
+	if tf.addr == "" && !embeddedAvailable {
+		return usagef("this build has no embedded Temporal server: give --temporal HOST:PORT")
+	}
+	// Start the worker's sandboxes while the embedded server starts: both take a fixed time
+	// that every run pays.
+	type prepared struct {
+		ws  *workerSet
+		err error
+	}
+	var ready chan prepared
+	if !noWorker {
+		if _, err := checkWorkerFlags(wf); err != nil {
+			return err
 		}
-		srv, err := startEmbedded(db, tf.namespace)
+		if _, err := sf.config(); err != nil {
+			return err
+		}
+		ready = make(chan prepared, 1)
+		go func() {
+			ws, err := prepareWorkers(ctx, wf, sf)
+			ready <- prepared{ws, err}
+		}()
+		defer func() {
+			// Stop sandboxes that never reached a worker (an error before the workers started).
+			if p, ok := <-ready; ok && p.ws != nil {
+				p.ws.close()
+			}
+		}()
+	}
+	if tf.addr == "" {
+		// The worker service (Schedules, scavengers) is only worth its start-up and shutdown time
+		// for a database that outlives this run.
+		srv, err := startEmbedded(db, tf.namespace, db != "")
 		if err != nil {
 			return err
 		}
@@ -258,7 +330,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer c.Close()
 	if !noWorker {
-		stop, err := startWorkers(c, wf, sf)
+		p := <-ready
+		close(ready)
+		if p.err != nil {
+			return p.err
+		}
+		stop, err := p.ws.start(c)
 		if err != nil {
 			return err
 		}
@@ -301,7 +378,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.Close()
-	stop, err := startWorkers(c, wf, sf)
+	stop, err := startWorkers(ctx, c, wf, sf)
 	if err != nil {
 		return err
 	}

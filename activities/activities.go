@@ -323,13 +323,40 @@ func batchKey(hash string) string { return batchDir + hash + ".json" }
 // BatchRecord is what a finished batch leaves in the dataset: its shard and what became of every
 // item.
 type BatchRecord struct {
-	Index   int                `json:"index"`
-	Hash    string             `json:"hash"`
-	Shard   *dataset.ShardInfo `json:"shard"`
+	Index int                `json:"index"`
+	Hash  string             `json:"hash"`
+	Shard *dataset.ShardInfo `json:"shard"`
+	// Packed is the batch's packed shard, when the spec packs (pack_length).
+	Packed  *dataset.ShardInfo `json:"packed,omitempty"`
 	Items   int                `json:"items"`
 	Rows    int                `json:"rows"`
 	Rejects []crawl.Reject     `json:"rejects"`
 	Counts  map[string]int64   `json:"counts"`
+}
+
+// packBatch packs a batch's rows into sequences of n tokens (dataset.Pack, padded with the
+// tokenizer's end-of-text id) and writes them as the packed shard name. Rows longer than n are
+// counted as packing_too_long; it returns nil when no row fits.
+func packBatch(ctx context.Context, store *dataset.Store, tok tokenize.Tokenizer, name string, rows []schemas.Row, n int, counts map[string]int64) (*dataset.ShardInfo, error) {
+	pad, ok := tok.SpecialID(tokenize.EndOfText)
+	if !ok {
+		return nil, badInput("tokenizer %s has no id for %s to pad packed sequences with", tok.Name(), tokenize.EndOfText)
+	}
+	seqs, tooLong, err := dataset.Pack(rows, n, pad)
+	if err != nil {
+		return nil, err
+	}
+	if len(tooLong) > 0 {
+		counts["packing_too_long"] += int64(len(tooLong))
+	}
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	info, err := dataset.WritePackedShard(ctx, store, name, seqs, n)
+	if err != nil {
+		return nil, fmt.Errorf("write packed shard: %w", err)
+	}
+	return &info, nil
 }
 
 // BatchSummary is the small part of a BatchRecord that goes back to the workflow.
@@ -398,6 +425,11 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResu
 			return BatchSummary{}, fmt.Errorf("write shard: %w", err)
 		}
 		rec.Shard = &info
+		if n := in.Spec.PackLength; n > 0 {
+			if rec.Packed, err = packBatch(ctx, store, tok, "part-"+tr.Hash[:24], rows, n, rec.Counts); err != nil {
+				return BatchSummary{}, err
+			}
+		}
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
@@ -516,7 +548,7 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	}
 	counts := map[string]int64{}
 	rejects := append([]crawl.Reject{}, p.Rejects...)
-	var shards []dataset.ShardInfo
+	var shards, packed []dataset.ShardInfo
 	items := int64(0)
 	for _, b := range p.Batches {
 		rec, err := readBatch(ctx, store, b.Hash)
@@ -526,6 +558,9 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 		items += int64(rec.Items)
 		if rec.Shard != nil {
 			shards = append(shards, *rec.Shard)
+		}
+		if rec.Packed != nil {
+			packed = append(packed, *rec.Packed)
 		}
 		rejects = append(rejects, rec.Rejects...)
 		for k, v := range rec.Counts {
@@ -550,9 +585,18 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	if err != nil {
 		return FinalizeResult{}, err
 	}
-	m, err := dataset.CommitVersion(ctx, store, dataset.Manifest{CreatedAt: in.CreatedAt, Config: cfg,
+	man := dataset.Manifest{CreatedAt: in.CreatedAt, Config: cfg,
 		Versions: dataset.Versions{Tracer: sandbox.TracerVersion, Pipeline: dataset.PipelineVersion, Tokenizer: tokName(a, in.Spec.Tokenizer)},
-		Shards:   shards, Counts: counts})
+		Shards:   shards, Counts: counts}
+	if n := in.Spec.PackLength; n > 0 {
+		tok, err := a.Tokenizers(in.Spec.Tokenizer)
+		if err != nil {
+			return FinalizeResult{}, badInput("tokenizer: %v", err)
+		}
+		pad, _ := tok.SpecialID(tokenize.EndOfText)
+		man.Packing = &dataset.Packing{Length: n, PadID: pad, Shards: packed}
+	}
+	m, err := dataset.CommitVersion(ctx, store, man)
 	if err != nil {
 		return FinalizeResult{}, fmt.Errorf("commit dataset: %w", err)
 	}

@@ -74,7 +74,7 @@ func TestRunCruxEvalEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "data")
-	spec := writeSpec(t, dir, fmt.Sprintf("name: crux\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 100\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(t)))
+	spec := writeSpec(t, dir, fmt.Sprintf("name: crux\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 100\npack_length: 2048\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(t)))
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr.String())
@@ -91,6 +91,28 @@ func TestRunCruxEvalEndToEnd(t *testing.T) {
 		t.Fatalf("%d rows and %d rejects for 800 items", m.Totals.Rows, m.Counts["rejects"])
 	}
 	t.Logf("CruxEval: %d rows, %d tokens, counts %v", m.Totals.Rows, m.Totals.Tokens, m.Counts)
+	// Packed shards (validated above, segment by segment) hold every row that fits 2,048 tokens.
+	if m.Packing == nil || m.Packing.Length != 2048 || m.Packing.Totals.Shards != 8 {
+		t.Fatalf("packing = %+v", m.Packing)
+	}
+	members := m.Counts["packing_too_long"]
+	ctx := context.Background()
+	store, _ := dataset.Open(ctx, out)
+	defer store.Close()
+	for _, s := range m.Packing.Shards {
+		seqs, err := dataset.ReadPackedRows(ctx, store, s.Path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range seqs {
+			members += int64(len(q.RowIDs))
+		}
+	}
+	if members != m.Totals.Rows {
+		t.Errorf("packed sequences hold %d rows (with those too long), the shards %d", members, m.Totals.Rows)
+	}
+	t.Logf("packed: %d sequences of 2,048 tokens, %.1f%% padding", m.Packing.Totals.Rows,
+		100-100*float64(m.Packing.Totals.Tokens)/float64(m.Packing.Totals.Rows*2048))
 	before, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
 
 	stdout.Reset()

@@ -1730,10 +1730,23 @@ def _kill_namespace(timeout=5.0):
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
         except ChildProcessError:
-            return True
+            # No children of ours is left.  Under bubblewrap PID 1 is bwrap, not us: orphans
+            # were reparented to it and linger as zombies until it reaps them, so wait until
+            # /proc shows nobody but PID 1 and us.
+            if not _others_in_namespace():
+                return True
         if time.monotonic() > deadline:
             return False
         time.sleep(0.001)
+
+
+def _others_in_namespace():
+    """The pids in /proc other than PID 1 and this process (zombies included)."""
+    me = os.getpid()
+    try:
+        return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+    except OSError:
+        return []
 
 
 def run_item(sock, msg, fds, opts):

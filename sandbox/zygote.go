@@ -115,6 +115,11 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 		}
 		z.python = m.Python
 		return z, nil
+	case <-z.exited:
+		// It died before saying ready (a mount that failed, a missing interpreter): say why now
+		// rather than at the start timeout.
+		z.kill()
+		return nil, fmt.Errorf("%s sandbox did not start: %s", b.Name(), z.why())
 	case <-timer.C:
 		z.kill()
 		return nil, fmt.Errorf("%s sandbox did not start within %v: %s", b.Name(), cfg.StartTimeout, z.why())

@@ -116,26 +116,56 @@ func (it RepoItem) Sample(dir Direction, p Policy, seed uint64, cost CostFunc) (
 
 // RepoCodeContext returns the CODE context of a repository-level tree: the source of every function
 // with a state in t, in the order of funcs (the order the run first called them), separated by blank
-// lines and ending in a newline. A function is matched by file and qualified name; frames whose
-// function has no source in funcs (comprehensions, lambdas, code the tracer could not read)
-// contribute nothing beyond their enclosing function.
+// lines and ending in a newline. A frame's function is found by file and qualified name; a frame
+// without a source of its own (a lambda or comprehension) stands for the innermost function of funcs
+// whose lines hold its line. Functions nested in another one that is shown are not repeated.
 func RepoCodeContext(funcs []schemas.FuncSource, t *Tree) string {
 	type key struct{ file, name string }
-	visited := map[key]bool{}
-	for _, n := range t.Order {
-		visited[key{n.Event.File, n.Event.Func}] = true
+	byName := map[key]int{}
+	for i, f := range funcs {
+		if _, ok := byName[key{f.File, f.QualName}]; !ok {
+			byName[key{f.File, f.QualName}] = i
+		}
 	}
-	var parts []string
-	done := map[key]bool{}
-	for _, f := range funcs {
-		k := key{f.File, f.QualName}
-		if !visited[k] || done[k] {
+	shown := make([]bool, len(funcs))
+	for _, n := range t.Order {
+		ev := n.Event
+		if i, ok := byName[key{ev.File, ev.Func}]; ok {
+			shown[i] = true
 			continue
 		}
-		done[k] = true
+		best := -1
+		for i, f := range funcs {
+			if f.File == ev.File && f.FirstLine <= ev.Lineno && ev.Lineno <= f.LastLine &&
+				(best < 0 || f.LastLine-f.FirstLine < funcs[best].LastLine-funcs[best].FirstLine) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			shown[best] = true
+		}
+	}
+	var parts []string
+	for i, f := range funcs {
+		if !shown[i] || nestedInShown(funcs, shown, i) {
+			continue
+		}
 		// Kept as in the file (a method stays indented by its class), so that the context's lines
 		// are the states' source lines, which breakpoints name.
 		parts = append(parts, strings.TrimRight(f.Source, "\n"))
+		shown[i] = true
 	}
 	return strings.Join(parts, "\n\n") + "\n"
+}
+
+// nestedInShown reports whether funcs[i] lies within another shown function of the same file.
+func nestedInShown(funcs []schemas.FuncSource, shown []bool, i int) bool {
+	f := funcs[i]
+	for j, g := range funcs {
+		if j != i && shown[j] && g.File == f.File && g.FirstLine <= f.FirstLine && f.LastLine <= g.LastLine &&
+			(g.FirstLine != f.FirstLine || g.LastLine != f.LastLine || j < i) {
+			return true
+		}
+	}
+	return false
 }

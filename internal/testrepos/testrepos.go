@@ -25,6 +25,10 @@
 //   - unittest_only: textutil.py (word_count, title_case, class Stack) with tests written as
 //     unittest.TestCase classes, discoverable with `python -m unittest discover` from the root (five
 //     tests, all pass). Exercises the unittest runner.
+//   - trace_sensitive: counter.py (double, traced_now, class Noisy whose __repr__ counts its calls);
+//     test_double passes either way, test_repr_side_effect fails when a tracer renders locals with
+//     repr() and test_not_traced fails when sys.gettrace() is set. Exercises the quarantine of tests
+//     whose outcome changes under tracing.
 //   - symlink_escape: made by [SymlinkEscape], not embedded (go:embed cannot hold symlinks): a git
 //     repository with README.md and a symlink data -> /etc/passwd. Exercises the checkout's refusal of
 //     links that leave the tree.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,14 @@ type Activities struct {
 	Sandboxes *SandboxPool
 	// Tokenizers looks tokenizers up by name.
 	Tokenizers func(name string) (tokenize.Tokenizer, error)
+	// Fetcher resolves and checks out repositories (nil: a zero crawl.Fetcher, which cannot serve
+	// the built-in example repository; workers use crawl.NewFetcher).
+	Fetcher *crawl.Fetcher
+	// Scratch is where tracing workers check repositories out (default DefaultScratch). It must
+	// not be under /tmp.
+	Scratch string
+	// Metrics receives the activities' counters (nil: none).
+	Metrics *Metrics
 }
 
 // PlanInput is the input of Plan.
@@ -64,6 +73,9 @@ type PlanResult struct {
 	Batches       int
 	Items         int
 	SourceRejects int
+	// Repos counts the repository-level items: their function-level items are planned after
+	// them (PlanFunctions).
+	Repos int
 }
 
 // plan is the stored list of batches.
@@ -95,13 +107,33 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanResult, error)
 	specHash := in.Spec.Hash()
 	var items []crawl.Item
 	p := plan{SpecHash: specHash}
+	fetcher := a.Fetcher
+	if fetcher == nil {
+		fetcher = &crawl.Fetcher{}
+	}
 	for i, src := range in.Spec.Sources {
-		its, rej, err := crawl.Items(ctx, src)
+		its, rej, err := fetcher.Items(ctx, src)
 		if err != nil {
+			var re *crawl.RepoError
+			if errors.As(err, &re) && re.Transient {
+				return PlanResult{}, fmt.Errorf("sources[%d]: %w", i, err) // retried
+			}
 			return PlanResult{}, badInput("sources[%d]: %v", i, err)
 		}
 		items = append(items, its...)
 		p.Rejects = append(p.Rejects, rej...)
+	}
+	f, err := newFilter(ctx, in.Spec)
+	if err != nil {
+		return PlanResult{}, err
+	}
+	items, rej := f.items(items)
+	p.Rejects = append(p.Rejects, rej...)
+	repos := 0
+	for _, it := range items {
+		if it.Repo != nil {
+			repos++
+		}
 	}
 	size := in.Spec.BatchSize
 	for start := 0; start < len(items); start += size {
@@ -114,16 +146,25 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanResult, error)
 		b.Hash = hex.EncodeToString(h.Sum(nil))
 		p.Batches = append(p.Batches, b)
 	}
-	data, err := json.Marshal(p)
+	key, err := storePlan(ctx, store, p)
 	if err != nil {
 		return PlanResult{}, err
+	}
+	return PlanResult{PlanKey: key, Batches: len(p.Batches), Items: len(items), SourceRejects: len(p.Rejects), Repos: repos}, nil
+}
+
+// storePlan stores a plan in the work area under a key derived from its content.
+func storePlan(ctx context.Context, store *dataset.Store, p plan) (string, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return "", err
 	}
 	sum := sha256.Sum256(data)
 	key := workDir + "plan-" + hex.EncodeToString(sum[:8]) + ".json"
 	if _, err := store.PutOnce(ctx, key, data, manifestType, nil); err != nil {
-		return PlanResult{}, fmt.Errorf("store plan: %w", err)
+		return "", fmt.Errorf("store plan: %w", err)
 	}
-	return PlanResult{PlanKey: key, Batches: len(p.Batches), Items: len(items), SourceRejects: len(p.Rejects)}, nil
+	return key, nil
 }
 
 func readPlan(ctx context.Context, store *dataset.Store, key string) (*plan, error) {
@@ -163,6 +204,8 @@ type traced struct {
 	Detail string          `json:"detail,omitempty"`
 	Events []schemas.Event `json:"events,omitempty"`
 	Blocks []schemas.Block `json:"blocks,omitempty"`
+	// Repo is the trace of a repository-level item's tests.
+	Repo *repoTrace `json:"repo,omitempty"`
 }
 
 // TraceBatch traces every item of a batch in the sandbox, in chunks stored in the work area. It
@@ -215,7 +258,7 @@ func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (TraceResult
 				return err
 			} else if !ok {
 				for _, it := range b.Items[c*traceChunk : min((c+1)*traceChunk, len(b.Items))] {
-					t, err := a.trace(gctx, it, lim)
+					t, err := a.trace(gctx, it, in.Spec, lim, hb.alive)
 					if err != nil {
 						return err
 					}
@@ -291,7 +334,20 @@ func (h *chunkHeartbeat) storedThrough(c int) {
 }
 
 // trace runs one item; a sandbox failure is an error (retried), anything the code does is data.
-func (a *Activities) trace(ctx context.Context, it crawl.Item, lim sandbox.Limits) (traced, error) {
+func (a *Activities) trace(ctx context.Context, it crawl.Item, spec schemas.Spec, lim sandbox.Limits, alive func()) (t traced, err error) {
+	start := time.Now()
+	defer func() {
+		if err == nil {
+			a.Metrics.traced(t, time.Since(start))
+		}
+	}()
+	if it.Repo != nil {
+		co, err := checkoutLimitsOf(spec)
+		if err != nil {
+			return traced{}, badInput("%v", err)
+		}
+		return a.traceRepo(ctx, it, lim, co, alive)
+	}
 	sb, release, err := a.Sandboxes.Get(ctx)
 	if err != nil {
 		return traced{}, err
@@ -305,6 +361,15 @@ func (a *Activities) trace(ctx context.Context, it crawl.Item, lim sandbox.Limit
 		return traced{Item: it, Status: schemas.StatusInvalid, Detail: err.Error()}, nil
 	}
 	return traced{Item: it, Status: res.Status, Detail: res.Detail, Events: res.Events, Blocks: res.Blocks}, nil
+}
+
+// checkoutLimitsOf returns the repository checkout limits of a spec.
+func checkoutLimitsOf(spec schemas.Spec) (crawl.CheckoutLimits, error) {
+	d, err := time.ParseDuration(spec.Limits.CheckoutTimeout)
+	if err != nil {
+		return crawl.CheckoutLimits{}, fmt.Errorf("limits.checkout_timeout: %w", err)
+	}
+	return crawl.CheckoutLimits{MaxBytes: spec.Limits.RepoBytes, MaxFiles: spec.Limits.RepoFiles, Timeout: d}, nil
 }
 
 func limitsOf(spec schemas.Spec) (sandbox.Limits, error) {
@@ -406,9 +471,21 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResu
 				return BatchSummary{}, fmt.Errorf("read traces: %w", err)
 			}
 			rec.Items++
-			r, reason := itemRows(t, in.Spec, policy, opts, rec.Counts)
+			var r []schemas.Row
+			var reason string
+			switch {
+			case t.Item.Repo != nil && t.Repo == nil:
+				reason = t.Detail // the repository could not be used
+				if reason == "" {
+					reason = string(t.Status)
+				}
+			case t.Item.Repo != nil:
+				r, reason = repoRows(t, in.Spec, policy, opts, rec.Counts)
+			default:
+				r, reason = itemRows(t, in.Spec, policy, opts, rec.Counts)
+			}
 			if reason != "" {
-				rec.Rejects = append(rec.Rejects, crawl.Reject{Source: t.Item.Path, Key: t.Item.Key, Reason: reason})
+				rec.Rejects = append(rec.Rejects, crawl.Reject{Source: rejectSource(t.Item), Key: t.Item.Key, Reason: reason})
 				continue
 			}
 			rows = append(rows, r...)
@@ -419,6 +496,13 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResu
 		activity.RecordHeartbeat(ctx, c)
 	}
 	rec.Rows = len(rows)
+	if a.Metrics != nil {
+		classes := map[string]int{}
+		for _, r := range rec.Rejects {
+			classes[reasonClass(r.Reason)]++
+		}
+		a.Metrics.built(rows, classes)
+	}
 	if len(rows) > 0 {
 		info, err := dataset.WriteShard(ctx, store, "part-"+tr.Hash[:24], rows)
 		if err != nil {
@@ -470,7 +554,8 @@ func itemRows(t traced, spec schemas.Spec, p debugger.Policy, o dataset.RowOptio
 		return nil, string(t.Status)
 	}
 	item := debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Events: t.Events, Blocks: t.Blocks, Status: t.Status}
-	src := dataset.Source{Level: "function", Path: t.Item.Path, QualName: t.Item.QualName, SourceID: t.Item.SourceID}
+	src := dataset.Source{Level: "function", RepoURL: t.Item.RepoURL, Commit: t.Item.Commit, Path: t.Item.Path,
+		QualName: t.Item.QualName, SourceID: t.Item.SourceID}
 	var rows []schemas.Row
 	var last string
 	for _, dir := range spec.Directions {
@@ -522,9 +607,12 @@ func trajectorySeed(seed uint64, key, dir string, k int) uint64 {
 
 // FinalizeInput names a planned dataset to commit.
 type FinalizeInput struct {
-	Spec      schemas.Spec
-	Dataset   string
-	PlanKey   string
+	Spec    schemas.Spec
+	Dataset string
+	PlanKey string
+	// MorePlans are the keys of later plans of the same dataset (the function-level items found
+	// in repositories, PlanFunctions).
+	MorePlans []string
 	CreatedAt time.Time
 }
 
@@ -542,29 +630,33 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 		return FinalizeResult{}, err
 	}
 	defer store.Close()
-	p, err := readPlan(ctx, store, in.PlanKey)
-	if err != nil {
-		return FinalizeResult{}, err
-	}
 	counts := map[string]int64{}
-	rejects := append([]crawl.Reject{}, p.Rejects...)
+	var rejects []crawl.Reject
 	var shards, packed []dataset.ShardInfo
 	items := int64(0)
-	for _, b := range p.Batches {
-		rec, err := readBatch(ctx, store, b.Hash)
+	for _, key := range append([]string{in.PlanKey}, in.MorePlans...) {
+		p, err := readPlan(ctx, store, key)
 		if err != nil {
-			return FinalizeResult{}, fmt.Errorf("batch %s is not finished: %w", b.Hash[:12], err)
+			return FinalizeResult{}, err
 		}
-		items += int64(rec.Items)
-		if rec.Shard != nil {
-			shards = append(shards, *rec.Shard)
-		}
-		if rec.Packed != nil {
-			packed = append(packed, *rec.Packed)
-		}
-		rejects = append(rejects, rec.Rejects...)
-		for k, v := range rec.Counts {
-			counts[k] += v
+		rejects = append(rejects, p.Rejects...)
+		items += int64(len(p.Rejects))
+		for _, b := range p.Batches {
+			rec, err := readBatch(ctx, store, b.Hash)
+			if err != nil {
+				return FinalizeResult{}, fmt.Errorf("batch %s is not finished: %w", b.Hash[:12], err)
+			}
+			items += int64(rec.Items)
+			if rec.Shard != nil {
+				shards = append(shards, *rec.Shard)
+			}
+			if rec.Packed != nil {
+				packed = append(packed, *rec.Packed)
+			}
+			rejects = append(rejects, rec.Rejects...)
+			for k, v := range rec.Counts {
+				counts[k] += v
+			}
 		}
 	}
 	sort.SliceStable(rejects, func(i, j int) bool { return rejects[i].Key < rejects[j].Key })
@@ -572,11 +664,17 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	enc := json.NewEncoder(&buf)
 	for _, r := range rejects {
 		counts["rejects:"+reasonClass(r.Reason)]++
+		switch {
+		case strings.HasPrefix(r.Reason, "duplicate of "):
+			counts["duplicates"]++
+		case strings.HasPrefix(r.Reason, "decontaminated: "):
+			counts["decontaminated:"+strings.TrimPrefix(r.Reason, "decontaminated: ")]++
+		}
 		if err := enc.Encode(r); err != nil {
 			return FinalizeResult{}, err
 		}
 	}
-	counts["items"] = items + int64(len(p.Rejects))
+	counts["items"] = items
 	counts["rejects"] = int64(len(rejects))
 	if err := store.Bucket().WriteAll(ctx, rejectsKey, buf.Bytes(), nil); err != nil {
 		return FinalizeResult{}, fmt.Errorf("write rejects: %w", err)
@@ -599,6 +697,15 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	m, err := dataset.CommitVersion(ctx, store, man)
 	if err != nil {
 		return FinalizeResult{}, fmt.Errorf("commit dataset: %w", err)
+	}
+	// Statistics next to the manifest (dashboards read them; ndtrace stats recomputes them if they
+	// are missing or stale). A retry after a failure here commits the same manifest again.
+	st, err := dataset.ComputeStats(ctx, store, m)
+	if err != nil {
+		return FinalizeResult{}, fmt.Errorf("statistics: %w", err)
+	}
+	if err := dataset.WriteStats(ctx, store, st); err != nil {
+		return FinalizeResult{}, fmt.Errorf("statistics: %w", err)
 	}
 	return FinalizeResult{Manifest: store.URL(), Totals: m.Totals, Counts: counts}, nil
 }

@@ -85,3 +85,6 @@ func (p *SandboxPool) Warm(ctx context.Context, n int) error {
 	}
 	return g.Wait()
 }
+
+// Config returns the configuration the pool's sandboxes are built from.
+func (p *SandboxPool) Config() sandbox.Config { return p.cfg }

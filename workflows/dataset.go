@@ -34,14 +34,26 @@ type DatasetInput struct {
 
 // DatasetState is what a DatasetWorkflow run hands to the next.
 type DatasetState struct {
-	Plan     activities.PlanResult
-	Next     int
-	Progress Progress
+	Plan activities.PlanResult
+	// Functions is the second plan, of the function-level items found in repositories (planned
+	// once the first plan's batches are done); InFunctions says the batches being run are its.
+	Functions   activities.PlanResult
+	InFunctions bool
+	Next        int
+	Progress    Progress
+}
+
+// current is the plan whose batches are being run.
+func (st *DatasetState) current() activities.PlanResult {
+	if st.InFunctions {
+		return st.Functions
+	}
+	return st.Plan
 }
 
 // Progress is what ndtrace status and ndtrace run show.
 type Progress struct {
-	Phase       string // planning, tracing, finalizing, done
+	Phase       string // planning, tracing, functions (repositories' function-level items), finalizing, done
 	Batches     int
 	BatchesDone int
 	Items       int
@@ -115,15 +127,20 @@ func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, erro
 	started := 0
 	var firstErr error
 	sel := workflow.NewSelector(ctx)
+	prefix := "batch"
+	if st.InFunctions {
+		prefix = "fn-batch"
+	}
+	cur := st.current()
 	startChild := func(i int) {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            fmt.Sprintf("%s/batch-%06d", parentID, i),
+			WorkflowID:            fmt.Sprintf("%s/%s-%06d", parentID, prefix, i),
 			TaskQueue:             activities.IOQueue,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
 		})
 		f := workflow.ExecuteChildWorkflow(cctx, BatchWorkflow, activities.BatchInput{Spec: in.Spec, Dataset: in.Dataset,
-			PlanKey: st.Plan.PlanKey, Index: i, CreatedAt: in.CreatedAt})
+			PlanKey: cur.PlanKey, Index: i, CreatedAt: in.CreatedAt})
 		pending++
 		sel.AddFuture(f, func(f workflow.Future) {
 			pending--
@@ -145,8 +162,8 @@ func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, erro
 			}
 		})
 	}
-	for st.Next < st.Plan.Batches && started < perRun && firstErr == nil {
-		for pending < window && st.Next < st.Plan.Batches && started < perRun {
+	for st.Next < cur.Batches && started < perRun && firstErr == nil {
+		for pending < window && st.Next < cur.Batches && started < perRun {
 			startChild(st.Next)
 			st.Next++
 			started++
@@ -160,7 +177,23 @@ func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, erro
 	if firstErr != nil {
 		return DatasetResult{Progress: st.Progress}, firstErr
 	}
-	if st.Next < st.Plan.Batches {
+	if st.Next < cur.Batches {
+		return DatasetResult{}, workflow.NewContinueAsNewError(ctx, DatasetWorkflow, DatasetInput{
+			Spec: in.Spec, Dataset: in.Dataset, CreatedAt: in.CreatedAt, State: st, BatchesPerRun: in.BatchesPerRun})
+	}
+	if !st.InFunctions && st.Plan.Repos > 0 {
+		// The repositories are traced: plan the function-level items found in them, then run
+		// their batches (in this run or, if it is long already, the next).
+		st.Progress.Phase = "functions"
+		actx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
+		if err := workflow.ExecuteActivity(actx, a.PlanFunctions, activities.PlanFunctionsInput{Spec: in.Spec, Dataset: in.Dataset,
+			PlanKey: st.Plan.PlanKey}).Get(ctx, &st.Functions); err != nil {
+			return DatasetResult{Progress: st.Progress}, fmt.Errorf("plan functions: %w", err)
+		}
+		st.InFunctions, st.Next = true, 0
+		st.Progress.Batches += st.Functions.Batches
+		st.Progress.Items += st.Functions.Items
+		st.Progress.Rejected += st.Functions.SourceRejects
 		return DatasetResult{}, workflow.NewContinueAsNewError(ctx, DatasetWorkflow, DatasetInput{
 			Spec: in.Spec, Dataset: in.Dataset, CreatedAt: in.CreatedAt, State: st, BatchesPerRun: in.BatchesPerRun})
 	}
@@ -169,7 +202,7 @@ func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, erro
 	var final activities.FinalizeResult
 	actx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
 	if err := workflow.ExecuteActivity(actx, a.Finalize, activities.FinalizeInput{Spec: in.Spec, Dataset: in.Dataset,
-		PlanKey: st.Plan.PlanKey, CreatedAt: in.CreatedAt}).Get(ctx, &final); err != nil {
+		PlanKey: st.Plan.PlanKey, MorePlans: morePlans(st), CreatedAt: in.CreatedAt}).Get(ctx, &final); err != nil {
 		return DatasetResult{Progress: st.Progress}, fmt.Errorf("finalize: %w", err)
 	}
 	st.Progress.Phase, st.Progress.Manifest = "done", final.Manifest
@@ -202,4 +235,12 @@ func BatchWorkflow(ctx workflow.Context, in activities.BatchInput) (activities.B
 		return activities.BatchSummary{}, fmt.Errorf("build shard: %w", err)
 	}
 	return s, nil
+}
+
+// morePlans lists the plans after the first.
+func morePlans(st *DatasetState) []string {
+	if st.InFunctions {
+		return []string{st.Functions.PlanKey}
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ func TestDatasetWorkflow(t *testing.T) {
 	var a *activities.Activities
 	env.RegisterWorkflow(BatchWorkflow)
 	env.RegisterActivity(a.Plan)
+	env.RegisterActivity(a.PlanFunctions)
 	env.RegisterActivity(a.TraceBatch)
 	env.RegisterActivity(a.BuildShard)
 	env.RegisterActivity(a.Finalize)

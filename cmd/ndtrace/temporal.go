@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,7 +19,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/ndtrace/ndtrace/activities"
+	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/internal/metrics"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -58,20 +63,31 @@ type workerFlags struct {
 	traceSlots int
 	ioSlots    int
 	queues     string
+	scratch    string
+	// metricsAddr serves Prometheus metrics when set; the registry is made by prepareWorkers.
+	metricsAddr string
+	metrics     *metrics.Registry
 }
 
 func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.traceSlots, "trace-concurrency", 2, "sandboxes, i.e. items traced at once, per worker")
 	fs.IntVar(&f.ioSlots, "io-concurrency", 4, "concurrent I/O activities (planning, building shards) per worker")
 	fs.StringVar(&f.queues, "queues", "trace,io", "task queues this worker serves: trace, io or both")
+	scratch := os.Getenv("NDTRACE_SCRATCH")
+	if scratch == "" {
+		scratch = activities.DefaultScratch
+	}
+	fs.StringVar(&f.scratch, "scratch", scratch, "folder for repository checkouts, not under /tmp (default $NDTRACE_SCRATCH or "+activities.DefaultScratch+")")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (ours and the Temporal SDK's) on HOST:PORT at /metrics, e.g. :9090 (default off)")
 }
 
 // workerSet is what a process's workers need before they can start: the queues they serve and
 // the activities, with the tracing sandboxes already built.
 type workerSet struct {
-	wf     workerFlags
-	queues map[string]bool
-	acts   *activities.Activities
+	wf           workerFlags
+	queues       map[string]bool
+	acts         *activities.Activities
+	closeFetcher func() error
 }
 
 // checkWorkerFlags checks the worker flags and returns the queues they name.
@@ -99,7 +115,19 @@ func prepareWorkers(ctx context.Context, wf workerFlags, sf sandboxFlags) (*work
 	if err != nil {
 		return nil, err
 	}
-	ws := &workerSet{wf: wf, queues: queues, acts: &activities.Activities{Tokenizers: tokenize.Get}}
+	if strings.HasPrefix(filepath.Clean(wf.scratch)+"/", "/tmp/") {
+		return nil, usagef("--scratch %s: not under /tmp (the sandbox's private /tmp hides it)", wf.scratch)
+	}
+	fetcher, closeFetcher, err := crawl.NewFetcher(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ws := &workerSet{wf: wf, queues: queues, closeFetcher: closeFetcher,
+		acts: &activities.Activities{Tokenizers: tokenize.Get, Fetcher: fetcher, Scratch: wf.scratch}}
+	if wf.metricsAddr != "" {
+		ws.wf.metrics = metrics.New()
+		ws.acts.Metrics = activities.NewMetrics(ws.wf.metrics)
+	}
 	if queues["trace"] {
 		cfg, err := sf.config()
 		if err != nil {
@@ -120,6 +148,9 @@ func (ws *workerSet) close() {
 	if ws.acts.Sandboxes != nil {
 		ws.acts.Sandboxes.Close()
 	}
+	if ws.closeFetcher != nil {
+		ws.closeFetcher()
+	}
 }
 
 // start runs the workers until the returned stop function is called, which also stops the
@@ -139,6 +170,7 @@ func (ws *workerSet) start(c client.Client) (stop func(), err error) {
 		w.RegisterWorkflow(workflows.DatasetWorkflow)
 		w.RegisterWorkflow(workflows.BatchWorkflow)
 		w.RegisterActivity(ws.acts.Plan)
+		w.RegisterActivity(ws.acts.PlanFunctions)
 		w.RegisterActivity(ws.acts.BuildShard)
 		w.RegisterActivity(ws.acts.Finalize)
 		workers = append(workers, w)
@@ -340,6 +372,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		defer stop()
+		if reg := p.ws.wf.metrics; reg != nil {
+			srv, err := serveMetrics(ctx, wf.metricsAddr, reg)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+		}
 	}
 	run, err := startDataset(ctx, c, spec)
 	if err != nil {
@@ -363,29 +402,88 @@ func printSummary(w io.Writer, url string, res workflows.DatasetResult) {
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker", "--temporal HOST:PORT [flags]", stderr)
 	var (
-		tf temporalFlags
-		wf workerFlags
-		sf sandboxFlags
+		tf        temporalFlags
+		wf        workerFlags
+		sf        sandboxFlags
+		logFormat string
 	)
 	tf.register(fs, true)
 	wf.register(fs)
 	sf.register(fs)
+	fs.StringVar(&logFormat, "log-format", "text", "log format: text, or json (structured logs for log collectors)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	c, err := tf.dial()
+	switch logFormat {
+	case "json":
+		// For log collectors: info and up (debug with NDTRACE_LOG=debug), one JSON object a line.
+		level := slog.LevelInfo
+		if logLevel() == slog.LevelDebug {
+			level = slog.LevelDebug
+		}
+		slog.SetDefault(slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	case "text":
+	default:
+		return usagef("--log-format %q: want text or json", logFormat)
+	}
+	ws, err := prepareWorkers(ctx, wf, sf)
 	if err != nil {
 		return err
 	}
+	opts := client.Options{HostPort: tf.addr, Namespace: tf.namespace, Logger: sdkLogger()}
+	if reg := ws.wf.metrics; reg != nil {
+		opts.MetricsHandler = activities.TemporalMetricsHandler(reg)
+		srv, err := serveMetrics(ctx, wf.metricsAddr, reg)
+		if err != nil {
+			ws.close()
+			return err
+		}
+		defer srv.Close()
+		slog.Info("serving metrics", "addr", srv.Addr, "path", "/metrics")
+	}
+	if tf.addr == "" {
+		ws.close()
+		return usagef("--temporal HOST:PORT is required")
+	}
+	c, err := client.Dial(opts)
+	if err != nil {
+		ws.close()
+		return fmt.Errorf("connect to Temporal at %s: %w", tf.addr, err)
+	}
 	defer c.Close()
-	stop, err := startWorkers(ctx, c, wf, sf)
+	stop, err := ws.start(c)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	fmt.Fprintf(stderr, "ndtrace worker serving %s on %s (Ctrl-C to stop)\n", wf.queues, tf.addr)
+	slog.Info("worker started", "queues", wf.queues, "temporal", tf.addr, "scratch", wf.scratch)
+	if logFormat == "text" {
+		fmt.Fprintf(stderr, "ndtrace worker serving %s on %s (Ctrl-C to stop)\n", wf.queues, tf.addr)
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// serveMetrics serves reg at /metrics on addr until ctx ends; Addr is the address it listens on.
+func serveMetrics(ctx context.Context, addr string, reg *metrics.Registry) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("metrics server", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	return srv, nil
 }
 
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {

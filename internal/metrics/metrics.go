@@ -57,7 +57,10 @@ type series struct {
 func New() *Registry { return &Registry{families: map[string]*family{}} }
 
 // Counter is a monotonically increasing count.
-type Counter struct{ r *Registry; name, labels string }
+type Counter struct {
+	r            *Registry
+	name, labels string
+}
 
 // Add adds d (negative values are ignored).
 func (c Counter) Add(d float64) {
@@ -71,7 +74,10 @@ func (c Counter) Add(d float64) {
 func (c Counter) Inc() { c.Add(1) }
 
 // Gauge is a value that goes up and down.
-type Gauge struct{ r *Registry; name, labels string }
+type Gauge struct {
+	r            *Registry
+	name, labels string
+}
 
 // Set sets the gauge.
 func (g Gauge) Set(v float64) {
@@ -81,7 +87,10 @@ func (g Gauge) Set(v float64) {
 }
 
 // Histogram counts observations in DefaultBuckets.
-type Histogram struct{ r *Registry; name, labels string }
+type Histogram struct {
+	r            *Registry
+	name, labels string
+}
 
 // Observe records one value.
 func (h Histogram) Observe(v float64) {

@@ -64,6 +64,8 @@ app.kubernetes.io/component: worker
 - --trace-concurrency={{ int .Values.worker.traceConcurrency }}
 - --io-concurrency={{ int .Values.worker.ioConcurrency }}
 - --backend={{ .Values.worker.backend }}
+- --log-format=json
+- --scratch=/var/lib/ndtrace/scratch
 {{- with .Values.worker.timeout }}
 - --timeout={{ . }}
 {{- end }}

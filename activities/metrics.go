@@ -1,0 +1,113 @@
+package activities
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/ndtrace/ndtrace/internal/metrics"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// Metrics counts what a worker's activities do, for its Prometheus endpoint (rates such as
+// traces/s come from rate() over the counters). A nil *Metrics does nothing.
+type Metrics struct{ reg *metrics.Registry }
+
+// NewMetrics returns the activities' metrics, recorded in reg.
+func NewMetrics(reg *metrics.Registry) *Metrics { return &Metrics{reg: reg} }
+
+// killStatuses are the statuses of runs the sandbox stopped.
+var killStatuses = map[schemas.Status]bool{
+	schemas.StatusTimeout: true, schemas.StatusMemory: true, schemas.StatusOutputLimit: true,
+	schemas.StatusEventLimit: true, schemas.StatusKilled: true,
+}
+
+// traced records one traced item.
+func (m *Metrics) traced(t traced, d time.Duration) {
+	if m == nil {
+		return
+	}
+	level := "function"
+	if t.Item.Repo != nil {
+		level = "repository"
+	}
+	m.reg.Counter("ndtrace_items_traced_total", "Items traced (functions, or repositories with all their tests).", metrics.Labels{"level": level}).Inc()
+	m.reg.Histogram("ndtrace_trace_seconds", "Time to trace one item.", metrics.Labels{"level": level}).ObserveDuration(d)
+	statuses := []schemas.Status{t.Status}
+	if t.Repo != nil {
+		m.reg.Counter("ndtrace_tests_run_total", "Repository tests run (each untraced and traced).", nil).Add(float64(t.Repo.Run))
+		m.reg.Counter("ndtrace_tests_quarantined_total", "Repository tests whose outcome changed under tracing.", nil).Add(float64(len(t.Repo.Quarantined)))
+		for _, tt := range t.Repo.Traces {
+			statuses = append(statuses, tt.Status)
+		}
+	}
+	for _, s := range statuses {
+		if killStatuses[s] {
+			m.reg.Counter("ndtrace_sandbox_kills_total", "Runs the sandbox stopped, by status.", metrics.Labels{"status": string(s)}).Inc()
+		}
+	}
+}
+
+// built records a built batch.
+func (m *Metrics) built(rows []schemas.Row, rejects map[string]int) {
+	if m == nil {
+		return
+	}
+	for _, r := range rows {
+		m.reg.Counter("ndtrace_trajectories_total", "Trajectories written, by level and direction.", metrics.Labels{"level": r.Level, "direction": r.Direction}).Inc()
+		m.reg.Counter("ndtrace_tokens_total", "Tokens written.", nil).Add(float64(r.NumTokens))
+	}
+	for class, n := range rejects {
+		m.reg.Counter("ndtrace_rejects_total", "Items rejected, by reason class.", metrics.Labels{"reason": class}).Add(float64(n))
+	}
+}
+
+// TemporalMetricsHandler returns a Temporal SDK metrics handler that records the SDK's metrics
+// (workflow and activity task latencies, poller counts, ...) in reg, named as the SDK names them
+// with "." and "-" mapped to "_".
+func TemporalMetricsHandler(reg *metrics.Registry) client.MetricsHandler {
+	return temporalHandler{reg: reg}
+}
+
+type temporalHandler struct {
+	reg  *metrics.Registry
+	tags metrics.Labels
+}
+
+func (h temporalHandler) WithTags(tags map[string]string) client.MetricsHandler {
+	merged := metrics.Labels{}
+	for k, v := range h.tags {
+		merged[k] = v
+	}
+	for k, v := range tags {
+		merged[k] = v
+	}
+	return temporalHandler{reg: h.reg, tags: merged}
+}
+
+func (h temporalHandler) Counter(name string) client.MetricsCounter {
+	c := h.reg.Counter(name, "", h.tags)
+	return counterFunc(func(d int64) { c.Add(float64(d)) })
+}
+
+func (h temporalHandler) Gauge(name string) client.MetricsGauge {
+	g := h.reg.Gauge(name, "", h.tags)
+	return gaugeFunc(g.Set)
+}
+
+func (h temporalHandler) Timer(name string) client.MetricsTimer {
+	t := h.reg.Histogram(name, "", h.tags)
+	return timerFunc(t.ObserveDuration)
+}
+
+type counterFunc func(int64)
+
+func (f counterFunc) Inc(d int64) { f(d) }
+
+type gaugeFunc func(float64)
+
+func (f gaugeFunc) Update(v float64) { f(v) }
+
+type timerFunc func(time.Duration)
+
+func (f timerFunc) Record(d time.Duration) { f(d) }

@@ -1,0 +1,426 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// Repository tracing: limits that are not in the spec.
+const (
+	// collectTimeout bounds the collection of a repository's tests.
+	collectTimeout = 2 * time.Minute
+	// maxInputsPerFunction caps the distinct inputs kept per function found in a repository, and
+	// maxFunctionItems the function-level items one repository gives.
+	maxInputsPerFunction = 4
+	maxFunctionItems     = 200
+)
+
+// DefaultScratch is where workers check repositories out when Activities.Scratch is empty. It is
+// not under /tmp: the sandbox mounts checkouts read-only, and its private /tmp would hide them.
+const DefaultScratch = "/var/tmp/ndtrace-scratch"
+
+// repoTrace is what tracing one repository gives: its tests' traces and the function-level items
+// found in them, already traced.
+type repoTrace struct {
+	// Runner is the test runner used; Tests the number collected, Run the number run (MaxTests).
+	Runner string `json:"runner"`
+	Tests  int    `json:"tests"`
+	Run    int    `json:"run"`
+	// Quarantined lists the tests whose outcome changed under tracing: they give no rows.
+	Quarantined []string `json:"quarantined,omitempty"`
+	// Traces are the traced tests that kept their outcome.
+	Traces []testTrace `json:"traces,omitempty"`
+	// Functions are function-level items found in the traces, traced on their own.
+	Functions []traced `json:"functions,omitempty"`
+	// Counts are per-repository counters (tests by outcome and status).
+	Counts map[string]int64 `json:"counts,omitempty"`
+}
+
+// testTrace is one traced test.
+type testTrace struct {
+	Test      string               `json:"test"`
+	Outcome   string               `json:"outcome"`
+	Status    schemas.Status       `json:"status"`
+	Detail    string               `json:"detail,omitempty"`
+	Events    []schemas.Event      `json:"events,omitempty"`
+	Functions []schemas.FuncSource `json:"functions,omitempty"`
+}
+
+// traceRepo checks out the repository of a repository-level item and runs each of its tests
+// (up to MaxTests) untraced and traced in a sandbox that sees the checkout read-only; alive is
+// called after every test. A repository that cannot be used (checkout refused, missing dependency,
+// no tests) gives a traced item with status invalid and the reason as its detail; an error is
+// returned only for what a retry may fix.
+func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Limits, co crawl.CheckoutLimits, alive func()) (traced, error) {
+	t := traced{Item: it}
+	bad := func(format string, args ...any) (traced, error) {
+		t.Status, t.Detail = schemas.StatusInvalid, fmt.Sprintf(format, args...)
+		return t, nil
+	}
+	fetcher := a.Fetcher
+	if fetcher == nil {
+		fetcher = &crawl.Fetcher{}
+	}
+	scratch := a.Scratch
+	if scratch == "" {
+		scratch = DefaultScratch
+	}
+	w, err := fetcher.Checkout(ctx, it.Repo.Resolved, scratch, co)
+	var re *crawl.RepoError
+	switch {
+	case errors.As(err, &re) && !re.Transient:
+		return bad("checkout: %s", re.Reason)
+	case err != nil:
+		return t, fmt.Errorf("check out %s: %w", it.Key, err)
+	}
+	defer w.Remove()
+	// The checkout must be reachable by the sandbox's unprivileged uids: open up every folder
+	// from the scratch space down to it (os.MkdirTemp makes them private).
+	if err := openPath(scratch, w.Dir); err != nil {
+		return t, err
+	}
+	paths := append([]string(nil), it.Repo.PythonPath...)
+	if it.Repo.Venv != "" {
+		sp, err := sandbox.VenvSitePackages(it.Repo.Venv)
+		if err != nil {
+			return bad("venv: %v", err)
+		}
+		paths = append(paths, sp)
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return bad("python_path: %v", err)
+		}
+	}
+	// A slot of the pool bounds this worker's sandboxes; the repository gets sandboxes of its own.
+	_, release, err := a.Sandboxes.Get(ctx)
+	if err != nil {
+		return t, err
+	}
+	defer release()
+	cfg := a.Sandboxes.Config()
+	cfg.ReadOnly = append(append([]string(nil), cfg.ReadOnly...), w.Dir)
+	cfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), paths...)
+	sb, err := sandbox.New(ctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return t, ctx.Err()
+		}
+		// The pool's sandboxes start on this worker, so what fails is this repository's mounts
+		// (python_path, venv, the checkout).
+		return bad("sandbox with this repository's mounts: %v", err)
+	}
+	defer sb.Close()
+
+	col, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner,
+		Limits: sandbox.Limits{WallTime: collectTimeout, CPUTime: collectTimeout}})
+	if err != nil {
+		return t, fmt.Errorf("collect tests of %s: %w", it.Key, err)
+	}
+	switch {
+	case col.MissingModule != "":
+		return bad("missing module %s", col.MissingModule)
+	case col.Status != schemas.StatusOK:
+		return bad("test collection failed: %s: %s", col.Status, col.Detail)
+	case len(col.Tests) == 0 && len(col.Errors) > 0:
+		return bad("no tests collected: %s", col.Errors[0])
+	case len(col.Tests) == 0:
+		return bad("no tests found")
+	}
+	rt := &repoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}}
+	tests := col.Tests
+	if n := it.Repo.MaxTests; n > 0 && len(tests) > n {
+		tests = tests[:n]
+	}
+	rt.Run = len(tests)
+	for _, test := range tests {
+		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim}
+		plain, err := sb.RunTest(ctx, req)
+		if err != nil {
+			return t, fmt.Errorf("run %s of %s: %w", test, it.Key, err)
+		}
+		req.Traced = true
+		tr, err := sb.RunTest(ctx, req)
+		if err != nil {
+			return t, fmt.Errorf("trace %s of %s: %w", test, it.Key, err)
+		}
+		alive()
+		rt.Counts["tests:"+outcomeKey(plain)]++
+		if outcomeKey(plain) != outcomeKey(tr) && tr.Result.Status != schemas.StatusEventLimit {
+			// The outcome changed under tracing (repr side effects, reference counts, timing):
+			// the trace does not show what the test does.
+			rt.Quarantined = append(rt.Quarantined, test)
+			continue
+		}
+		rt.Traces = append(rt.Traces, testTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
+			Detail: tr.Result.Detail, Events: tr.Result.Events, Functions: tr.Result.Functions})
+	}
+	if it.Repo.Functions {
+		if rt.Functions, err = a.traceFunctions(ctx, cfg, w, it, rt.Traces, lim, alive); err != nil {
+			return t, err
+		}
+	}
+	// File names relative to the repository root: the scratch folder differs from run to run.
+	for i := range rt.Traces {
+		relativize(&rt.Traces[i], w.Dir)
+	}
+	t.Status, t.Repo = schemas.StatusOK, rt
+	return t, nil
+}
+
+// relativize makes the file names of a test trace relative to the checkout dir.
+func relativize(tt *testTrace, dir string) {
+	rel := func(f string) string {
+		if r, ok := strings.CutPrefix(f, dir+"/"); ok {
+			return r
+		}
+		return f
+	}
+	for i := range tt.Events {
+		tt.Events[i].File = rel(tt.Events[i].File)
+	}
+	for i := range tt.Functions {
+		tt.Functions[i].File = rel(tt.Functions[i].File)
+	}
+	tt.Detail = strings.ReplaceAll(tt.Detail, dir+"/", "")
+}
+
+// repoRows builds the repository-level rows of a traced repository: for every traced test, every
+// direction and draw, an entry call sampled from the test's trace and a trajectory in its scope.
+// It returns the reason when the repository gives no row.
+func repoRows(t traced, spec schemas.Spec, p debugger.Policy, o dataset.RowOptions, counts map[string]int64) ([]schemas.Row, string) {
+	rt := t.Repo
+	if rt == nil {
+		return nil, "repository: no trace"
+	}
+	for k, v := range rt.Counts {
+		counts[k] += v
+	}
+	counts["tests"] += int64(rt.Tests)
+	counts["tests_run"] += int64(rt.Run)
+	counts["quarantined"] += int64(len(rt.Quarantined))
+	commit := pin(t.Item.Repo.Resolved)
+	var rows []schemas.Row
+	last := "no test gave a trajectory"
+	for _, tt := range rt.Traces {
+		if _, err := debugger.ExitFor(tt.Status); err != nil {
+			counts["skipped:test_"+string(tt.Status)]++
+			continue
+		}
+		item := debugger.RepoItem{Events: tt.Events, Status: tt.Status, Functions: tt.Functions}
+		for _, dir := range spec.Directions {
+			for k := 0; k < spec.TrajectoriesPerTrace; k++ {
+				seed := trajectorySeed(spec.Seed, t.Item.Key+"#"+tt.Test, dir, k)
+				tree, code, entry, err := item.Tree(debugger.Direction(dir), seed)
+				if err != nil {
+					counts["skipped:"+dir+":"+reasonKey(err)]++
+					last = err.Error()
+					continue
+				}
+				src := dataset.Source{Level: "repository", RepoURL: t.Item.Path, Commit: commit, Path: entry.File,
+					QualName: entry.QualName, SourceID: tt.Test}
+				row, err := dataset.BuildRow(src, tree, code, treeEvents(tree), p, seed, o)
+				if err != nil {
+					counts["dropped:"+reasonKey(err)]++
+					last = err.Error()
+					continue
+				}
+				rows = append(rows, row)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return nil, last
+	}
+	return rows, ""
+}
+
+// treeEvents returns the events of a tree's states.
+func treeEvents(t *debugger.Tree) []schemas.Event {
+	out := make([]schemas.Event, 0, len(t.Order))
+	for _, n := range t.Order {
+		out = append(out, n.Event)
+	}
+	return out
+}
+
+// pin is a repository's commit, or its content hash if it is not a git repository.
+func pin(r crawl.Resolved) string {
+	if r.Commit != "" {
+		return r.Commit
+	}
+	return r.ContentHash
+}
+
+// openPath makes dir and every folder between root and it searchable and readable by all.
+func openPath(root, dir string) error {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return fmt.Errorf("open up the checkout: %w", err)
+		}
+		if d == root || d == filepath.Dir(d) || !strings.HasPrefix(d, root+"/") {
+			return nil
+		}
+	}
+}
+
+// outcomeKey is a test run's outcome, or its status when it did not finish.
+func outcomeKey(r *sandbox.TestResult) string {
+	if r.Outcome != "" {
+		return r.Outcome
+	}
+	return string(r.Result.Status)
+}
+
+// traceFunctions makes function-level items of the module-level functions the tests called (in
+// non-test files), with the arguments observed at their calls as inputs, and traces each on its
+// own: the module's source as the code, the call as the expression, with the checkout importable
+// (so that the module's imports of its own package work). Arguments whose rendering is not a
+// Python literal (objects, cut values) and functions with * or ** parameters are skipped.
+func (a *Activities) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []testTrace, lim sandbox.Limits, alive func()) ([]traced, error) {
+	cands := functionItems(w.Dir, it, traces)
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	cfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), w.Dir)
+	sb, err := sandbox.New(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox for the functions of %s: %w", it.Key, err)
+	}
+	defer sb.Close()
+	var out []traced
+	for _, c := range cands {
+		res, err := sb.Run(ctx, sandbox.Request{Code: c.Code, Filename: c.Filename, Call: c.Call, Limits: lim})
+		if err != nil && (res == nil || res.Status == schemas.StatusSandboxError) {
+			return nil, fmt.Errorf("trace %s: %w", c.Key, err)
+		}
+		t := traced{Item: c, Status: schemas.StatusInvalid}
+		if err != nil {
+			t.Detail = err.Error()
+		} else {
+			t.Status, t.Detail, t.Events, t.Blocks = res.Status, res.Detail, res.Events, res.Blocks
+		}
+		out = append(out, t)
+		alive()
+	}
+	return out, nil
+}
+
+// functionItems lists the function-level items found in a repository's test traces, in order of
+// first call, without repeating a function and input.
+func functionItems(dir string, it crawl.Item, traces []testTrace) []crawl.Item {
+	sources := map[[2]string]schemas.FuncSource{}
+	for _, tt := range traces {
+		for _, f := range tt.Functions {
+			sources[[2]string{f.File, f.QualName}] = f
+		}
+	}
+	modules := map[string]string{}
+	perFunc := map[[2]string]int{}
+	seen := map[string]bool{}
+	var items []crawl.Item
+	for _, tt := range traces {
+		for _, ev := range tt.Events {
+			if ev.Event != schemas.EventCall || strings.ContainsAny(ev.Func, ".<>") || debugger.IsTestFile(ev.File) {
+				continue
+			}
+			k := [2]string{ev.File, ev.Func}
+			src, ok := sources[k]
+			if !ok || perFunc[k] >= maxInputsPerFunction || len(items) >= maxFunctionItems || !plainParams(src.Source, ev.Func) {
+				continue
+			}
+			args, ok := literalArgs(ev.Locals)
+			if !ok {
+				continue
+			}
+			call := ev.Func + "(" + args + ")"
+			rel, err := filepath.Rel(dir, ev.File)
+			if err != nil || strings.HasPrefix(rel, "..") {
+				continue
+			}
+			if seen[rel+"\x00"+call] {
+				continue
+			}
+			code, ok := modules[ev.File]
+			if !ok {
+				data, err := os.ReadFile(ev.File)
+				if err != nil {
+					continue
+				}
+				code = string(data)
+				modules[ev.File] = code
+			}
+			seen[rel+"\x00"+call] = true
+			perFunc[k]++
+			sum := sha256.Sum256([]byte(call))
+			items = append(items, crawl.Item{
+				Key:      fmt.Sprintf("%s#%s:%s:%s", it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
+				Path:     rel,
+				SourceID: tt.Test,
+				Code:     code,
+				Filename: filepath.Base(rel),
+				Call:     call,
+				QualName: ev.Func,
+				Func:     src.Source,
+				RepoURL:  it.Path,
+				Commit:   pin(it.Repo.Resolved),
+			})
+		}
+	}
+	return items
+}
+
+// plainParams reports whether the def of name in src has no * or ** parameters (its arguments can
+// then be passed back positionally).
+func plainParams(src, name string) bool {
+	i := strings.Index(src, "def "+name+"(")
+	if i < 0 {
+		return false
+	}
+	rest := src[i+len("def "+name+"("):]
+	depth := 1
+	for j, c := range rest {
+		switch c {
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+			if depth == 0 {
+				return !strings.Contains(rest[:j], "*")
+			}
+		}
+	}
+	return false
+}
+
+// literalArgs renders the locals of a call event (the arguments, in order) as a positional
+// argument list, or reports false if a value is not a plain literal rendering.
+func literalArgs(locals schemas.Locals) (string, bool) {
+	parts := make([]string, 0, len(locals))
+	for _, v := range locals {
+		s := v.Value
+		if s == "" || strings.HasPrefix(s, "<") || strings.HasSuffix(s, "...") || strings.Contains(s, " object at 0x") ||
+			strings.Contains(s, "<") && strings.Contains(s, ">") {
+			return "", false
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", "), true
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/internal/testrepos"
+)
+
+// TestRunRepositories turns the fixture repositories, served as local git repositories (file://)
+// from a crawl list, into repository-level and function-level trajectories: broken repositories
+// become rejects with their reasons, a hanging test is stopped, tests whose outcome changes under
+// tracing are quarantined, functions found in two repositories
+// are kept once, one evaluation set's function is excluded, and the dataset validates.
+func TestRunRepositories(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	var list strings.Builder
+	for _, name := range []string{"passing", "failing", "hanging", "forking", "missing_module", "unittest_only", "trace_sensitive"} {
+		url, _ := testrepos.Git(t, name)
+		fmt.Fprintf(&list, "%s main\n", url)
+	}
+	escape, _ := testrepos.SymlinkEscape(t)
+	fmt.Fprintf(&list, "%s\n", escape)
+	fmt.Fprintf(&list, "file://%s/no-such-repo\n", dir)
+	listPath := filepath.Join(dir, "repos.txt")
+	os.WriteFile(listPath, []byte(list.String()), 0o644)
+	// An evaluation set holding clamp (from the passing and failing repositories).
+	clamp := "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n"
+	evalPath := filepath.Join(dir, "eval.jsonl")
+	row, _ := json.Marshal(map[string]string{"id": "e0", "code": clamp, "input": "1, 2, 3"})
+	os.WriteFile(evalPath, append(row, '\n'), 0o644)
+
+	out := filepath.Join(dir, "data")
+	spec := writeSpec(t, dir, fmt.Sprintf(`name: repos
+output: %s
+sources:
+  - kind: repository
+    list: %s
+decontaminate:
+  - name: evalset
+    path: %s
+limits:
+  timeout: 3s
+created_at: 2026-11-22T00:00:00Z
+`, out, listPath, evalPath))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr.String())
+	}
+	m, _ := checkDataset(t, out)
+	t.Logf("counts: %v; rows %d", m.Counts, m.Totals.Rows)
+
+	ctx := context.Background()
+	store, err := dataset.Open(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	levels := map[string]int{}
+	repos := map[string]bool{}
+	for _, s := range m.Shards {
+		rows, err := dataset.ReadRows(ctx, store, s.Path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			levels[r.Level]++
+			repos[r.RepoURL] = true
+			if r.Level == "repository" && (r.Commit == "" || r.RepoURL == "" || strings.HasPrefix(r.Path, "/")) {
+				t.Errorf("repository row with commit %q path %q", r.Commit, r.Path)
+			}
+			if strings.Contains(r.Text, "ndtrace-scratch") {
+				t.Errorf("row %s mentions the scratch folder", r.ID)
+			}
+		}
+	}
+	// Entries come from the code under test when a test calls any (mathutil.clamp, not
+	// test_clamp); tests that call nothing of the repository's own (the forking ones) are the
+	// entry themselves.
+	if levels["repository"] == 0 || levels["function"] == 0 {
+		t.Errorf("rows by level %v: want both levels", levels)
+	}
+	// passing, failing, hanging, forking and unittest_only give rows.
+	if len(repos) < 5 {
+		t.Errorf("rows come from %d repositories: %v", len(repos), repos)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "rejects.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejects := string(data)
+	for _, want := range []string{"missing module hypothesis", "symlink escapes checkout", "not a git repository", "decontaminated: evalset", "duplicate of"} {
+		if !strings.Contains(rejects, want) {
+			t.Errorf("no reject saying %q:\n%s", want, rejects)
+		}
+	}
+	for k, min := range map[string]int64{"tests:timeout": 1, "tests:passed": 10, "tests:failed": 1, "duplicates": 1, "decontaminated:evalset": 1, "quarantined": 1} {
+		if m.Counts[k] < min {
+			t.Errorf("counts[%s] = %d, want at least %d", k, m.Counts[k], min)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "stats.json")); err != nil {
+		t.Errorf("no statistics: %v", err)
+	}
+	entries, _ := os.ReadDir("/var/tmp/ndtrace-scratch")
+	for _, e := range entries {
+		t.Errorf("checkout left behind: %s", e.Name())
+	}
+}

@@ -135,22 +135,35 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanResult, error)
 			repos++
 		}
 	}
-	size := in.Spec.BatchSize
-	for start := 0; start < len(items); start += size {
-		b := planBatch{Items: items[start:min(start+size, len(items))]}
-		h := sha256.New()
-		h.Write([]byte(specHash))
-		for _, it := range b.Items {
-			h.Write([]byte(it.Hash()))
+	// Function-level items go BatchSize to a batch; a repository is a batch of its own (its test
+	// suite is the long part), so repositories are traced in parallel and re-traced one by one.
+	var fns []crawl.Item
+	for _, it := range items {
+		if it.Repo != nil {
+			p.Batches = append(p.Batches, newBatch(specHash, []crawl.Item{it}))
+		} else {
+			fns = append(fns, it)
 		}
-		b.Hash = hex.EncodeToString(h.Sum(nil))
-		p.Batches = append(p.Batches, b)
+	}
+	size := in.Spec.BatchSize
+	for start := 0; start < len(fns); start += size {
+		p.Batches = append(p.Batches, newBatch(specHash, fns[start:min(start+size, len(fns))]))
 	}
 	key, err := storePlan(ctx, store, p)
 	if err != nil {
 		return PlanResult{}, err
 	}
 	return PlanResult{PlanKey: key, Batches: len(p.Batches), Items: len(items), SourceRejects: len(p.Rejects), Repos: repos}, nil
+}
+
+// newBatch is the planned batch of items; its hash covers the spec and the items' content.
+func newBatch(specHash string, items []crawl.Item) planBatch {
+	h := sha256.New()
+	h.Write([]byte(specHash))
+	for _, it := range items {
+		h.Write([]byte(it.Hash()))
+	}
+	return planBatch{Items: items, Hash: hex.EncodeToString(h.Sum(nil))}
 }
 
 // storePlan stores a plan in the work area under a key derived from its content.

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/internal/testrepos"
 	"github.com/ndtrace/ndtrace/sandbox"
 )
 
@@ -64,4 +67,50 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.ReportMetric(traceTime.Seconds()/float64(b.N), "trace-only-s")
 	b.ReportMetric(pipeTime.Seconds()/float64(b.N), "pipeline-s")
 	b.ReportMetric(100*(pipeTime.Seconds()-traceTime.Seconds())/traceTime.Seconds(), "overhead-%")
+}
+
+// BenchmarkRepositories runs the fixture repositories (served as local git repositories) through
+// the whole pipeline with one worker (two sandboxes): checkout, each test run untraced and traced,
+// repository-level trajectories and the function-level items found in them. It reports
+// repositories per hour, and trajectories and tests per repository.
+func BenchmarkRepositories(b *testing.B) {
+	names := []string{"passing", "failing", "forking", "unittest_only", "trace_sensitive"}
+	dir := b.TempDir()
+	var list strings.Builder
+	for _, name := range names {
+		url, _ := testrepos.Git(b, name)
+		fmt.Fprintf(&list, "%s\n", url)
+	}
+	listPath := filepath.Join(dir, "repos.txt")
+	if err := os.WriteFile(listPath, []byte(list.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var elapsed time.Duration
+	var rows, tests int64
+	for i := 0; i < b.N; i++ {
+		out := filepath.Join(dir, fmt.Sprintf("data-%d", i))
+		spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
+		var stdout, stderr bytes.Buffer
+		t0 := time.Now()
+		if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+			b.Fatalf("run: %s", stderr.String())
+		}
+		elapsed += time.Since(t0)
+		store, err := dataset.Open(ctx, out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := dataset.ReadManifest(ctx, store)
+		store.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows += m.Totals.Rows
+		tests += m.Counts["tests_run"]
+	}
+	repos := float64(len(names) * b.N)
+	b.ReportMetric(repos/elapsed.Hours(), "repos/hour")
+	b.ReportMetric(float64(rows)/repos, "trajectories/repo")
+	b.ReportMetric(float64(tests)/repos, "tests/repo")
 }

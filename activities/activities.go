@@ -647,11 +647,13 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	var rejects []crawl.Reject
 	var shards, packed []dataset.ShardInfo
 	items := int64(0)
+	var plans []*plan
 	for _, key := range append([]string{in.PlanKey}, in.MorePlans...) {
 		p, err := readPlan(ctx, store, key)
 		if err != nil {
 			return FinalizeResult{}, err
 		}
+		plans = append(plans, p)
 		rejects = append(rejects, p.Rejects...)
 		items += int64(len(p.Rejects))
 		for _, b := range p.Batches {
@@ -691,6 +693,9 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	counts["rejects"] = int64(len(rejects))
 	if err := store.Bucket().WriteAll(ctx, rejectsKey, buf.Bytes(), nil); err != nil {
 		return FinalizeResult{}, fmt.Errorf("write rejects: %w", err)
+	}
+	if err := writeDedupKeys(ctx, store, plans); err != nil {
+		return FinalizeResult{}, err
 	}
 	cfg, err := json.Marshal(in.Spec)
 	if err != nil {

@@ -28,6 +28,15 @@ type filter struct {
 // newFilter reads the spec's evaluation sets.
 func newFilter(ctx context.Context, spec schemas.Spec) (*filter, error) {
 	f := &filter{dedup: spec.DedupOn(), seen: map[string]string{}}
+	for i, u := range spec.DedupAgainst {
+		keys, err := readDedupKeys(ctx, u)
+		if err != nil {
+			return nil, badInput("dedup_against[%d]: %v", i, err)
+		}
+		for k, item := range keys {
+			f.seen[k] = item + " in " + u
+		}
+	}
 	for i, e := range spec.Decontaminate {
 		set, err := crawl.ReadEvalSet(ctx, e.Name, e.Path)
 		if err != nil {
@@ -203,4 +212,61 @@ func readChunk(ctx context.Context, store *dataset.Store, key string) ([]traced,
 		out = append(out, t)
 	}
 	return out, sc.Err()
+}
+
+// dedupKeysKey is the object, next to the manifest, that lists the dedup keys of a dataset's
+// function-level items (for dedup_against in later runs).
+const dedupKeysKey = "dedup_keys.json"
+
+// dedupKeys is the content of dedup_keys.json.
+type dedupKeys struct {
+	Format string `json:"format"`
+	// Keys maps the dedup key (crawl.Item.DedupKey) of every function-level item planned into a
+	// batch to the item's key.
+	Keys map[string]string `json:"keys"`
+}
+
+// writeDedupKeys stores the dedup keys of the function-level items of plans.
+func writeDedupKeys(ctx context.Context, store *dataset.Store, plans []*plan) error {
+	d := dedupKeys{Format: "ndtrace-dedup-keys", Keys: map[string]string{}}
+	for _, p := range plans {
+		for _, b := range p.Batches {
+			for _, it := range b.Items {
+				if it.Repo == nil {
+					if _, ok := d.Keys[it.DedupKey()]; !ok {
+						d.Keys[it.DedupKey()] = it.Key
+					}
+				}
+			}
+		}
+	}
+	data, err := json.Marshal(d) // map keys sorted: the same items give the same bytes
+	if err != nil {
+		return err
+	}
+	if err := store.Bucket().WriteAll(ctx, dedupKeysKey, data, nil); err != nil {
+		return fmt.Errorf("write %s: %w", dedupKeysKey, err)
+	}
+	return nil
+}
+
+// readDedupKeys reads the dedup keys of the dataset at url.
+func readDedupKeys(ctx context.Context, url string) (map[string]string, error) {
+	store, err := dataset.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	data, err := store.ReadAll(ctx, dedupKeysKey)
+	if err != nil {
+		if dataset.IsNotExist(err) {
+			return nil, fmt.Errorf("%s has no %s (not an ndtrace dataset, or not committed)", url, dedupKeysKey)
+		}
+		return nil, err
+	}
+	var d dedupKeys
+	if err := json.Unmarshal(data, &d); err != nil || d.Format != "ndtrace-dedup-keys" {
+		return nil, fmt.Errorf("%s/%s is malformed", url, dedupKeysKey)
+	}
+	return d.Keys, nil
 }

@@ -57,6 +57,10 @@ type Spec struct {
 	// Dedup drops function-level items whose normalized source and input equal an earlier item's
 	// (default true).
 	Dedup *bool `yaml:"dedup" json:"dedup,omitempty"`
+	// DedupAgainst lists earlier datasets (URLs): function-level items already in one of them are
+	// duplicates here too (deduplication across runs; each dataset keeps its keys in
+	// dedup_keys.json).
+	DedupAgainst []string `yaml:"dedup_against" json:"dedup_against,omitempty"`
 	// Decontaminate lists evaluation sets: function-level items whose normalized source matches a
 	// function of one are excluded and counted per set.
 	Decontaminate []EvalSetSpec `yaml:"decontaminate" json:"decontaminate,omitempty"`
@@ -323,6 +327,14 @@ func (s Spec) Validate() error {
 	}
 	if d, err := time.ParseDuration(s.Limits.CheckoutTimeout); err != nil || d <= 0 {
 		return bad("limits.checkout_timeout", "%q is not a positive duration", s.Limits.CheckoutTimeout)
+	}
+	for i, u := range s.DedupAgainst {
+		if strings.TrimSpace(u) == "" {
+			return bad(fmt.Sprintf("dedup_against[%d]", i), "empty dataset URL")
+		}
+		if !s.DedupOn() {
+			return bad(fmt.Sprintf("dedup_against[%d]", i), "dedup is off")
+		}
 	}
 	for i, e := range s.Decontaminate {
 		if e.Path == "" {

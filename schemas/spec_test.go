@@ -37,6 +37,7 @@ func TestParseSpec(t *testing.T) {
 		{"sources:\n  - kind: jsonl\n    path: x\n    url: y\n", "sources[0]: url"},
 		{"sources:\n  - kind: examples\nlimits:\n  checkout_timeout: never\n", "limits.checkout_timeout"},
 		{"sources:\n  - kind: examples\ndecontaminate:\n  - name: x\n", "decontaminate[0].path"},
+		{"sources:\n  - kind: examples\ndedup: false\ndedup_against: [x]\n", "dedup_against[0]"},
 		{"sources:\n  - kind: examples\ndecontaminate:\n  - path: a/x.jsonl\n  - path: b/x.jsonl\n", "decontaminate[1].name"},
 		{"sources:\n  - kind: examples\n    pth: x\n", "pth"},
 	}

@@ -117,3 +117,47 @@ created_at: 2026-11-22T00:00:00Z
 		t.Errorf("checkout left behind: %s", e.Name())
 	}
 }
+
+// TestRunDedupAgainst produces the built-in examples twice: the second dataset names the first in
+// dedup_against, so every function-level item (the example functions and those found in the
+// example repository) is a duplicate across runs, and only repository-level rows remain.
+func TestRunDedupAgainst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--out", first}, &stdout, &stderr); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, stderr.String())
+	}
+	m1, _ := checkDataset(t, first)
+	second := filepath.Join(dir, "second")
+	spec := writeSpec(t, dir, fmt.Sprintf("name: again\noutput: %s\nsources:\n  - kind: examples\ndedup_against: [%s]\n", second, first))
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("second run: exit %d: %s", code, stderr.String())
+	}
+	m2, _ := checkDataset(t, second)
+	fnItems := m1.Counts["items"] - 1 // all but the repository
+	if m2.Counts["duplicates"] != fnItems {
+		t.Errorf("second run: %d duplicates, want %d (counts %v)", m2.Counts["duplicates"], fnItems, m2.Counts)
+	}
+	data, _ := os.ReadFile(filepath.Join(second, "rejects.jsonl"))
+	if !strings.Contains(string(data), " in "+first) {
+		t.Errorf("rejects do not name the earlier dataset:\n%s", data)
+	}
+	ctx := context.Background()
+	store, _ := dataset.Open(ctx, second)
+	defer store.Close()
+	for _, s := range m2.Shards {
+		rows, err := dataset.ReadRows(ctx, store, s.Path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Level != "repository" {
+				t.Errorf("a %s row in the second dataset: %s %s", r.Level, r.Path, r.QualName)
+			}
+		}
+	}
+}

@@ -186,24 +186,5 @@ func ReadPackedRows(ctx context.Context, store *Store, shardPath string, limit i
 	if !packedPathRE.MatchString(shardPath) {
 		return nil, fmt.Errorf("dataset: bad packed shard path %q (want %s)", shardPath, PackedShardPath("NAME"))
 	}
-	data, err := store.ReadAll(ctx, shardPath)
-	if err != nil {
-		return nil, err
-	}
-	f, err := openParquet(data)
-	if err != nil {
-		return nil, fmt.Errorf("dataset: packed shard %s: %w", shardPath, err)
-	}
-	var out []schemas.PackedRow
-	err = eachOf(f, func(_ int64, p *schemas.PackedRow) error {
-		if limit > 0 && len(out) >= limit {
-			return errStop
-		}
-		out = append(out, *p)
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return nil, fmt.Errorf("dataset: packed shard %s: %w", shardPath, err)
-	}
-	return out, nil
+	return readShard[schemas.PackedRow](ctx, store, "packed shard", shardPath, packedSchema, limit)
 }

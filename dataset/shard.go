@@ -234,19 +234,25 @@ func ReadRows(ctx context.Context, store *Store, shardPath string, limit int) ([
 	if !shardPathRE.MatchString(shardPath) {
 		return nil, fmt.Errorf("dataset: bad shard path %q (want %s)", shardPath, ShardPath("NAME"))
 	}
-	data, err := store.ReadAll(ctx, shardPath)
+	return readShard[schemas.Row](ctx, store, "shard", shardPath, expectedSchema, limit)
+}
+
+// readShard reads up to limit rows (all if limit <= 0) of type T from the shard at path, after
+// checking that its schema is want; kind names the shard in errors.
+func readShard[T any](ctx context.Context, store *Store, kind, path string, want *parquet.Schema, limit int) ([]T, error) {
+	data, err := store.ReadAll(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	f, err := openParquet(data)
 	if err != nil {
-		return nil, fmt.Errorf("dataset: shard %s: %w", shardPath, err)
+		return nil, fmt.Errorf("dataset: %s %s: %w", kind, path, err)
 	}
-	if err := compareSchema(f.Schema()); err != nil {
-		return nil, fmt.Errorf("dataset: shard %s: %w", shardPath, err)
+	if err := compareSchemaTo(want, f.Schema()); err != nil {
+		return nil, fmt.Errorf("dataset: %s %s: %w", kind, path, err)
 	}
-	var rows []schemas.Row
-	err = eachRow(f, func(_ int64, r *schemas.Row) error {
+	var rows []T
+	err = eachOf(f, func(_ int64, r *T) error {
 		if limit > 0 && len(rows) >= limit {
 			return errStop
 		}
@@ -254,7 +260,7 @@ func ReadRows(ctx context.Context, store *Store, shardPath string, limit int) ([
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return nil, fmt.Errorf("dataset: shard %s: %w", shardPath, err)
+		return nil, fmt.Errorf("dataset: %s %s: %w", kind, path, err)
 	}
 	return rows, nil
 }

@@ -50,15 +50,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.Fatalf("run: %s", stderr.String())
 		}
 		pipeTime += time.Since(t0)
-		store, err := dataset.Open(ctx, out)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := dataset.ReadManifest(ctx, store)
-		store.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
+		m := benchManifest(b, out)
 		trajectories += m.Totals.Rows
 		tokens += m.Totals.Tokens
 	}
@@ -85,7 +77,6 @@ func BenchmarkRepositories(b *testing.B) {
 	if err := os.WriteFile(listPath, []byte(list.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	var elapsed time.Duration
 	var rows, tests int64
 	for i := 0; i < b.N; i++ {
@@ -97,15 +88,7 @@ func BenchmarkRepositories(b *testing.B) {
 			b.Fatalf("run: %s", stderr.String())
 		}
 		elapsed += time.Since(t0)
-		store, err := dataset.Open(ctx, out)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := dataset.ReadManifest(ctx, store)
-		store.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
+		m := benchManifest(b, out)
 		rows += m.Totals.Rows
 		tests += m.Counts["tests_run"]
 	}
@@ -113,4 +96,20 @@ func BenchmarkRepositories(b *testing.B) {
 	b.ReportMetric(repos/elapsed.Hours(), "repos/hour")
 	b.ReportMetric(float64(rows)/repos, "trajectories/repo")
 	b.ReportMetric(float64(tests)/repos, "tests/repo")
+}
+
+// benchManifest reads the manifest of the dataset at url.
+func benchManifest(b *testing.B, url string) *dataset.Manifest {
+	b.Helper()
+	ctx := context.Background()
+	store, err := dataset.Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	m, err := dataset.ReadManifest(ctx, store)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndtrace/ndtrace/internal/testrepos"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -19,19 +20,7 @@ import (
 // sandbox's unprivileged uid can read it.
 func HostDir(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("NDTRACE_TEST_DIR")
-	if base == "" {
-		base = "/var/tmp"
-	}
-	dir, err := os.MkdirTemp(base, "ndtrace-test-")
-	if err != nil {
-		t.Fatalf("a directory for sandbox mounts (set NDTRACE_TEST_DIR to a directory outside /tmp): %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testrepos.MountableDir(t)
 }
 
 // WriteTree writes files (slash-separated relative path to content) under dir, world-readable.

@@ -227,6 +227,7 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(exampleManifestJSON))
 	f.Add([]byte(`{"format":"ndtrace-dataset","format_version":1,"schema_version":"1","created_at":"2026-01-01T00:00:00Z","config":null,"versions":{"tracer":"","pipeline":"","tokenizer":""},"shards":[],"totals":{"rows":0,"tokens":0,"learned_tokens":0,"shards":0}}`))
 	f.Add([]byte(`{"format":"ndtrace-dataset","format_version":1,"schema_version":"1","created_at":"2026-01-01T00:00:00+05:30","config":[1,{"b":2,"a":1e400}],"shards":[{"path":"shards/x.parquet","rows":9223372036854775807,"tokens":1,"learned_tokens":1,"bytes":1,"sha256":"` + strings.Repeat("0", 64) + `"},{"path":"shards/y.parquet","rows":1,"tokens":1,"learned_tokens":0,"bytes":1,"sha256":"` + strings.Repeat("1", 64) + `"}]}`))
+	f.Add([]byte(`{"format":"ndtrace-dataset","format_version":2,"schema_version":"1","created_at":"2026-01-01T00:00:00Z","config":null,"versions":{"tracer":"","pipeline":"","tokenizer":""},"shards":[],"totals":{"rows":0,"tokens":0,"learned_tokens":0,"shards":0},"packing":{"length":2048,"pad_id":7,"shards":[{"path":"packed/p.parquet","rows":2,"tokens":9,"learned_tokens":3,"bytes":10,"sha256":"` + strings.Repeat("2", 64) + `"}],"totals":{"rows":2,"tokens":9,"learned_tokens":3,"shards":1}}}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -314,7 +314,7 @@ func storeChunks(ctx context.Context, store *dataset.Store, chunks <-chan traced
 					return fmt.Errorf("encode traces of %s: %w", t.Item.Key, err)
 				}
 			}
-			if err := store.Bucket().WriteAll(ctx, ch.key, buf.Bytes(), nil); err != nil {
+			if err := store.Put(ctx, ch.key, buf.Bytes(), nil); err != nil {
 				return fmt.Errorf("store traces: %w", err)
 			}
 		}
@@ -691,7 +691,7 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	}
 	counts["items"] = items
 	counts["rejects"] = int64(len(rejects))
-	if err := store.Bucket().WriteAll(ctx, rejectsKey, buf.Bytes(), nil); err != nil {
+	if err := store.Put(ctx, rejectsKey, buf.Bytes(), nil); err != nil {
 		return FinalizeResult{}, fmt.Errorf("write rejects: %w", err)
 	}
 	if err := writeDedupKeys(ctx, store, plans); err != nil {

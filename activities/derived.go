@@ -162,7 +162,7 @@ func (a *Activities) PlanFunctions(ctx context.Context, in PlanFunctionsInput) (
 					return PlanResult{}, err
 				}
 			}
-			if err := store.Bucket().WriteAll(ctx, chunkKey(b.Hash, c), buf.Bytes(), nil); err != nil {
+			if err := store.Put(ctx, chunkKey(b.Hash, c), buf.Bytes(), nil); err != nil {
 				return PlanResult{}, fmt.Errorf("store traces: %w", err)
 			}
 		}
@@ -244,7 +244,7 @@ func writeDedupKeys(ctx context.Context, store *dataset.Store, plans []*plan) er
 	if err != nil {
 		return err
 	}
-	if err := store.Bucket().WriteAll(ctx, dedupKeysKey, data, nil); err != nil {
+	if err := store.Put(ctx, dedupKeysKey, data, nil); err != nil {
 		return fmt.Errorf("write %s: %w", dedupKeysKey, err)
 	}
 	return nil

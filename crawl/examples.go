@@ -86,7 +86,7 @@ func NewFetcher(ctx context.Context) (*Fetcher, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("crawl: example repository store: %w", err)
 	}
-	if err := store.Bucket().WriteAll(ctx, "textstats.tar", ExamplesRepoTar(), nil); err != nil {
+	if err := store.Put(ctx, "textstats.tar", ExamplesRepoTar(), nil); err != nil {
 		store.Close()
 		return nil, nil, fmt.Errorf("crawl: example repository store: %w", err)
 	}

@@ -1038,10 +1038,10 @@ func WriteStats(ctx context.Context, store *Store, s *Stats) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Bucket().WriteAll(ctx, StatsParquetKey, pq, &blob.WriterOptions{ContentType: ShardContentType}); err != nil {
+	if err := store.Put(ctx, StatsParquetKey, pq, &blob.WriterOptions{ContentType: ShardContentType}); err != nil {
 		return store.wrap("write", StatsParquetKey, err)
 	}
-	if err := store.Bucket().WriteAll(ctx, StatsKey, js, &blob.WriterOptions{ContentType: manifestContentType}); err != nil {
+	if err := store.Put(ctx, StatsKey, js, &blob.WriterOptions{ContentType: manifestContentType}); err != nil {
 		return store.wrap("write", StatsKey, err)
 	}
 	return nil

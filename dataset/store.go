@@ -1,12 +1,14 @@
 package dataset
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -28,6 +30,7 @@ import (
 type Store struct {
 	url    string // the URL it was opened with, for messages (credentials redacted)
 	bucket *blob.Bucket
+	azure  bool // an azblob:// store: PutOnce writes with Bucket.Upload (see putObject)
 }
 
 // ErrConflict is returned (wrapped) when a shard or manifest already exists with different content.
@@ -109,7 +112,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		if prefix != "" {
 			b = blob.PrefixedBucket(b, prefix+"/")
 		}
-		return &Store{url: shown, bucket: b}, nil
+		return &Store{url: shown, bucket: b, azure: u.Scheme == "azblob"}, nil
 	default:
 		return nil, fmt.Errorf("dataset: open %s: unsupported scheme %q (want file, mem, s3, gs or azblob)", shown, u.Scheme)
 	}
@@ -241,7 +244,7 @@ func (s *Store) PutOnce(ctx context.Context, key string, data []byte, contentTyp
 		IfNotExist:  true,
 		BufferSize:  8 << 20,
 	}
-	err = s.bucket.WriteAll(ctx, key, data, opts)
+	err = s.putObject(ctx, key, data, opts)
 	if err == nil {
 		return true, nil
 	}
@@ -256,6 +259,32 @@ func (s *Store) PutOnce(ctx context.Context, key string, data []byte, contentTyp
 		return false, fmt.Errorf("dataset: write %s in %s: the key exists with different content: %w", key, s.url, ErrConflict)
 	}
 	return false, nil
+}
+
+// Put writes data under key, replacing what is there (for objects that are not content-addressed:
+// the manifest, statistics, rejects, the work area). Use it rather than Bucket().WriteAll, which
+// panics on Azure when a write fails (see putObject).
+func (s *Store) Put(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
+	return s.putObject(ctx, key, data, opts)
+}
+
+// putObject writes data under key. On Azure it uses Bucket.Upload rather than WriteAll: in
+// gocloud.dev v0.47.0 the azureblob writer panics (nil *io.PipeReader in Close) when an upload that
+// went through Write fails, as a write refused by IfNotExist does; Upload takes another path, which
+// gocloud uses only when no ContentMD5 is set (WriteAll always sets one). Elsewhere WriteAll also
+// sends the MD5 of data for the server to check.
+func (s *Store) putObject(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
+	if !s.azure {
+		return s.bucket.WriteAll(ctx, key, data, opts)
+	}
+	var o blob.WriterOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.ContentType == "" {
+		o.ContentType = http.DetectContentType(data) // what WriteAll would have detected
+	}
+	return s.bucket.Upload(ctx, key, bytes.NewReader(data), &o)
 }
 
 // holds reports whether key holds size bytes with the given hex SHA-256.

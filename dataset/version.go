@@ -29,7 +29,7 @@ func CommitVersion(ctx context.Context, store *Store, m Manifest) (*Manifest, er
 	if _, err := store.PutOnce(ctx, VersionKey(m.CreatedAt), data, manifestContentType, md); err != nil {
 		return nil, fmt.Errorf("dataset: version %s: %w", m.CreatedAt.UTC().Format(time.RFC3339Nano), err)
 	}
-	if err := store.Bucket().WriteAll(ctx, ManifestKey, data, &blob.WriterOptions{ContentType: manifestContentType, Metadata: md}); err != nil {
+	if err := store.Put(ctx, ManifestKey, data, &blob.WriterOptions{ContentType: manifestContentType, Metadata: md}); err != nil {
 		return nil, fmt.Errorf("dataset: write %s in %s: %w", ManifestKey, store.URL(), err)
 	}
 	return ParseManifest(data)

@@ -3,9 +3,7 @@ package dataset
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -19,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // versitygwInstall is the command that installs the S3 gateway the integration test runs.
@@ -151,76 +148,10 @@ func createBucket(t *testing.T, endpoint, bucket string) {
 func TestVersityGW(t *testing.T) {
 	ep, root := startVersityGW(t)
 	createBucket(t, ep, "ndtrace")
-	ctx := context.Background()
-	url := s3URL("ndtrace", "datasets/run-1", ep)
-	s := openTest(t, url)
-
-	// Shard 0: ordinary rows. Shard 1: ~10 MB of incompressible text, more than the 8 MiB upload
-	// buffer, so it goes up as a multipart upload.
-	rng := rand.New(rand.NewPCG(3, 4))
-	var big []schemas.Row
-	for i := range 40 {
-		text := make([]byte, 256<<10)
-		for j := range text {
-			text[j] = byte('!' + rng.IntN(90))
-		}
-		big = append(big, makeRow(t, 1000+i, trajectoryText(i, 2)+string(text)))
-	}
-	shards := [][]schemas.Row{makeRows(t, 0, 20), big}
-	var infos []ShardInfo
-	for i, rows := range shards {
-		info, err := WriteShard(ctx, s, fmt.Sprintf("part-%05d", i), rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos = append(infos, info)
-	}
-	if infos[1].Bytes < 9<<20 {
-		t.Fatalf("the big shard has only %d bytes", infos[1].Bytes)
-	}
-	// Idempotent re-writes, and conflicts, for the small and the multipart shard.
-	for i, rows := range shards {
-		name := fmt.Sprintf("part-%05d", i)
-		again, err := WriteShard(ctx, s, name, rows)
-		if err != nil || again != infos[i] {
-			t.Fatalf("rewrite of %s: %+v, %v", name, again, err)
-		}
-		other := append([]schemas.Row{makeRow(t, 99999, trajectoryText(99999, 1))}, rows[1:]...)
-		if _, err := WriteShard(ctx, s, name, other); !errors.Is(err, ErrConflict) {
-			t.Fatalf("conflicting write of %s: %v", name, err)
-		}
-	}
-	m, err := WriteManifest(ctx, s, Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: infos,
-		Config: []byte(`{"server":"versitygw"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := WriteManifest(ctx, s, *m); err != nil {
-		t.Fatalf("recommit: %v", err)
-	}
-
-	// A separate reader validates it.
-	r := openTest(t, url)
-	rep, err := Check(ctx, r, testLookup, CheckOptions{})
-	if err != nil || !rep.OK() {
-		t.Fatalf("Check = %+v, %v", rep.Problems, err)
-	}
-	if rep.Rows != 60 || rep.Shards != 2 {
-		t.Errorf("checked %d rows in %d shards", rep.Rows, rep.Shards)
-	}
+	checkServerDataset(t, "versitygw", func(prefix string) string { return s3URL("ndtrace", prefix, ep) })
 	// The posix backend stores objects as plain files under <root>/<bucket>/<key>.
 	data, err := os.ReadFile(filepath.Join(root, "ndtrace", "datasets", "run-1", ManifestKey))
 	if err != nil || !strings.Contains(string(data), `"server": "versitygw"`) {
 		t.Errorf("manifest on the gateway's disk: %v\n%s", err, data)
-	}
-
-	// Corrupt a shard behind the dataset's back: Validate names it.
-	if err := s.Bucket().WriteAll(ctx, infos[0].Path, []byte("broken"), nil); err != nil {
-		t.Fatal(err)
-	}
-	err = Validate(ctx, r, testLookup)
-	var p *Problem
-	if !errors.As(err, &p) || p.Shard != infos[0].Path {
-		t.Errorf("Validate after corruption = %v", err)
 	}
 }

@@ -66,6 +66,21 @@ type testTrace struct {
 // returned only for what a retry may fix.
 func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Limits, co crawl.CheckoutLimits, alive func()) (traced, error) {
 	t := traced{Item: it}
+	// Checkout and collection can take minutes: keep the activity's heartbeat going meanwhile.
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-tick.C:
+				alive()
+			case <-done:
+				return
+			}
+		}
+	}()
 	bad := func(format string, args ...any) (traced, error) {
 		t.Status, t.Detail = schemas.StatusInvalid, fmt.Sprintf(format, args...)
 		return t, nil

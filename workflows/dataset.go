@@ -219,8 +219,9 @@ func BatchWorkflow(ctx workflow.Context, in activities.BatchInput) (activities.B
 	}
 	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: activities.TraceQueue,
-		// Every item may take the whole wall-clock limit.
-		StartToCloseTimeout: time.Duration(in.Spec.BatchSize)*(timeout+5*time.Second) + time.Minute,
+		// Every item may take the whole wall-clock limit; a repository, every test twice, after its
+		// checkout and collection. The heartbeat timeout catches a stuck attempt long before.
+		StartToCloseTimeout: traceTimeout(in.Spec, timeout),
 		HeartbeatTimeout:    timeout + 30*time.Second, // a heartbeat follows every item
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadInput}},
@@ -244,3 +245,28 @@ func morePlans(st *DatasetState) []string {
 	}
 	return nil
 }
+
+// traceTimeout bounds one TraceBatch attempt: a batch of BatchSize items, or one repository with
+// up to max_tests tests run twice, each for at most the wall-clock limit (plus start-up slack),
+// after a checkout and a collection.
+func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
+	runs := spec.BatchSize
+	for _, src := range spec.Sources {
+		switch src.Kind {
+		case "repository", "examples":
+			tests := src.MaxTests
+			if tests == 0 {
+				tests = 500
+			}
+			checkout, _ := time.ParseDuration(spec.Limits.CheckoutTimeout)
+			if d := time.Duration(2*tests+maxFunctionRuns)*(perRun+5*time.Second) + checkout + 2*time.Minute; d > time.Duration(runs)*(perRun+5*time.Second) {
+				runs = int(d / (perRun + 5*time.Second))
+			}
+		}
+	}
+	return time.Duration(runs)*(perRun+5*time.Second) + time.Minute
+}
+
+// maxFunctionRuns is how many function-level items one repository gives at most (traced in the
+// repository's activity); it matches activities' cap.
+const maxFunctionRuns = 200

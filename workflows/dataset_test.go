@@ -131,3 +131,23 @@ func converterFor(t *testing.T) interface {
 	t.Helper()
 	return converter.GetDefaultDataConverter()
 }
+
+func TestTraceTimeout(t *testing.T) {
+	fn := schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "jsonl", Path: "x"}}}.WithDefaults()
+	repo := schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "repository", URL: "x", MaxTests: 10}}}.WithDefaults()
+	tests := []struct {
+		name string
+		spec schemas.Spec
+		want time.Duration
+	}{
+		// 64 items of at most 10 s (+5 s slack) each, plus a minute.
+		{"functions", fn, 64*15*time.Second + time.Minute},
+		// 10 tests twice and 200 functions, a 5 min checkout and a 2 min collection.
+		{"repository", repo, time.Duration((220*15+7*60)/15)*15*time.Second + time.Minute},
+	}
+	for _, tc := range tests {
+		if got := traceTimeout(tc.spec, 10*time.Second); got != tc.want {
+			t.Errorf("%s: traceTimeout = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

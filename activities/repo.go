@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,8 +82,12 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 			}
 		}
 	}()
+	checkout := "" // the checkout's folder, once made: reasons name files relative to it
 	bad := func(format string, args ...any) (traced, error) {
 		t.Status, t.Detail = schemas.StatusInvalid, fmt.Sprintf(format, args...)
+		if checkout != "" {
+			t.Detail = strings.ReplaceAll(t.Detail, checkout+"/", "")
+		}
 		return t, nil
 	}
 	fetcher := a.Fetcher
@@ -102,6 +107,7 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 		return t, fmt.Errorf("check out %s: %w", it.Key, err)
 	}
 	defer w.Remove()
+	checkout = w.Dir
 	// The checkout must be reachable by the sandbox's unprivileged uids: open up every folder
 	// from the scratch space down to it (os.MkdirTemp makes them private).
 	if err := openPath(scratch, w.Dir); err != nil {
@@ -146,7 +152,7 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 		return t, fmt.Errorf("collect tests of %s: %w", it.Key, err)
 	}
 	switch {
-	case col.MissingModule != "":
+	case col.MissingModule != "" && len(col.Tests) == 0:
 		return bad("missing module %s", col.MissingModule)
 	case col.Status != schemas.StatusOK:
 		return bad("test collection failed: %s: %s", col.Status, col.Detail)
@@ -156,6 +162,10 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 		return bad("no tests found")
 	}
 	rt := &repoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}}
+	if col.MissingModule != "" {
+		// Some test files need a dependency that is not provided; the others still run.
+		rt.Counts["missing_module:"+col.MissingModule]++
+	}
 	tests := col.Tests
 	if n := it.Repo.MaxTests; n > 0 && len(tests) > n {
 		tests = tests[:n]
@@ -164,15 +174,22 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 	for _, test := range tests {
 		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim}
 		plain, err := sb.RunTest(ctx, req)
-		if err != nil {
-			return t, fmt.Errorf("run %s of %s: %w", test, it.Key, err)
-		}
-		req.Traced = true
-		tr, err := sb.RunTest(ctx, req)
-		if err != nil {
-			return t, fmt.Errorf("trace %s of %s: %w", test, it.Key, err)
+		var tr *sandbox.TestResult
+		if err == nil {
+			req.Traced = true
+			tr, err = sb.RunTest(ctx, req)
 		}
 		alive()
+		if err != nil {
+			if ctx.Err() != nil {
+				return t, ctx.Err()
+			}
+			// The sandbox failed on this test (it restarts for the next one): count it and go
+			// on, so that one test cannot fail its whole repository on every retry.
+			slog.Warn("sandbox failed on a test", "repo", it.Key, "test", test, "err", err)
+			rt.Counts["tests:sandbox_error"]++
+			continue
+		}
 		rt.Counts["tests:"+outcomeKey(plain)]++
 		if outcomeKey(plain) != outcomeKey(tr) && tr.Result.Status != schemas.StatusEventLimit {
 			// The outcome changed under tracing (repr side effects, reference counts, timing):

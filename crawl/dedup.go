@@ -1,7 +1,6 @@
 package crawl
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -184,27 +183,21 @@ func ReadEvalSet(ctx context.Context, name, path string) (*EvalSet, error) {
 		return nil, fmt.Errorf("evaluation set %s: %w", name, err)
 	}
 	set := &EvalSet{Name: name, Keys: map[string]bool{}}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
+	err = EachLine(bytes.NewReader(data), func(line int, text []byte) error {
 		var row struct {
 			Code *string `json:"code"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			return nil, fmt.Errorf("evaluation set %s: %s line %d: %w", name, path, line, err)
+		if err := json.Unmarshal(text, &row); err != nil {
+			return fmt.Errorf("evaluation set %s: %s line %d: %w", name, path, line, err)
 		}
 		if row.Code == nil {
-			return nil, fmt.Errorf("evaluation set %s: %s line %d: no \"code\" field", name, path, line)
+			return fmt.Errorf("evaluation set %s: %s line %d: no \"code\" field", name, path, line)
 		}
 		set.Keys[SourceKey(*row.Code)] = true
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("evaluation set %s: %s: %w", name, path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return set, nil
 }

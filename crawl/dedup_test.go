@@ -2,6 +2,8 @@ package crawl
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,4 +86,19 @@ func FuzzNormalizeSource(f *testing.F) {
 			t.Fatalf("not stable: %q -> %q -> %q", src, n, again)
 		}
 	})
+}
+
+func TestEachLine(t *testing.T) {
+	var got []string
+	err := EachLine(strings.NewReader("a\n\n  b  \r\n\t\nc"), func(line int, text []byte) error {
+		got = append(got, fmt.Sprintf("%d:%s", line, text))
+		return nil
+	})
+	if err != nil || strings.Join(got, " ") != "1:a 3:b 5:c" {
+		t.Errorf("EachLine = %v, %v", got, err)
+	}
+	stop := errors.New("stop")
+	if err := EachLine(strings.NewReader("a\nb\n"), func(int, []byte) error { return stop }); err != stop {
+		t.Errorf("the callback's error is not returned: %v", err)
+	}
 }

@@ -1,7 +1,6 @@
 package crawl
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -128,29 +127,21 @@ func Items(ctx context.Context, src schemas.SourceSpec) ([]Item, []Reject, error
 		if err != nil {
 			return nil, nil, err
 		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		line := 0
-		for sc.Scan() {
-			line++
-			text := strings.TrimSpace(sc.Text())
-			if text == "" {
-				continue
-			}
+		err = EachLine(bytes.NewReader(data), func(line int, text []byte) error {
 			key := fmt.Sprintf("%s:%d", src.Path, line)
 			var row struct {
 				ID, Code, Input string
 			}
-			if err := json.Unmarshal([]byte(text), &row); err != nil {
+			if err := json.Unmarshal(text, &row); err != nil {
 				rejects = append(rejects, Reject{Source: src.Path, Key: key, Reason: "malformed JSON: " + err.Error()})
-				continue
+				return nil
 			}
 			if row.ID != "" {
 				key = src.Path + "#" + row.ID
 			}
 			if strings.TrimSpace(row.Code) == "" {
 				rejects = append(rejects, Reject{Source: src.Path, Key: key, Reason: "missing code"})
-				continue
+				return nil
 			}
 			id := row.ID
 			if id == "" {
@@ -158,8 +149,9 @@ func Items(ctx context.Context, src schemas.SourceSpec) ([]Item, []Reject, error
 			}
 			items = append(items, Item{Key: key, Path: src.Path, SourceID: id, Code: row.Code, Filename: "main.py",
 				Call: fmt.Sprintf("%s(%s)", src.Func, row.Input), QualName: src.Func})
-		}
-		if err := sc.Err(); err != nil {
+			return nil
+		})
+		if err != nil {
 			return nil, nil, fmt.Errorf("read %s: %w", src.Path, err)
 		}
 	case "repository":

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -151,30 +152,23 @@ func readCruxRows(path string) ([]numberedRow, []rejectRow, error) {
 	defer f.Close()
 	var rows []numberedRow
 	var bad []rejectRow
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
+	err = crawl.EachLine(f, func(line int, text []byte) error {
 		var r cruxRow
-		if err := json.Unmarshal([]byte(text), &r); err != nil {
+		if err := json.Unmarshal(text, &r); err != nil {
 			bad = append(bad, rejectRow{Line: line, Reason: "malformed JSON: " + err.Error()})
-			continue
+			return nil
 		}
 		if r.Code == "" {
 			bad = append(bad, rejectRow{ID: r.ID, Line: line, Reason: "missing code"})
-			continue
+			return nil
 		}
 		if r.ID == "" {
 			r.ID = fmt.Sprintf("line-%d", line)
 		}
 		rows = append(rows, numberedRow{r, line})
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return rows, bad, nil

@@ -61,6 +61,17 @@ func Pack(rows []schemas.Row, seqLen int, padID int32) (packed []schemas.PackedR
 	return packed, tooLong, nil
 }
 
+// countTrue counts the true entries of a loss mask: the tokens learned.
+func countTrue(mask []bool) int64 {
+	n := int64(0)
+	for _, m := range mask {
+		if m {
+			n++
+		}
+	}
+	return n
+}
+
 // packedID is a packed sequence's id: the hex SHA-256 of its rows' ids, each followed by a zero byte.
 func packedID(rowIDs []string) string {
 	h := sha256.New()
@@ -136,11 +147,7 @@ func EncodePackedShard(seqs []schemas.PackedRow, seqLen int) ([]byte, ShardInfo,
 			return nil, ShardInfo{}, fmt.Errorf("dataset: encode packed shard: sequence %d column %s: %s", i, col, msg)
 		}
 		info.Tokens += int64(seqs[i].NumTokens)
-		for _, m := range seqs[i].LossMask {
-			if m {
-				info.LearnedTokens++
-			}
-		}
+		info.LearnedTokens += countTrue(seqs[i].LossMask)
 	}
 	// Sequences have the same size: row groups of ~64 MiB of ids, at most MaxRowsPerRowGroup rows.
 	perGroup := max(1, min(MaxRowsPerRowGroup, MaxRowGroupBytes/(5*seqLen+64)))

@@ -137,11 +137,7 @@ func BuildRow(src Source, tree *debugger.Tree, code string, events []schemas.Eve
 		CodeChars: int32(len([]rune(traj.Code))), TracerVersion: o.TracerVersion, PipelineVersion: PipelineVersion,
 		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
 	}
-	for _, m := range mask {
-		if m {
-			row.NumLearned++
-		}
-	}
+	row.NumLearned = int32(countTrue(mask))
 	countActions(&row, traj)
 	countEvents(&row, events)
 	row.ID = RowID(row)

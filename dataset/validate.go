@@ -197,43 +197,21 @@ func (c *checker) shard(ctx context.Context, m *Manifest, s ShardInfo) error {
 	if f == nil {
 		return err
 	}
-	if err := compareSchema(f.Schema()); err != nil {
-		var se *schemaError
-		if errors.As(err, &se) {
-			c.add(s.Path, -1, se.column, se.msg)
-		} else {
-			c.add(s.Path, -1, "", err.Error())
-		}
+	if !c.schemaOK(s.Path, expectedSchema, f) {
 		return nil
 	}
 	if v, _ := f.Lookup(MetaSchemaVersion); v != m.SchemaVersion {
 		c.add(s.Path, -1, "", fmt.Sprintf("key-value metadata %s is %q, the manifest says %q", MetaSchemaVersion, v, m.SchemaVersion))
 	}
-	var rows, tokens, learned int64
-	err = eachRow(f, func(i int64, r *schemas.Row) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if c.stop() {
-			return errStop
-		}
-		rows++
-		tokens += int64(r.NumTokens)
-		learned += int64(r.NumLearned)
+	rows, tokens, learned, err := scanShard(ctx, c, s.Path, f, func(i int64, r *schemas.Row) (int64, int64) {
 		c.row(s.Path, i, r, m)
 		if c.members != nil && len(r.InputIDs) == len(r.LossMask) {
 			c.members[r.ID] = segmentDigest(r.InputIDs, r.LossMask)
 		}
-		return nil
+		return int64(r.NumTokens), int64(r.NumLearned)
 	})
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case errors.Is(err, errStop):
-		return nil
-	case err != nil:
-		c.add(s.Path, -1, "", err.Error())
-		return nil
+	if rows < 0 || err != nil {
+		return err
 	}
 	c.rep.Rows += rows
 	c.rep.Tokens += tokens
@@ -245,6 +223,51 @@ func (c *checker) shard(ctx context.Context, m *Manifest, s ShardInfo) error {
 		c.add(s.Path, -1, "num_learned", fmt.Sprintf("rows sum to %d learned tokens, the manifest says %d", learned, s.LearnedTokens))
 	}
 	return nil
+}
+
+// schemaOK reports whether f has exactly the schema want, recording the difference as a problem of
+// the shard at path if not.
+func (c *checker) schemaOK(path string, want *parquet.Schema, f *parquet.File) bool {
+	err := compareSchemaTo(want, f.Schema())
+	if err == nil {
+		return true
+	}
+	var se *schemaError
+	if errors.As(err, &se) {
+		c.add(path, -1, se.column, se.msg)
+	} else {
+		c.add(path, -1, "", err.Error())
+	}
+	return false
+}
+
+// scanShard calls visit for every row of f, in order, and sums the rows and the tokens and learned
+// tokens visit returns. rows is -1 when the scan stopped early: the check is full, ctx ended (the
+// error), or the file could not be read to the end (recorded as a problem of path).
+func scanShard[T any](ctx context.Context, c *checker, path string, f *parquet.File, visit func(i int64, r *T) (tokens, learned int64)) (rows, tokens, learned int64, err error) {
+	err = eachOf(f, func(i int64, r *T) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c.stop() {
+			return errStop
+		}
+		rows++
+		t, l := visit(i, r)
+		tokens += t
+		learned += l
+		return nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return -1, 0, 0, ctx.Err()
+	case errors.Is(err, errStop):
+		return -1, 0, 0, nil
+	case err != nil:
+		c.add(path, -1, "", err.Error())
+		return -1, 0, 0, nil
+	}
+	return rows, tokens, learned, nil
 }
 
 // open reads the shard s names and checks its size and sha256; it returns the file, or nil (with the
@@ -291,44 +314,18 @@ func (c *checker) packedShard(ctx context.Context, m *Manifest, s ShardInfo) err
 	if f == nil {
 		return err
 	}
-	if err := compareSchemaTo(packedSchema, f.Schema()); err != nil {
-		var se *schemaError
-		if errors.As(err, &se) {
-			c.add(s.Path, -1, se.column, se.msg)
-		} else {
-			c.add(s.Path, -1, "", err.Error())
-		}
+	if !c.schemaOK(s.Path, packedSchema, f) {
 		return nil
 	}
 	if v, _ := f.Lookup(MetaPackLength); v != strconv.Itoa(m.Packing.Length) {
 		c.add(s.Path, -1, "", fmt.Sprintf("key-value metadata %s is %q, the manifest's packing length is %d", MetaPackLength, v, m.Packing.Length))
 	}
-	var rows, tokens, learned int64
-	err = eachOf(f, func(i int64, p *schemas.PackedRow) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if c.stop() {
-			return errStop
-		}
-		rows++
-		tokens += int64(p.NumTokens)
-		for _, b := range p.LossMask {
-			if b {
-				learned++
-			}
-		}
+	rows, tokens, learned, err := scanShard(ctx, c, s.Path, f, func(i int64, p *schemas.PackedRow) (int64, int64) {
 		c.packed(s.Path, i, p, m)
-		return nil
+		return int64(p.NumTokens), countTrue(p.LossMask)
 	})
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case errors.Is(err, errStop):
-		return nil
-	case err != nil:
-		c.add(s.Path, -1, "", err.Error())
-		return nil
+	if rows < 0 || err != nil {
+		return err
 	}
 	if tokens != s.Tokens {
 		c.add(s.Path, -1, "num_tokens", fmt.Sprintf("sequences sum to %d tokens, the manifest says %d", tokens, s.Tokens))
@@ -426,13 +423,7 @@ func rowProblem(r *schemas.Row) (column, msg string) {
 	case len(r.LossMask) != int(r.NumTokens):
 		return "loss_mask", fmt.Sprintf("%d entries, num_tokens says %d", len(r.LossMask), r.NumTokens)
 	}
-	learned := 0
-	for _, m := range r.LossMask {
-		if m {
-			learned++
-		}
-	}
-	if learned != int(r.NumLearned) {
+	if learned := countTrue(r.LossMask); learned != int64(r.NumLearned) {
 		return "num_learned", fmt.Sprintf("%d, loss_mask has %d true entries", r.NumLearned, learned)
 	}
 	return "", ""

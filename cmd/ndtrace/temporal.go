@@ -44,11 +44,14 @@ func (f *temporalFlags) register(fs *flag.FlagSet, required bool) {
 }
 
 // dial connects to the cluster.
-func (f *temporalFlags) dial() (client.Client, error) {
+func (f *temporalFlags) dial() (client.Client, error) { return f.dialWith(nil) }
+
+// dialWith connects to the cluster, recording the SDK's metrics in mh (nil: none).
+func (f *temporalFlags) dialWith(mh client.MetricsHandler) (client.Client, error) {
 	if f.addr == "" {
 		return nil, usagef("--temporal HOST:PORT is required")
 	}
-	c, err := client.Dial(client.Options{HostPort: f.addr, Namespace: f.namespace, Logger: sdkLogger()})
+	c, err := client.Dial(client.Options{HostPort: f.addr, Namespace: f.namespace, Logger: sdkLogger(), MetricsHandler: mh})
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", f.addr, err)
 	}
@@ -430,9 +433,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	opts := client.Options{HostPort: tf.addr, Namespace: tf.namespace, Logger: sdkLogger()}
+	var mh client.MetricsHandler
 	if reg := ws.wf.metrics; reg != nil {
-		opts.MetricsHandler = activities.TemporalMetricsHandler(reg)
+		mh = activities.TemporalMetricsHandler(reg)
 		srv, err := serveMetrics(ctx, wf.metricsAddr, reg)
 		if err != nil {
 			ws.close()
@@ -441,14 +444,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer srv.Close()
 		slog.Info("serving metrics", "addr", srv.Addr, "path", "/metrics")
 	}
-	if tf.addr == "" {
-		ws.close()
-		return usagef("--temporal HOST:PORT is required")
-	}
-	c, err := client.Dial(opts)
+	c, err := tf.dialWith(mh)
 	if err != nil {
 		ws.close()
-		return fmt.Errorf("connect to Temporal at %s: %w", tf.addr, err)
+		return err
 	}
 	defer c.Close()
 	stop, err := ws.start(c)

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -304,21 +303,28 @@ type tracedChunk struct {
 // storeChunks encodes and stores the chunks in the order they come and heartbeats the number
 // stored after each.
 func storeChunks(ctx context.Context, store *dataset.Store, chunks <-chan tracedChunk, hb *chunkHeartbeat) error {
-	var buf bytes.Buffer
 	for ch := range chunks {
 		if !ch.stored {
-			buf.Reset()
-			enc := json.NewEncoder(&buf)
-			for _, t := range ch.items {
-				if err := enc.Encode(t); err != nil {
-					return fmt.Errorf("encode traces of %s: %w", t.Item.Key, err)
-				}
-			}
-			if err := store.Put(ctx, ch.key, buf.Bytes(), nil); err != nil {
-				return fmt.Errorf("store traces: %w", err)
+			if err := writeChunk(ctx, store, ch.key, ch.items); err != nil {
+				return err
 			}
 		}
 		hb.storedThrough(ch.index)
+	}
+	return nil
+}
+
+// writeChunk stores traced items as one chunk of traces: JSON Lines, one item a line.
+func writeChunk(ctx context.Context, store *dataset.Store, key string, items []traced) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, t := range items {
+		if err := enc.Encode(t); err != nil {
+			return fmt.Errorf("encode traces of %s: %w", t.Item.Key, err)
+		}
+	}
+	if err := store.Put(ctx, key, buf.Bytes(), nil); err != nil {
+		return fmt.Errorf("store traces: %w", err)
 	}
 	return nil
 }
@@ -472,17 +478,11 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResu
 	rec := &BatchRecord{Index: in.Index, Hash: tr.Hash, Counts: map[string]int64{}}
 	var rows []schemas.Row
 	for c := 0; c < tr.Chunks; c++ {
-		data, err := store.ReadAll(ctx, chunkKey(tr.Hash, c))
+		ts, err := readChunk(ctx, store, chunkKey(tr.Hash, c))
 		if err != nil {
-			return BatchSummary{}, fmt.Errorf("read traces: %w", err)
+			return BatchSummary{}, err
 		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 1<<20), 1<<30)
-		for sc.Scan() {
-			var t traced
-			if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
-				return BatchSummary{}, fmt.Errorf("read traces: %w", err)
-			}
+		for _, t := range ts {
 			rec.Items++
 			var r []schemas.Row
 			var reason string
@@ -502,9 +502,6 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResu
 				continue
 			}
 			rows = append(rows, r...)
-		}
-		if err := sc.Err(); err != nil {
-			return BatchSummary{}, err
 		}
 		activity.RecordHeartbeat(ctx, c)
 	}

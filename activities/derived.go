@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -145,25 +143,14 @@ func (a *Activities) PlanFunctions(ctx context.Context, in PlanFunctionsInput) (
 	items := 0
 	for start := 0; start < len(kept); start += size {
 		ts := kept[start:min(start+size, len(kept))]
-		b := planBatch{}
-		h := sha256.New()
-		h.Write([]byte(p.SpecHash))
-		h.Write([]byte("functions from repositories"))
-		for _, t := range ts {
-			b.Items = append(b.Items, t.Item)
-			h.Write([]byte(t.Item.Hash()))
+		batchItems := make([]crawl.Item, len(ts))
+		for i, t := range ts {
+			batchItems[i] = t.Item
 		}
-		b.Hash = hex.EncodeToString(h.Sum(nil))
+		b := newBatch(p.SpecHash+"functions from repositories", batchItems)
 		for c := 0; c*traceChunk < len(ts); c++ {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			for _, t := range ts[c*traceChunk : min((c+1)*traceChunk, len(ts))] {
-				if err := enc.Encode(t); err != nil {
-					return PlanResult{}, err
-				}
-			}
-			if err := store.Put(ctx, chunkKey(b.Hash, c), buf.Bytes(), nil); err != nil {
-				return PlanResult{}, fmt.Errorf("store traces: %w", err)
+			if err := writeChunk(ctx, store, chunkKey(b.Hash, c), ts[c*traceChunk:min((c+1)*traceChunk, len(ts))]); err != nil {
+				return PlanResult{}, err
 			}
 		}
 		items += len(ts)

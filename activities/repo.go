@@ -108,11 +108,6 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 	}
 	defer w.Remove()
 	checkout = w.Dir
-	// The checkout must be reachable by the sandbox's unprivileged uids: open up every folder
-	// from the scratch space down to it (os.MkdirTemp makes them private).
-	if err := openPath(scratch, w.Dir); err != nil {
-		return t, err
-	}
 	paths := append([]string(nil), it.Repo.PythonPath...)
 	if it.Repo.Venv != "" {
 		sp, err := sandbox.VenvSitePackages(it.Repo.Venv)
@@ -295,22 +290,6 @@ func pin(r crawl.Resolved) string {
 		return r.Commit
 	}
 	return r.ContentHash
-}
-
-// openPath makes dir and every folder between root and it searchable and readable by all.
-func openPath(root, dir string) error {
-	root, err := filepath.Abs(root)
-	if err != nil {
-		return err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			return fmt.Errorf("open up the checkout: %w", err)
-		}
-		if d == root || d == filepath.Dir(d) || !strings.HasPrefix(d, root+"/") {
-			return nil
-		}
-	}
 }
 
 // outcomeKey is a test run's outcome, or its status when it did not finish.

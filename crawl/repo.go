@@ -234,6 +234,19 @@ func resolveErr(ctx context.Context, r Repo, err error) error {
 	return fmt.Errorf("crawl: resolve %s: %w", r, err)
 }
 
+// openPath makes dir and every folder between root (included) and it readable and searchable by
+// all (os.MkdirTemp makes its folders private).
+func openPath(root, dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return fmt.Errorf("open up the checkout: %w", err)
+		}
+		if d == root || d == filepath.Dir(d) || !strings.HasPrefix(d, root+"/") {
+			return nil
+		}
+	}
+}
+
 // Workdir is a materialized repository in a worker's scratch space.
 type Workdir struct {
 	// Dir is the repository's root: the checked-out tree (git, without its .git directory), the
@@ -259,7 +272,9 @@ func (w *Workdir) Remove() error {
 }
 
 // Checkout materializes r in a fresh folder inside scratch (created if missing) and returns it;
-// the caller must call [Workdir.Remove]. The content is pinned to what Resolve found:
+// the caller must call [Workdir.Remove]. Dir and every folder from scratch down to it are readable
+// and searchable by all users, so that a sandbox's unprivileged uid can read the checkout. The
+// content is pinned to what Resolve found:
 //
 //   - git: `git init` and `git fetch --depth 1` of exactly r.Commit (if the server refuses to serve
 //     an unadvertised commit, of r.Ref, checked to still be at r.Commit), then a detached checkout.
@@ -313,6 +328,9 @@ func (f *Fetcher) Checkout(ctx context.Context, r Resolved, scratch string, lim 
 	if err == nil {
 		w.Dir = dir
 		w.Files, w.Bytes, err = scanTree(cctx, r.Repo, dir, lim)
+	}
+	if err == nil {
+		err = openPath(scratch, dir)
 	}
 	if err != nil {
 		if rmErr := w.Remove(); rmErr != nil {

@@ -85,11 +85,21 @@ func TestExamplesRepo(t *testing.T) {
 	if res != repo.Resolved {
 		t.Errorf("Resolve = %+v, the examples item has %+v", res, repo.Resolved)
 	}
-	w, err := f.Checkout(ctx, res, t.TempDir(), CheckoutLimits{})
+	scratch := t.TempDir()
+	w, err := f.Checkout(ctx, res, scratch, CheckoutLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Remove()
+	// A sandbox's unprivileged uid must reach the checkout: every folder down to it is open.
+	for d := w.Dir; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o055 != 0o055 {
+			t.Errorf("%s is not readable and searchable by all: %v %v", d, fi.Mode(), err)
+		}
+		if d == scratch {
+			break
+		}
+	}
 	for _, name := range []string{"textstats.py", "tests/test_textstats.py", "tests/__init__.py"} {
 		if _, err := os.Stat(filepath.Join(w.Dir, name)); err != nil {
 			t.Error(err)

@@ -9,7 +9,10 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.3
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.111.0
 	github.com/dlclark/regexp2 v1.12.0
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/moby/profiles/seccomp v0.3.0
+	github.com/opencontainers/runtime-spec v1.2.1
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/pkoukk/tiktoken-go-loader v0.0.2
 	github.com/prometheus/common v0.62.0

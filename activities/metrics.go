@@ -19,7 +19,7 @@ func NewMetrics(reg *metrics.Registry) *Metrics { return &Metrics{reg: reg} }
 // killStatuses are the statuses of runs the sandbox stopped.
 var killStatuses = map[schemas.Status]bool{
 	schemas.StatusTimeout: true, schemas.StatusMemory: true, schemas.StatusOutputLimit: true,
-	schemas.StatusEventLimit: true, schemas.StatusKilled: true,
+	schemas.StatusEventLimit: true, schemas.StatusKilled: true, schemas.StatusTampered: true,
 }
 
 // traced records one traced item.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // A Backend starts the sandbox's interpreter in isolation. Every backend gives the same guarantees
@@ -32,8 +33,16 @@ type Launch struct {
 	Args []string
 	// Env is the complete environment of the interpreter.
 	Env []string
-	// ReadOnly are the host paths visible read-only at the same path.
+	// ReadOnly are the host paths visible read-only at the same path: /usr, the top-level
+	// library directories, the interpreter's prefix and the configured mounts (readOnlyPaths).
 	ReadOnly []string
+	// Support is a host directory the sandbox sees read-only at /.ndtrace (supportMount).
+	Support string
+	// CgroupDir, when set, is the cgroup v2 directory the sandbox must start in (clone3
+	// CLONE_INTO_CGROUP: SysProcAttr.UseCgroupFD).
+	CgroupDir *os.File
+	// ItemProcs, when set, must become fd 4 of the interpreter: the item group's cgroup.procs.
+	ItemProcs *os.File
 	// TmpBytes is the size of the private /tmp.
 	TmpBytes int64
 	// Ctrl is the zygote's end of the control socket; it must become fd 3.
@@ -133,4 +142,21 @@ func readOnlyPaths(python string, extra []string) ([]string, error) {
 		paths = append(paths, filepath.Clean(p))
 	}
 	return paths, nil
+}
+
+// extraFiles are the descriptors the interpreter inherits: the control socket as fd 3 and, with
+// cgroup v2, the item group's cgroup.procs as fd 4.
+func (l *Launch) extraFiles() []*os.File {
+	if l.ItemProcs != nil {
+		return []*os.File{l.Ctrl, l.ItemProcs}
+	}
+	return []*os.File{l.Ctrl}
+}
+
+// intoCgroup makes the process start in l.CgroupDir, if any.
+func (l *Launch) intoCgroup(attr *syscall.SysProcAttr) {
+	if l.CgroupDir != nil {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = int(l.CgroupDir.Fd())
+	}
 }

@@ -26,10 +26,7 @@ func (bwrap) Command(l *Launch) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bubblewrap not found (apt-get install bubblewrap): %w", err)
 	}
-	ro, err := readOnlyPaths(l.Python, l.ReadOnly)
-	if err != nil {
-		return nil, err
-	}
+	ro := l.ReadOnly
 	args := []string{"--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
 		"--hostname", "sandbox", "--clearenv"}
 	for _, p := range ro {
@@ -44,8 +41,24 @@ func (bwrap) Command(l *Launch) (*exec.Cmd, error) {
 	for _, p := range names {
 		args = append(args, "--symlink", links[p], p)
 	}
+	if l.Support != "" {
+		args = append(args, "--ro-bind", l.Support, supportMount)
+	}
+	// A minimal /dev: the harmless character devices, the usual links, and the directory each
+	// item mounts its own /dev/shm on; read-only with the rest of the root.
+	args = append(args, "--dir", "/dev", "--dir", "/dev/shm")
+	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
+		args = append(args, "--dev-bind", "/dev/"+d, "/dev/"+d)
+	}
+	for _, n := range []string{"fd", "stdin", "stdout", "stderr"} {
+		t := "/proc/self/fd"
+		if n != "fd" {
+			t += "/" + map[string]string{"stdin": "0", "stdout": "1", "stderr": "2"}[n]
+		}
+		args = append(args, "--symlink", t, "/dev/"+n)
+	}
 	args = append(args, "--size", strconv.FormatInt(l.TmpBytes, 10), "--tmpfs", "/tmp",
-		"--dev", "/dev", "--proc", "/proc", "--remount-ro", "/", "--chdir", "/tmp")
+		"--proc", "/proc", "--remount-ro", "/", "--chdir", "/tmp")
 	for _, kv := range l.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
@@ -55,8 +68,9 @@ func (bwrap) Command(l *Launch) (*exec.Cmd, error) {
 	args = append(args, "--own-pidns")
 	cmd := exec.Command(path, args...)
 	cmd.Env = []string{}
-	cmd.ExtraFiles = []*os.File{l.Ctrl}
+	cmd.ExtraFiles = l.extraFiles()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
+	l.intoCgroup(cmd.SysProcAttr)
 	if os.Geteuid() == 0 {
 		uid, _ := hostUIDs()
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid, NoSetGroups: false}

@@ -17,8 +17,12 @@ type Limits struct {
 	WallTime time.Duration
 	// CPUTime is the CPU-time limit of one run, rounded up to whole seconds (status timeout).
 	CPUTime time.Duration
-	// AddressSpace is RLIMIT_AS in bytes (status memory when the code runs out).
+	// AddressSpace is RLIMIT_AS in bytes, per process (status memory when the code runs out).
 	AddressSpace int64
+	// Memory bounds the item as a whole (all its processes, its /tmp and /dev/shm, kernel memory):
+	// cgroup v2 memory.max where the worker has a delegated cgroup v2 (see Config.Cgroup). Without
+	// one, the item's memory is bounded by Processes x AddressSpace + TmpBytes + ShmBytes.
+	Memory int64
 	// Processes is RLIMIT_NPROC for the run's uid: how many processes the code may have at once.
 	Processes int
 	// FileSize is RLIMIT_FSIZE: the largest file the code may write, in bytes.
@@ -42,6 +46,7 @@ var DefaultLimits = Limits{
 	WallTime:     10 * time.Second,
 	CPUTime:      10 * time.Second,
 	AddressSpace: 1 << 30,
+	Memory:       2 << 30,
 	Processes:    64,
 	FileSize:     64 << 20,
 	OpenFiles:    256,
@@ -65,6 +70,9 @@ func mergeLimits(base, over Limits) Limits {
 	}
 	if over.AddressSpace > 0 {
 		base.AddressSpace = over.AddressSpace
+	}
+	if over.Memory > 0 {
+		base.Memory = over.Memory
 	}
 	if over.Processes > 0 {
 		base.Processes = over.Processes
@@ -113,10 +121,20 @@ type Config struct {
 	// directory of the form .../lib/pythonX.Y/site-packages must match the interpreter's X.Y, or
 	// New fails. Test runs never trace code under these directories.
 	PythonPath []string
-	// TmpBytes is the size of the private writable /tmp. Default 64 MiB.
+	// TmpBytes is the size of each item's private writable /tmp (a fresh tmpfs per item).
+	// Default 64 MiB.
 	TmpBytes int64
+	// ShmBytes is the size of each item's /dev/shm (a fresh tmpfs per item) and the most System V
+	// shared memory an item may hold at a time. Default 16 MiB.
+	ShmBytes int64
 	// Limits are the default limits of every run; a Request may override them.
 	Limits Limits
+	// Cgroup selects per-item resource accounting: "auto" (the default) uses cgroup v2 when the
+	// worker has a delegated group with the memory and pids controllers (Kubernetes with writable
+	// cgroups, a systemd unit with Delegate=yes): every item gets memory.max (Limits.Memory) and
+	// pids.max (Limits.Processes plus the item's two supervising processes) as a whole. "off"
+	// uses only the per-process rlimits. docs/sandbox.md says what each bounds.
+	Cgroup string
 	// RecycleAfter restarts the sandbox after this many runs, so state a run could leave in the
 	// interpreter never accumulates. Default 500.
 	RecycleAfter int
@@ -181,8 +199,17 @@ func sitePackagesVersion(dir string) string {
 
 var pythonDirRE = regexp.MustCompile(`^python(\d+\.\d+)$`)
 
+// Values of Config.Cgroup.
+const (
+	CgroupAuto = "auto"
+	CgroupOff  = "off"
+)
+
 // validate checks the paths of a configuration (defaults filled in).
 func (c Config) validate() error {
+	if c.Cgroup != CgroupAuto && c.Cgroup != CgroupOff {
+		return fmt.Errorf("sandbox: cgroup %q: want %q or %q", c.Cgroup, CgroupAuto, CgroupOff)
+	}
 	for _, p := range c.ReadOnly {
 		if err := checkHostPath("read-only path", p); err != nil {
 			return err
@@ -244,11 +271,17 @@ func (c Config) withDefaults() Config {
 	if c.Backend == "" {
 		c.Backend = "namespaces"
 	}
+	if c.Cgroup == "" {
+		c.Cgroup = CgroupAuto
+	}
 	if c.Python == "" {
 		c.Python = "/usr/bin/python3"
 	}
 	if c.TmpBytes <= 0 {
 		c.TmpBytes = 64 << 20
+	}
+	if c.ShmBytes <= 0 {
+		c.ShmBytes = 16 << 20
 	}
 	c.Limits = c.Limits.withDefaults()
 	if c.RecycleAfter <= 0 {

@@ -35,6 +35,7 @@ func (namespaces) Name() string { return "namespaces" }
 type nsinitConfig struct {
 	Root     string            `json:"root"`
 	ReadOnly []string          `json:"ro"`
+	Support  string            `json:"support"`
 	Links    map[string]string `json:"links"`
 	TmpBytes int64             `json:"tmp_bytes"`
 	Python   string            `json:"python"`
@@ -43,10 +44,7 @@ type nsinitConfig struct {
 }
 
 func (namespaces) Command(l *Launch) (*exec.Cmd, error) {
-	ro, err := readOnlyPaths(l.Python, l.ReadOnly)
-	if err != nil {
-		return nil, err
-	}
+	ro := l.ReadOnly
 	// The new root is a tmpfs mounted (inside the new mount namespace only) on an empty directory
 	// the parent creates: the sandbox's uid may not create directories on the host.
 	root, err := os.MkdirTemp("", "ndtrace-root-")
@@ -81,8 +79,8 @@ func (namespaces) Command(l *Launch) (*exec.Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
 	args = append(args, "--own-pidns")
-	cfg, err := json.Marshal(nsinitConfig{Root: root, ReadOnly: ro, Links: links, TmpBytes: l.TmpBytes,
-		Python: l.Python, Args: args, Env: l.Env})
+	cfg, err := json.Marshal(nsinitConfig{Root: root, ReadOnly: ro, Support: l.Support, Links: links,
+		TmpBytes: l.TmpBytes, Python: l.Python, Args: args, Env: l.Env})
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +88,10 @@ func (namespaces) Command(l *Launch) (*exec.Cmd, error) {
 		Path:        "/proc/self/exe",
 		Args:        []string{nsinitArg0, string(cfg)},
 		Env:         []string{},
-		ExtraFiles:  []*os.File{l.Ctrl},
+		ExtraFiles:  l.extraFiles(),
 		SysProcAttr: attr,
 	}
+	l.intoCgroup(attr)
 	return cmd, nil
 }
 
@@ -127,6 +126,11 @@ func nsinit(arg string) error {
 	}
 	for _, p := range c.ReadOnly {
 		if err := bindReadOnly(p, filepath.Join(r, p)); err != nil {
+			return err
+		}
+	}
+	if c.Support != "" {
+		if err := bindReadOnly(c.Support, filepath.Join(r, supportMount)); err != nil {
 			return err
 		}
 	}
@@ -242,6 +246,10 @@ func makeDev(dev string) error {
 		if err := syscall.Mount("/dev/"+n, dst, "", syscall.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind /dev/%s: %w", n, err)
 		}
+	}
+	// Each item mounts its own size-limited tmpfs here.
+	if err := os.Mkdir(filepath.Join(dev, "shm"), 0o755); err != nil {
+		return err
 	}
 	for n, t := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
 		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {

@@ -19,14 +19,16 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
-	"strconv"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,6 +90,32 @@ func (s *Sandbox) Python() string {
 	return s.z.python
 }
 
+// Info describes the isolation a sandbox actually has (it depends on the kernel and on what the
+// worker was given).
+type Info struct {
+	// Python is the version of the sandbox's interpreter.
+	Python string
+	// Landlock is the Landlock ABI version items are confined with; 0 means the kernel has no
+	// Landlock, and items then get no /proc at all (docs/sandbox.md).
+	Landlock int
+	// Cgroup is the sandbox's cgroup v2 group ("" when items are bounded by rlimits only).
+	Cgroup string
+}
+
+// Info returns what isolation the sandbox has.
+func (s *Sandbox) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.z == nil {
+		return Info{}
+	}
+	i := Info{Python: s.z.python, Landlock: s.z.landlock}
+	if s.z.cg != nil {
+		i.Cgroup = s.z.cg.Dir()
+	}
+	return i
+}
+
 // Close stops the sandbox. Every process it started is gone when Close returns.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
@@ -125,7 +153,7 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 // exec runs one item of any kind: it (re)starts the zygote when needed, runs msg and retires the
 // zygote when the run left it unusable. It also returns the trace decoder, for the records of the
 // other kinds of item.
-func (s *Sandbox) exec(ctx context.Context, msg runMsg, lim Limits) (*Result, *traceDecoder, error) {
+func (s *Sandbox) exec(ctx context.Context, msg runMsg, lim Limits) (*Result, *decoder, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -139,7 +167,7 @@ func (s *Sandbox) exec(ctx context.Context, msg runMsg, lim Limits) (*Result, *t
 		z, err := startZygote(ctx, s.backend, s.cfg)
 		if err != nil {
 			err = fmt.Errorf("sandbox: %w", err)
-			return &Result{Status: schemas.StatusSandboxError, Detail: err.Error()}, newTraceDecoder(), err
+			return &Result{Status: schemas.StatusSandboxError, Detail: err.Error()}, newDecoder(nil, decodeLimits{}), err
 		}
 		s.z = z
 	}
@@ -155,7 +183,10 @@ func (s *Sandbox) exec(ctx context.Context, msg runMsg, lim Limits) (*Result, *t
 	return res, dec, err
 }
 
-// runMsg is the zygote's run command (docs/tracer-protocol.md).
+// runMsg is one item as the Go side describes it. The zygote gets only its header (runHeader:
+// id, kind, runner, limits); everything else, and the item's key, travels on the item's own
+// request pipe, read by the item itself, so the zygote never holds an item's code or inputs
+// (docs/tracer-protocol.md).
 type runMsg struct {
 	Op       string    `json:"op"`
 	ID       int64     `json:"id"`
@@ -177,6 +208,32 @@ type runMsg struct {
 	Exclude []string `json:"exclude,omitempty"`
 }
 
+// runHeader is what the zygote receives for an item.
+type runHeader struct {
+	Op     string    `json:"op"`
+	ID     int64     `json:"id"`
+	Kind   string    `json:"kind,omitempty"`
+	Runner string    `json:"runner,omitempty"`
+	Limits runLimits `json:"limits"`
+}
+
+// runBody is what the item reads from its request pipe: the item and the key that seals its
+// events.
+type runBody struct {
+	Key        string   `json:"key"`
+	Code       string   `json:"code,omitempty"`
+	Filename   string   `json:"filename,omitempty"`
+	Call       string   `json:"call,omitempty"`
+	Targets    []string `json:"targets"`
+	Seed       int64    `json:"seed"`
+	Naive      bool     `json:"naive,omitempty"`
+	PythonPath []string `json:"pythonpath,omitempty"`
+	Dir        string   `json:"dir,omitempty"`
+	Test       string   `json:"test,omitempty"`
+	Traced     bool     `json:"traced,omitempty"`
+	Exclude    []string `json:"exclude,omitempty"`
+}
+
 type runLimits struct {
 	WallMS        int64 `json:"wall_ms"`
 	CPUS          int64 `json:"cpu_s"`
@@ -191,10 +248,17 @@ type runLimits struct {
 }
 
 // run performs one item on z. healthy is false when the zygote must not be used again.
-func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (res *Result, dec *traceDecoder, healthy bool, err error) {
+func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (res *Result, dec *decoder, healthy bool, err error) {
 	res = &Result{}
-	dec = newTraceDecoder()
 	id := msg.ID
+	key := make([]byte, 32)
+	_, kerr := rand.Read(key)
+	dec = newDecoder(key, decodeLimitsOf(lim))
+	if kerr != nil {
+		err = fmt.Errorf("sandbox: item key: %w", kerr)
+		res.Status, res.Detail = schemas.StatusSandboxError, err.Error()
+		return res, dec, true, err
+	}
 	start := time.Now()
 	var pipes [3][2]*os.File // events, stdout, stderr: read, write
 	for i := range pipes {
@@ -216,11 +280,44 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 		MaxEvents: lim.TraceEvents, MaxTraceBytes: lim.TraceBytes, ValueChars: lim.ValueChars,
 		ReprMS: lim.ReprTimeout.Milliseconds(),
 	}
-	sendErr := z.send(msg, pipes[0][1], pipes[1][1], pipes[2][1])
+	// The request pipe: the item reads its code, inputs and key from it; the zygote only passes
+	// the read end along.
+	reqR, reqW, perr := os.Pipe()
+	if perr != nil {
+		for i := range pipes {
+			pipes[i][0].Close()
+			pipes[i][1].Close()
+		}
+		err = fmt.Errorf("sandbox: pipe: %w", perr)
+		res.Status, res.Detail = schemas.StatusSandboxError, err.Error()
+		return res, dec, true, err
+	}
+	body, berr := json.Marshal(runBody{Key: hex.EncodeToString(key), Code: msg.Code, Filename: msg.Filename,
+		Call: msg.Call, Targets: msg.Targets, Seed: msg.Seed, Naive: msg.Naive, PythonPath: msg.PythonPath,
+		Dir: msg.Dir, Test: msg.Test, Traced: msg.Traced, Exclude: msg.Exclude})
+	hdr := runHeader{Op: "run", ID: msg.ID, Kind: msg.Kind, Runner: msg.Runner, Limits: msg.Limits}
+	oomBefore := int64(-1)
+	if z.cg != nil && berr == nil {
+		if want := cgroupLimits(lim); want != z.cgLimits {
+			if berr = z.cg.SetLimits(want); berr == nil {
+				z.cgLimits = want
+			}
+		}
+		_ = z.cg.ResetPeakMemory()
+		if n, oerr := z.cg.OOMKills(); oerr == nil {
+			oomBefore = n
+		}
+	}
+	sendErr := berr
+	if sendErr == nil {
+		sendErr = z.send(hdr, reqR, pipes[0][1], pipes[1][1], pipes[2][1])
+	}
+	reqR.Close()
 	for i := range pipes {
 		pipes[i][1].Close()
 	}
 	if sendErr != nil {
+		reqW.Close()
 		for i := range pipes {
 			pipes[i][0].Close()
 		}
@@ -228,6 +325,12 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 		res.Status, res.Detail = schemas.StatusSandboxError, err.Error()
 		return res, dec, false, err
 	}
+	go func() {
+		// The item reads its request before running anything; if it dies first the write fails
+		// and the run's status says why.
+		_, _ = reqW.Write(body)
+		reqW.Close()
+	}()
 
 	// Why Go stopped the item, if it did; the first reason wins.
 	var (
@@ -257,6 +360,9 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 			killItem(schemas.StatusOutputLimit, fmt.Sprintf("stdout and stderr exceeded %d bytes", lim.OutputBytes))
 		}
 	}
+	// The decoder stops when the caller gives up or the run is over, whichever comes first.
+	decodeCtx, cancelDecode := context.WithCancel(ctx)
+	defer cancelDecode()
 	var wg sync.WaitGroup
 	wg.Add(3)
 	for i, buf := range []*capBuffer{stdout, stderr} {
@@ -277,8 +383,13 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 	}
 	go func() {
 		defer wg.Done()
-		if derr := dec.read(pipes[0][0], lim.TraceBytes+lim.TraceBytes/8+(1<<20)); derr != nil {
-			killItem(schemas.StatusEventLimit, derr.Error())
+		switch outcome, why := dec.read(decodeCtx, pipes[0][0]); outcome {
+		case outcomeLimit:
+			killItem(schemas.StatusEventLimit, why)
+		case outcomeTampered:
+			killItem(schemas.StatusTampered, why)
+		case outcomeCancelled:
+			killItem(schemas.StatusKilled, why)
 		}
 	}()
 
@@ -312,6 +423,14 @@ wait:
 	if !healthy {
 		z.kill()
 	}
+	if oomBefore >= 0 {
+		if n, oerr := z.cg.OOMKills(); oerr == nil && n > oomBefore {
+			killOnce.Do(func() {
+				killStatus = schemas.StatusMemory
+				killDetail = fmt.Sprintf("the item's memory limit of %d bytes (cgroup memory.max) was reached", lim.Memory)
+			})
+		}
+	}
 	// With the item's processes gone the pipes reach EOF; never wait long for a straggler.
 	collected := make(chan struct{})
 	go func() { wg.Wait(); close(collected) }()
@@ -343,6 +462,7 @@ wait:
 		}
 	}
 	s.classify(res, dec, done, killStatus, killDetail, lim, z)
+	verifyRun(res, dec, msg)
 	if res.Status == schemas.StatusSandboxError {
 		err = errors.New("sandbox: " + res.Detail)
 	}
@@ -351,7 +471,7 @@ wait:
 
 // classify sets res.Status and res.Detail from what Go saw, what the zygote reported and the
 // tracer's end record, in that order of trust.
-func (s *Sandbox) classify(res *Result, dec *traceDecoder, done *ctrlMsg, killStatus schemas.Status, killDetail string, lim Limits, z *zygote) {
+func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus schemas.Status, killDetail string, lim Limits, z *zygote) {
 	end := dec.end
 	if end != nil {
 		res.Value, res.ExcType, res.ExcMessage = end.value, end.excType, end.excMessage
@@ -408,6 +528,11 @@ func (s *Sandbox) classify(res *Result, dec *traceDecoder, done *ctrlMsg, killSt
 			res.Detail = strings.TrimSpace(res.ExcType + ": " + res.ExcMessage)
 		case schemas.StatusEventLimit:
 			res.Detail = fmt.Sprintf("trace limit reached (%d events or %d bytes)", lim.TraceEvents, lim.TraceBytes)
+			if res.ExcMessage != "" {
+				res.Detail = res.ExcMessage
+			}
+		case schemas.StatusTampered:
+			res.Detail = "tampering: " + res.ExcMessage
 		}
 	}
 }
@@ -431,153 +556,91 @@ func (s *Sandbox) backendDropsPrivileges() bool {
 	return s.backend.Name() == "namespaces" && os.Geteuid() == 0
 }
 
-// traceDecoder rebuilds full events from the tracer's diff-encoded JSON Lines.
-type traceDecoder struct {
-	events    []schemas.Event
-	blocks    []schemas.Block
-	functions []schemas.FuncSource
-	funcSeen  map[[3]string]bool // file, first, last of the functions kept
-	test      *wireEvent         // the test record of a test run
-	collect   *wireEvent         // the collection record of a collect run
-	frames    map[int]*frameState
-	end       *endRecord
-	bytes     int64
-}
-
-// frameState is what the decoder knows of one frame: its names in order and its current locals.
-// locals is shared by every event at which nothing changed, so it is never modified in place.
-type frameState struct {
-	names  []string
-	locals schemas.Locals
-}
-
 type endRecord struct {
 	status                     schemas.Status
 	value, excType, excMessage string
 }
 
-func newTraceDecoder() *traceDecoder {
-	return &traceDecoder{frames: map[int]*frameState{}, funcSeen: map[[3]string]bool{}}
+// Caps of the Go side's decoding, beyond the run's own TraceEvents and TraceBytes: how many local
+// names one frame may declare, and how many locals the decoded trace may hold in all (each event
+// holds its frame's locals, so a frame of many locals costs that much at every event).
+const (
+	maxNamesPerFrame = 4096
+	cellsPerEvent    = 64
+)
+
+// decodeLimitsOf returns the decoder's caps for a run with limits lim.
+func decodeLimitsOf(lim Limits) decodeLimits {
+	return decodeLimits{MaxBytes: lim.TraceBytes + lim.TraceBytes/8 + (1 << 20), MaxEvents: lim.TraceEvents,
+		MaxNames: maxNamesPerFrame, MaxCells: max(int64(lim.TraceEvents)*cellsPerEvent, 1<<20)}
 }
 
-// errTraceTooLarge stops reading a trace beyond its byte budget.
-var errTraceTooLarge = errors.New("trace exceeded its byte limit")
+// Caps of the source the verifier reads for a test run's trace (files of the checkout).
+const (
+	verifyFileBytes = 16 << 20
+	verifyFiles     = 10000
+)
 
-// read consumes the stream until EOF. Lines that do not parse (a line cut by a kill, or bytes the
-// traced code forged) are skipped; nothing after an end record is taken.
-func (d *traceDecoder) read(r io.Reader, maxBytes int64) error {
-	br := bufio.NewReaderSize(r, 256<<10)
-	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A line longer than the buffer: gather it whole (bounded by maxBytes).
-			full := append([]byte(nil), line...)
-			for err == bufio.ErrBufferFull {
-				line, err = br.ReadSlice('\n')
-				full = append(full, line...)
-				if int64(len(full))+d.bytes > maxBytes {
-					break
+// entryCall matches a call expression that is a plain call of a name, f(...): its function is
+// the run's entry frame (traceEnd.Entry).
+var entryCall = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+
+// verifyRun checks the decoded trace of a run against the source it claims to come from
+// (verifyTrace); a trace that disagrees is the traced code's doing, and the run is tampered.
+func verifyRun(res *Result, dec *decoder, msg runMsg) {
+	switch res.Status {
+	case schemas.StatusTampered, schemas.StatusSandboxError, schemas.StatusInvalid:
+		return
+	}
+	if len(dec.events) == 0 && len(dec.functions) == 0 && len(dec.blocks) == 0 {
+		return
+	}
+	kind := msg.Kind
+	if kind == "" {
+		kind = "call"
+	}
+	var end *traceEnd
+	if dec.end != nil {
+		end = &traceEnd{Status: res.Status, Value: res.Value, ExcType: res.ExcType, Kind: kind}
+		if kind == "call" {
+			if m := entryCall.FindStringSubmatch(msg.Call); m != nil {
+				end.Entry = m[1]
+			}
+		}
+	}
+	if err := verifyTrace(dec.events, dec.functions, dec.blocks, runSource(msg), end); err != nil {
+		res.Status = schemas.StatusTampered
+		res.Detail = "tampering: " + err.Error()
+	}
+}
+
+// runSource is the source a run may trace: the item's own code, and the files under its
+// directory targets.
+func runSource(msg runMsg) traceSource {
+	var sources []traceSource
+	for _, t := range msg.Targets {
+		switch {
+		case msg.Kind == "" && t == msg.Filename:
+			sources = append(sources, codeSource(msg.Filename, msg.Code))
+		case strings.HasSuffix(t, "/"):
+			sources = append(sources, dirSource(strings.TrimSuffix(t, "/"), verifyFileBytes, verifyFiles))
+		default:
+			file := filepath.Clean(t)
+			dir := dirSource(filepath.Dir(file), verifyFileBytes, 1)
+			sources = append(sources, func(name string) (*traceText, bool) {
+				if name != file {
+					return nil, false
 				}
-			}
-			line = full
-		}
-		d.bytes += int64(len(line))
-		if d.bytes > maxBytes {
-			_, _ = io.Copy(io.Discard, br)
-			return errTraceTooLarge
-		}
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			d.decode(line)
-		}
-		if err != nil {
-			return nil
+				return dir(name)
+			})
 		}
 	}
-}
-
-func (d *traceDecoder) decode(line []byte) {
-	if d.end != nil {
-		return // nothing after the end record counts
-	}
-	w, err := parseWire(line)
-	if err != nil {
-		return
-	}
-	switch w.Event {
-	case "blocks":
-		for _, b := range w.Blocks {
-			if b[0] > 0 && b[1] >= b[0] {
-				d.blocks = append(d.blocks, schemas.Block{File: w.File, Start: b[0], End: b[1]})
+	return func(file string) (*traceText, bool) {
+		for _, src := range sources {
+			if t, ok := src(file); ok {
+				return t, true
 			}
 		}
-		return
-	case "function":
-		key := [3]string{w.File, strconv.Itoa(w.First), strconv.Itoa(w.Last)}
-		if w.First > 0 && w.Last >= w.First && !d.funcSeen[key] {
-			d.funcSeen[key] = true
-			d.functions = append(d.functions, schemas.FuncSource{File: w.File, QualName: w.QualName,
-				FirstLine: w.First, LastLine: w.Last, Source: w.Source})
-		}
-		return
-	case "test":
-		if d.test == nil {
-			d.test = &w
-		}
-		return
-	case "collection":
-		if d.collect == nil {
-			d.collect = &w
-		}
-		return
-	case "end":
-		e := &endRecord{status: schemas.Status(w.Status), excType: w.ExcType, excMessage: w.ExcMessage}
-		if w.Value != nil {
-			e.value = *w.Value
-		}
-		d.end = e
-		return
-	case schemas.EventCall, schemas.EventLine, schemas.EventReturn, schemas.EventException:
-	default:
-		return
+		return nil, false
 	}
-	st := d.frames[w.Frame]
-	if st == nil {
-		st = &frameState{}
-		d.frames[w.Frame] = st
-	}
-	if w.HasNames || len(w.Locals) > 0 {
-		st.apply(w)
-	}
-	d.events = append(d.events, schemas.Event{Event: w.Event, Frame: w.Frame, Func: w.Func, File: w.File,
-		Lineno: w.Lineno, Depth: w.Depth, Src: w.Src, Locals: st.locals, Value: w.Value, ExcType: w.ExcType,
-		Unwind: w.Unwind})
-}
-
-// apply builds the frame's new locals from the previous ones and the event's diff, in names order.
-// Names without a value (which the tracer never sends) are left out.
-func (st *frameState) apply(w wireEvent) {
-	if w.HasNames {
-		st.names = w.Names
-	}
-	next := make(schemas.Locals, 0, len(st.names))
-	for _, n := range st.names {
-		v, ok := lookup(w.Locals, n)
-		if !ok {
-			v, ok = st.locals.Get(n)
-		}
-		if ok {
-			next = append(next, schemas.Var{Name: n, Value: v})
-		}
-	}
-	st.locals = next
-}
-
-// lookup finds name in a diff (searched from the end, so a repeated key's last value wins).
-func lookup(diff []schemas.Var, name string) (string, bool) {
-	for i := len(diff) - 1; i >= 0; i-- {
-		if diff[i].Name == name {
-			return diff[i].Value, true
-		}
-	}
-	return "", false
 }

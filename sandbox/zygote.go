@@ -8,12 +8,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ndtrace/ndtrace/sandbox/cgroup"
+	"github.com/ndtrace/ndtrace/sandbox/seccomp"
 )
 
 // tracerSource is the Python tracer and zygote, run inside the sandbox (docs/tracer-protocol.md).
@@ -22,7 +28,7 @@ import (
 var tracerSource string
 
 // TracerVersion identifies the tracer's behaviour; it changes whenever its output could.
-const TracerVersion = "2"
+const TracerVersion = "3"
 
 // sandboxEnv is the whole environment of the sandboxed interpreter.
 var sandboxEnv = []string{
@@ -35,14 +41,19 @@ const maxFrame = 64 << 20
 
 // zygote is one running sandbox: the isolated interpreter that forks a child per run.
 type zygote struct {
-	cmd     *exec.Cmd
-	ctrl    *net.UnixConn
-	msgs    chan ctrlMsg  // messages from the zygote; closed when the connection ends
-	exited  chan struct{} // closed when the process has been waited for
-	stderr  *capBuffer
-	python  string
-	cleanup []func()
-	runs    int
+	cmd    *exec.Cmd
+	ctrl   *net.UnixConn
+	msgs   chan ctrlMsg  // messages from the zygote; closed when the connection ends
+	exited chan struct{} // closed when the process has been waited for
+	stderr *capBuffer
+	python string
+	// landlock is the Landlock ABI the items are confined with (0: none, and no /proc).
+	landlock int
+	// cg is the sandbox's cgroup v2 group (nil: the rlimit fallback); cgLimits its item limits now.
+	cg       *cgroup.Sandbox
+	cgLimits cgroup.Limits
+	cleanup  []func()
+	runs     int
 }
 
 // ctrlMsg is any message from the zygote; fields are filled by op.
@@ -50,6 +61,7 @@ type ctrlMsg struct {
 	Op       string `json:"op"`
 	ID       int64  `json:"id"`
 	Python   string `json:"python"`
+	Landlock int    `json:"landlock"`
 	Message  string `json:"message"`
 	Reason   string `json:"reason"`
 	ExitCode *int   `json:"exit_code"`
@@ -74,14 +86,57 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	l := &Launch{
-		Python:   cfg.Python,
-		Args:     []string{"-s", "-B", "-P", "-c", tracerSource, "--ctrl-fd", "3"},
-		Env:      sandboxEnv,
-		ReadOnly: cfg.mounts(),
-		TmpBytes: cfg.TmpBytes,
-		Ctrl:     theirs,
+	ro, err := readOnlyPaths(cfg.Python, cfg.mounts())
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
+	support, err := newSupportDir()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	args := []string{"-s", "-B", "-P", "-c", tracerSource, "--ctrl-fd", "3", "--support", supportMount,
+		"--tmp-bytes", strconv.FormatInt(cfg.TmpBytes, 10), "--shm-bytes", strconv.FormatInt(cfg.ShmBytes, 10)}
+	for _, p := range ro {
+		args = append(args, "--ro", p)
+	}
+	for _, what := range simulate {
+		args = append(args, "--simulate", what)
+	}
+	cg, cgDir, itemProcs, err := newCgroup(cfg)
+	if err != nil {
+		conn.Close()
+		os.RemoveAll(support)
+		return nil, err
+	}
+	if cg != nil {
+		args = append(args, "--cgroup-fd", "4")
+	}
+	l := &Launch{
+		Python:    cfg.Python,
+		CgroupDir: cgDir,
+		ItemProcs: itemProcs,
+		Args:      args,
+		Env:       sandboxEnv,
+		ReadOnly:  ro,
+		Support:   support,
+		TmpBytes:  cfg.TmpBytes,
+		Ctrl:      theirs,
+		Cleanup: []func(){func() {
+			os.RemoveAll(support)
+			if cg != nil {
+				cg.Close()
+			}
+		}},
+	}
+	// The sandbox holds its own copies: the group's handles are needed only to start it.
+	defer func() {
+		if cgDir != nil {
+			cgDir.Close()
+			itemProcs.Close()
+		}
+	}()
 	cmd, err := b.Command(l)
 	if err != nil {
 		conn.Close()
@@ -89,7 +144,8 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 		return nil, fmt.Errorf("%s backend: %w", b.Name(), err)
 	}
 	z := &zygote{cmd: cmd, ctrl: conn.(*net.UnixConn), msgs: make(chan ctrlMsg, 4),
-		exited: make(chan struct{}), stderr: &capBuffer{max: 64 << 10}, cleanup: l.Cleanup}
+		exited: make(chan struct{}), stderr: &capBuffer{max: 64 << 10}, cleanup: l.Cleanup,
+		cg: cg, cgLimits: cgroupLimits(cfg.Limits)}
 	cmd.Stdout = io.Discard
 	cmd.Stderr = z.stderr
 	// A process the sandbox leaks (it cannot, with a PID namespace) must not hold Wait forever.
@@ -114,6 +170,7 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 			return nil, fmt.Errorf("%s sandbox did not start: %s", b.Name(), z.why())
 		}
 		z.python = m.Python
+		z.landlock = m.Landlock
 		return z, nil
 	case <-z.exited:
 		// It died before saying ready (a mount that failed, a missing interpreter): say why now
@@ -269,4 +326,104 @@ func (c *capBuffer) Total() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total
+}
+
+// supportMount is where every sandbox sees its support directory (read-only): the native
+// helper and the seccomp program of its items.
+const supportMount = "/.ndtrace"
+
+// newSupportDir writes a sandbox's support directory: world-readable, because the sandbox's
+// unprivileged uid mounts it. The caller removes it when the sandbox is gone.
+func newSupportDir() (string, error) {
+	helper, err := nativeHelper()
+	if err != nil {
+		return "", err
+	}
+	prog, err := seccomp.Program()
+	if err != nil {
+		return "", fmt.Errorf("sandbox: seccomp filter: %w", err)
+	}
+	progNoSysV, err := seccomp.ProgramWithoutSysV()
+	if err != nil {
+		return "", fmt.Errorf("sandbox: seccomp filter: %w", err)
+	}
+	lib, err := os.ReadFile(helper)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: native helper: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "ndtrace-support-")
+	if err != nil {
+		return "", fmt.Errorf("sandbox: support directory: %w", err)
+	}
+	for name, data := range map[string][]byte{"_ndtrace_native.so": lib, "seccomp.bpf": prog, "seccomp-nosysv.bpf": progNoSysV} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("sandbox: support directory: %w", err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("sandbox: support directory: %w", err)
+	}
+	return dir, nil
+}
+
+// simulate makes sandboxes behave as on other machines (tests): "no-landlock" (a kernel without
+// Landlock), "ro-sysctl" (sysctls the item's init cannot write).
+var simulate []string
+
+// itemPids is what an item needs beyond Limits.Processes in its cgroup: its keeper and its init.
+const itemPids = 2
+
+// cgroupLimits are the cgroup v2 limits of an item with limits lim.
+func cgroupLimits(lim Limits) cgroup.Limits {
+	return cgroup.Limits{MemoryBytes: lim.Memory, Pids: lim.Processes + itemPids}
+}
+
+var (
+	cgroupOnce sync.Once
+	cgroupMgr  *cgroup.Manager
+)
+
+// cgroupManager returns the worker's delegated cgroup v2 subtree, or nil when there is none
+// (reported once in the log); items are then bounded by rlimits (docs/sandbox.md).
+func cgroupManager() *cgroup.Manager {
+	cgroupOnce.Do(func() {
+		m, err := cgroup.Detect()
+		if err != nil {
+			slog.Info("sandbox: no delegated cgroup v2; items are bounded by rlimits", "reason", err)
+			return
+		}
+		slog.Info("sandbox: items are bounded by cgroup v2", "group", m.String())
+		cgroupMgr = m
+	})
+	return cgroupMgr
+}
+
+// newCgroup makes a sandbox's cgroup v2 group when cfg asks for one and the worker has a
+// delegated subtree: the directory the zygote starts in and the item group's cgroup.procs.
+func newCgroup(cfg Config) (*cgroup.Sandbox, *os.File, *os.File, error) {
+	if cfg.Cgroup == CgroupOff {
+		return nil, nil, nil, nil
+	}
+	m := cgroupManager()
+	if m == nil {
+		return nil, nil, nil, nil
+	}
+	cg, err := m.NewSandbox(cgroupLimits(cfg.Limits))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	dir, err := cg.SupervisorDir()
+	if err != nil {
+		cg.Close()
+		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	procs, err := cg.ItemProcs()
+	if err != nil {
+		dir.Close()
+		cg.Close()
+		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return cg, dir, procs, nil
 }

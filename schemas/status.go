@@ -23,11 +23,15 @@ const (
 	StatusSandboxError Status = "sandbox_error"
 	// StatusInvalid: nothing ran because the code or the call expression does not compile.
 	StatusInvalid Status = "invalid"
+	// StatusTampered: the traced code tried to reach the tracer or its channel (its state, its
+	// frames, sys.settrace, gc or ctypes introspection, the events descriptor), or its trace is
+	// inconsistent with its source. Nothing of the run is data.
+	StatusTampered Status = "tampered"
 )
 
 // Statuses lists every status, in documentation order.
 var Statuses = []Status{StatusOK, StatusException, StatusTimeout, StatusMemory, StatusOutputLimit,
-	StatusEventLimit, StatusKilled, StatusSandboxError, StatusInvalid}
+	StatusEventLimit, StatusKilled, StatusSandboxError, StatusInvalid, StatusTampered}
 
 // Valid reports whether s is one of the known statuses.
 func (s Status) Valid() bool {

@@ -40,8 +40,10 @@ var commands = map[string]command{
 	"inspect":  {"print a dataset's rows decoded to text with the loss mask visible", runInspect},
 	"validate": {"check a dataset: manifest, shard checksums, schema, counts, every row decodes to its text", runValidate},
 
-	"stats":     {"print a dataset's statistics: counts, token/action/event distributions, rejects", runStats},
-	"dashboard": {"serve a web page of dataset statistics (histograms, actions, rejects) for one or more datasets", runDashboard},
+	"stats": {"print a dataset's statistics: counts, token/action/event distributions, rejects", runStats},
+
+	"native-helper": {"build the sandbox's native helper ahead of time (for images without a C compiler)", runNativeHelper},
+	"dashboard":     {"serve a web page of dataset statistics (histograms, actions, rejects) for one or more datasets", runDashboard},
 }
 
 // usageError is a mistake in how the command was called (bad flags, bad input); it exits 2.
@@ -97,7 +99,7 @@ func printUsage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'ndtrace <command> -h' for a command's flags. NDTRACE_LOG=debug turns on debug logs.")
 }

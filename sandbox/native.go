@@ -1,0 +1,151 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// nativeSource is the sandbox's native helper (sandbox/native/ndtrace_native.c), a small CPython
+// extension the zygote loads: it creates the item's namespaces, drops capabilities, applies
+// Landlock and seccomp, and installs the tracer's audit hook (docs/sandbox.md). It is our own
+// code, compiled once per machine with the system C compiler, or prebuilt (NDTRACE_NATIVE).
+//
+//go:embed native/ndtrace_native.c
+var nativeSource []byte
+
+// nativeVersion identifies nativeSource; a prebuilt helper must carry it (see BuildNative).
+var nativeVersion = func() string {
+	sum := sha256.Sum256(nativeSource)
+	return hex.EncodeToString(sum[:8])
+}()
+
+// nativeMarker is the string a helper built from nativeSource contains.
+func nativeMarker() string { return "ndtrace-native-source:" + nativeVersion }
+
+// NativeEnv names the environment variable that points at a prebuilt native helper (the
+// worker image sets it; see deploy/Dockerfile). When it is unset the helper is compiled on
+// first use into the user's cache directory.
+const NativeEnv = "NDTRACE_NATIVE"
+
+var (
+	nativeOnce sync.Once
+	nativePath string
+	nativeErr  error
+)
+
+// nativeHelper returns the path of a native helper built from this binary's source.
+func nativeHelper() (string, error) {
+	nativeOnce.Do(func() { nativePath, nativeErr = findNative(context.Background()) })
+	return nativePath, nativeErr
+}
+
+func findNative(ctx context.Context) (string, error) {
+	if p := os.Getenv(NativeEnv); p != "" {
+		if err := checkNative(p); err != nil {
+			return "", fmt.Errorf("sandbox: %s=%s: %w", NativeEnv, p, err)
+		}
+		return p, nil
+	}
+	var tried []string
+	for _, dir := range nativeCacheDirs() {
+		p := filepath.Join(dir, "_ndtrace_native-"+nativeVersion+".so")
+		if checkNative(p) == nil {
+			return p, nil
+		}
+		err := BuildNative(ctx, p)
+		if err == nil {
+			return p, nil
+		}
+		tried = append(tried, err.Error())
+		if errors.Is(err, errNoCompiler) {
+			break
+		}
+	}
+	return "", fmt.Errorf("sandbox: no native helper: %s (install a C compiler, e.g. apt-get install gcc libc6-dev, or set %s to a helper built with `ndtrace native-helper`)",
+		strings.Join(tried, "; "), NativeEnv)
+}
+
+// nativeCacheDirs are where a compiled helper is kept: $NDTRACE_CACHE_DIR, the user's cache
+// directory, and a per-uid directory under the temporary directory.
+func nativeCacheDirs() []string {
+	var dirs []string
+	if d := os.Getenv("NDTRACE_CACHE_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		dirs = append(dirs, filepath.Join(d, "ndtrace"))
+	}
+	return append(dirs, filepath.Join(os.TempDir(), fmt.Sprintf("ndtrace-%d", os.Getuid())))
+}
+
+// checkNative reports whether p is a helper built from this binary's source.
+func checkNative(p string) error {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(b, []byte(nativeMarker())) {
+		return fmt.Errorf("%s was not built from this version of ndtrace (rebuild it)", p)
+	}
+	return nil
+}
+
+var errNoCompiler = errors.New("no C compiler (cc or gcc)")
+
+// BuildNative compiles the sandbox's native helper to out (the worker image runs it at build
+// time through `ndtrace native-helper`; otherwise sandboxes call it on first use). It needs a C
+// compiler and the kernel headers (Debian: gcc libc6-dev), not Python's headers.
+func BuildNative(ctx context.Context, out string) error {
+	cc := os.Getenv("CC")
+	if cc == "" {
+		for _, c := range []string{"cc", "gcc"} {
+			if p, err := exec.LookPath(c); err == nil {
+				cc = p
+				break
+			}
+		}
+	}
+	if cc == "" {
+		return errNoCompiler
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return fmt.Errorf("native helper: %w", err)
+	}
+	src, err := os.CreateTemp(filepath.Dir(out), "ndtrace_native-*.c")
+	if err != nil {
+		return fmt.Errorf("native helper: %w", err)
+	}
+	defer os.Remove(src.Name())
+	marker := fmt.Sprintf("\n__attribute__((used, visibility(\"default\"))) const char ndtrace_native_version[] = %q;\n", nativeMarker())
+	if _, err := src.Write(append(append([]byte{}, nativeSource...), marker...)); err != nil {
+		src.Close()
+		return fmt.Errorf("native helper: %w", err)
+	}
+	src.Close()
+	tmp := out + fmt.Sprintf(".tmp-%d", os.Getpid())
+	defer os.Remove(tmp)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cc, "-O2", "-shared", "-fPIC", "-Wall", "-o", tmp, src.Name())
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("compile native helper with %s: %v: %s", cc, err, bytes.TrimSpace(msg))
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("native helper: %w", err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("native helper: %w", err)
+	}
+	return nil
+}

@@ -508,6 +508,8 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 		res.Status, res.Detail = schemas.StatusTimeout, fmt.Sprintf("CPU-time limit of %v reached", lim.CPUTime)
 	case done.ExitCode != nil && *done.ExitCode == exitNoMemory:
 		res.Status, res.Detail = schemas.StatusMemory, "the tracer ran out of memory"
+	case done.ExitCode != nil && *done.ExitCode == exitTampered:
+		res.Status, res.Detail = schemas.StatusTampered, "tampering: the traced code tried to reach the tracer where no record could be written"
 	case done.ExitCode != nil && *done.ExitCode == exitPipe:
 		res.Status, res.Detail = schemas.StatusKilled, "the traced code closed the events channel"
 	case done.Signal != nil:
@@ -541,6 +543,7 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 const (
 	exitTracerBug = 70
 	exitPipe      = 71
+	exitTampered  = 72
 	exitSetup     = 97
 	exitNoMemory  = 99
 )

@@ -218,6 +218,7 @@ def make_tracer(req, key, native):
     _join = "".join
     _CodeInfo_, _FrameState_ = _CodeInfo, _FrameState
     _opaque, _trusted, _defer_signal = native.opaque, native.trusted_caller, native.defer_signal
+    _lost_events = native.lost_events
     _open = io.open
     _BytesIO = io.BytesIO
     _detect_encoding = tokenize.detect_encoding
@@ -328,11 +329,12 @@ def make_tracer(req, key, native):
                 lost = True
             active = False
             _settrace(None)
-        if lost and (status == "ok" or status == "exception"):
-            # The trace stops where CPython stopped tracing: not a record of the whole run.
+        if (lost or _lost_events()) and (status == "ok" or status == "exception"):
+            # Events are missing where the trace function could not be called (the recursion
+            # limit reached in untraced code): not a record of the whole run.
             status, value, exc_type = "event_limit", None, None
-            exc_message = ("tracing stopped early: CPython switched it off after calling the "
-                           "trace function raised (the recursion limit)")
+            exc_message = ("trace incomplete: the trace function could not be called at the "
+                           "recursion limit")
         parts = ['{"event":"end","status":"', status, '"']
         if value is not None:
             parts += [',"value":', _enc_(value)]
@@ -801,7 +803,7 @@ def make_tracer(req, key, native):
         st.exc = False
         st.lineno = info.first
         st.fid = _id(frame)
-        st.op = _opaque(naive_entry if naive else entry, 1)
+        st.op = _opaque(naive_entry if naive else entry, 2)
         states[_id(st.op)] = st
         return st
 

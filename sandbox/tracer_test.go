@@ -67,3 +67,56 @@ def f():
 		})
 	}
 }
+
+// TestRecursionLimit checks runs that reach the recursion limit, traced or not: the program's
+// own RecursionError is reported as such, and a limit reached in untraced code (where even calling
+// the trace function fails, and CPython would switch tracing off) ends as an incomplete trace,
+// never as a sandbox error or as tampering.
+func TestRecursionLimit(t *testing.T) {
+	code := `import copy
+def f(n):
+    if n == 0:
+        return [0]
+    return sorted(f(n - 1), key=lambda x: -x)
+
+def g(n):
+    if n == 0:
+        return 0
+    return max([g(n - 1)], key=lambda x: x)
+
+def h():
+    try:
+        return f(100000)
+    except RecursionError:
+        return "caught"
+
+def k():
+    x = []
+    for _ in range(800):
+        x = [x]
+    try:
+        copy.deepcopy(x)
+    except RecursionError:
+        return "caught deepcopy"
+    return "no"
+`
+	ctx := context.Background()
+	sb, err := New(ctx, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	for _, tc := range []struct {
+		call string
+		want schemas.Status
+	}{{"f(100000)", schemas.StatusException}, {"g(100000)", schemas.StatusException},
+		{"h()", schemas.StatusException}, {"k()", schemas.StatusEventLimit}} {
+		res, err := sb.Run(ctx, Request{Code: code, Call: tc.call})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.call, res.Status, res.Detail, tc.want)
+		}
+	}
+}

@@ -119,6 +119,8 @@ extern PyObject *PyUnicode_FromString(const char *);
 extern void Py_IncRef(PyObject *);
 extern void Py_DecRef(PyObject *);
 extern PyObject *PyEval_GetFrame(void);
+extern int Py_EnterRecursiveCall(const char *);
+extern void Py_LeaveRecursiveCall(void);
 extern PyObject *PyFrame_GetBack(PyObject *);
 extern PyObject *PyFrame_GetCode(PyObject *);
 extern int PySys_AddAuditHook(int (*)(const char *, PyObject *, void *), void *);
@@ -135,6 +137,7 @@ static PyObject *oserror(void) { return PyErr_SetFromErrno(PyExc_OSError); }
 
 static int sealed;      /* set-up functions refuse once set (per process) */
 static int tampered;    /* the audit hook saw tampering: trusted_caller() is false from then on */
+static int lost_events; /* tracing could not be called (recursion limit): the trace lacks events */
 
 static int refuse_sealed(void) {
     if (sealed) {
@@ -374,7 +377,9 @@ static PyObject *nd_landlock(PyObject *self, PyObject *args) {
 typedef struct {
     PyObject ob_base;
     PyObject *fn;
-    int redeliver; /* a trace entry point: raise the deferred signals once it has returned */
+    /* A trace entry point (1: the global trace function, 2: a frame's): it raises the deferred
+     * signals once it has returned, and it never fails (see opaque_call). */
+    int trace;
 } Opaque;
 
 static void *opaque_type;
@@ -384,10 +389,25 @@ static void *opaque_type;
  * the traced code's next instruction boundary rather than in a frame of the tracer. */
 static volatile uint64_t deferred_signals;
 
+
 static PyObject *opaque_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     Opaque *o = (Opaque *)self;
     PyObject *r = PyObject_Call(o->fn, args, kwargs);
-    if (o->redeliver && deferred_signals) {
+    if (!r && o->trace) {
+        /* The call itself failed (the recursion limit reached in untraced code, before the
+         * tracer's first instruction; the tracer catches everything once it runs). CPython
+         * would switch tracing off for good: instead that frame goes untraced (global) or this
+         * event unrecorded (local), and the run reports a trace with events missing. */
+        PyErr_Clear();
+        lost_events = 1;
+        if (o->trace == 1) {
+            r = none();
+        } else {
+            Py_IncRef(self);
+            r = self;
+        }
+    }
+    if (o->trace && deferred_signals) {
         uint64_t pending = deferred_signals;
         deferred_signals = 0;
         for (int s = 1; s < 64; s++) {
@@ -442,8 +462,8 @@ static PyType_Spec opaque_spec = {
 
 static PyObject *nd_opaque(PyObject *self, PyObject *args) {
     PyObject *fn;
-    int redeliver = 0;
-    if (!PyArg_ParseTuple(args, "O|i", &fn, &redeliver)) return NULL;
+    int trace = 0;
+    if (!PyArg_ParseTuple(args, "O|i", &fn, &trace)) return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "ndtrace: opaque() needs a callable");
         return NULL;
@@ -452,7 +472,7 @@ static PyObject *nd_opaque(PyObject *self, PyObject *args) {
     if (!o) return NULL;
     Py_IncRef(fn);
     o->fn = fn;
-    o->redeliver = redeliver;
+    o->trace = trace == 1 || trace == 2 ? trace : 0;
     return (PyObject *)o;
 }
 
@@ -621,10 +641,17 @@ static int policy(const char *event, PyObject *args) {
     switch (event[0]) {
     case 's':
         if (strcmp(event, "sys.settrace") == 0 || strcmp(event, "sys.setprofile") == 0) {
-            /* CPython clears a trace function whose call raised (RecursionError at the limit)
-             * with the exception still pending; a call from Python code never has one. */
-            if (PyErr_Occurred()) return 0;
-            return caller_trusted() ? 0 : tamper("traced code called sys.settrace or sys.setprofile");
+            if (caller_trusted()) return 0;
+            /* CPython switches tracing off by itself when calling the trace function fails at the
+             * recursion limit (the limit reached in untraced code): no headroom is left then. The
+             * tracer reports the trace as incomplete (lost_events). */
+            if (Py_EnterRecursiveCall(" in the sandbox's audit hook") != 0) {
+                PyErr_Clear();
+                lost_events = 1;
+                return 0;
+            }
+            Py_LeaveRecursiveCall();
+            return tamper("traced code called sys.settrace or sys.setprofile");
         }
         if (strcmp(event, "sys._getframe") == 0) {
             if (caller_trusted()) return 0;
@@ -772,6 +799,7 @@ static PyObject *nd_install_audit(PyObject *self, PyObject *args) {
 }
 
 static PyObject *nd_tampered(PyObject *self, PyObject *unused) { return PyBool_FromLong(tampered); }
+static PyObject *nd_lost_events(PyObject *self, PyObject *unused) { return PyBool_FromLong(lost_events); }
 
 /* ------------------------------------------------------------------ module */
 
@@ -786,7 +814,8 @@ static PyMethodDef methods[] = {
     {"seccomp", nd_seccomp, METH_VARARGS, "Install a seccomp-BPF program (after no_new_privs)."},
     {"landlock_abi", nd_landlock_abi, METH_NOARGS, "The Landlock ABI version, 0 when unavailable."},
     {"landlock", nd_landlock, METH_VARARGS, "Restrict this process with Landlock: [(path, rights)]."},
-    {"opaque", nd_opaque, METH_VARARGS, "opaque(fn, redeliver=0): a callable forwarding to fn, exposing nothing."},
+    {"opaque", nd_opaque, METH_VARARGS, "opaque(fn, trace=0): a callable forwarding to fn, exposing nothing."},
+    {"lost_events", nd_lost_events, METH_NOARGS, "Whether a trace entry point could not be entered."},
     {"defer_signal", nd_defer_signal, METH_VARARGS, "Raise signal s again once the tracer returns."},
     {"install_audit", nd_install_audit, METH_VARARGS, "Install the tracer's audit hook."},
     {"trusted_caller", nd_trusted_caller, METH_NOARGS, "Whether the caller's caller is the tracer."},

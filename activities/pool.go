@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -39,12 +40,26 @@ func (p *SandboxPool) Get(ctx context.Context) (*sandbox.Sandbox, func(), error)
 			<-p.slot
 			return nil, nil, fmt.Errorf("sandbox: %w", err)
 		}
-		p.mu.Lock()
-		p.all = append(p.all, sb)
-		p.mu.Unlock()
+		p.started(sb)
 		return sb, func() { p.free <- sb }, nil
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
+	}
+}
+
+// started records a new sandbox and logs the isolation it got, which depends on the node.
+func (p *SandboxPool) started(sb *sandbox.Sandbox) {
+	p.mu.Lock()
+	p.all = append(p.all, sb)
+	p.mu.Unlock()
+	info := sb.Info()
+	cg := info.Cgroup
+	if cg == "" {
+		cg = "none (rlimits)"
+	}
+	slog.Info("sandbox started", "backend", sb.Config().Backend, "python", info.Python, "landlock_abi", info.Landlock, "cgroup", cg)
+	if info.Landlock == 0 {
+		slog.Warn("sandbox: the kernel has no Landlock: items get no /proc (docs/sandbox.md)")
 	}
 }
 
@@ -76,9 +91,7 @@ func (p *SandboxPool) Warm(ctx context.Context, n int) error {
 				<-p.slot
 				return fmt.Errorf("sandbox: %w", err)
 			}
-			p.mu.Lock()
-			p.all = append(p.all, sb)
-			p.mu.Unlock()
+			p.started(sb)
 			p.free <- sb
 			return nil
 		})

@@ -171,7 +171,7 @@ func TestCompose(t *testing.T) {
 	if w["user"] != "10001:10001" || w["read_only"] != true || !slices.Contains(strs(w["cap_drop"]), "ALL") {
 		t.Errorf("worker user/read_only/cap_drop: %v %v %v", w["user"], w["read_only"], w["cap_drop"])
 	}
-	for _, o := range []string{"seccomp=unconfined", "apparmor=unconfined", "no-new-privileges=true"} {
+	for _, o := range []string{"seccomp=unconfined", "apparmor=unconfined", "no-new-privileges=true", "systempaths=unconfined"} {
 		if !slices.Contains(strs(w["security_opt"]), o) {
 			t.Errorf("worker security_opt lacks %s", o)
 		}

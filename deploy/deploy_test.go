@@ -208,6 +208,10 @@ var chartCases = []chartCase{
 		if sc["allowPrivilegeEscalation"] != false || sc["privileged"] != nil || !slices.Contains(strs(get(sc, "capabilities", "drop")), "ALL") {
 			t.Errorf("container securityContext: %v", sc)
 		}
+		// The strongest configuration by default: a pod user namespace and a /proc items can mount.
+		if sc["procMount"] != "Unmasked" || get(dep, "spec", "template", "spec", "hostUsers") != false {
+			t.Errorf("procMount %v, hostUsers %v; want Unmasked and false", sc["procMount"], get(dep, "spec", "template", "spec", "hostUsers"))
+		}
 		if get(c, "readinessProbe", "httpGet", "path") != "/metrics" || get(c, "readinessProbe", "httpGet", "port") != "metrics" {
 			t.Errorf("readiness probe: %v", c["readinessProbe"])
 		}

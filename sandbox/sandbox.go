@@ -144,8 +144,8 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if len(req.Targets) == 0 {
 		req.Targets = []string{req.Filename}
 	}
-	msg := runMsg{Op: "run", Code: req.Code, Filename: req.Filename, Call: req.Call,
-		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.cfg.PythonPath}
+	msg := runMsg{runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
+		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.cfg.PythonPath}}
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
 }
@@ -183,29 +183,16 @@ func (s *Sandbox) exec(ctx context.Context, msg runMsg, lim Limits) (*Result, *d
 	return res, dec, err
 }
 
-// runMsg is one item as the Go side describes it. The zygote gets only its header (runHeader:
-// id, kind, runner, limits); everything else, and the item's key, travels on the item's own
-// request pipe, read by the item itself, so the zygote never holds an item's code or inputs
+// runMsg is one item as the Go side describes it: the header the zygote gets (runHeader: id,
+// kind, runner, limits) and the request only the item reads, from its own pipe, with the key that
+// seals its events (runBody), so the zygote never holds an item's code or inputs
 // (docs/tracer-protocol.md).
 type runMsg struct {
-	Op       string    `json:"op"`
-	ID       int64     `json:"id"`
-	Code     string    `json:"code"`
-	Filename string    `json:"filename"`
-	Call     string    `json:"call"`
-	Targets  []string  `json:"targets"`
-	Seed     int64     `json:"seed"`
-	Naive    bool      `json:"naive"`
-	Limits   runLimits `json:"limits"`
-	// PythonPath is Config.PythonPath, for every kind of item.
-	PythonPath []string `json:"pythonpath,omitempty"`
-	// Test runs (kind "collect" or "test"; absent means "call").
-	Kind    string   `json:"kind,omitempty"`
-	Dir     string   `json:"dir,omitempty"`
-	Runner  string   `json:"runner,omitempty"`
-	Test    string   `json:"test,omitempty"`
-	Traced  bool     `json:"traced,omitempty"`
-	Exclude []string `json:"exclude,omitempty"`
+	ID     int64
+	Kind   string // "" (a call), "collect" or "test"
+	Runner string
+	Limits runLimits
+	runBody
 }
 
 // runHeader is what the zygote receives for an item.
@@ -218,7 +205,7 @@ type runHeader struct {
 }
 
 // runBody is what the item reads from its request pipe: the item and the key that seals its
-// events.
+// events (set by run).
 type runBody struct {
 	Key        string   `json:"key"`
 	Code       string   `json:"code,omitempty"`
@@ -292,9 +279,9 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 		res.Status, res.Detail = schemas.StatusSandboxError, err.Error()
 		return res, dec, true, err
 	}
-	body, berr := json.Marshal(runBody{Key: hex.EncodeToString(key), Code: msg.Code, Filename: msg.Filename,
-		Call: msg.Call, Targets: msg.Targets, Seed: msg.Seed, Naive: msg.Naive, PythonPath: msg.PythonPath,
-		Dir: msg.Dir, Test: msg.Test, Traced: msg.Traced, Exclude: msg.Exclude})
+	rb := msg.runBody
+	rb.Key = hex.EncodeToString(key)
+	body, berr := json.Marshal(rb)
 	hdr := runHeader{Op: "run", ID: msg.ID, Kind: msg.Kind, Runner: msg.Runner, Limits: msg.Limits}
 	oomBefore := int64(-1)
 	if z.cg != nil && berr == nil {

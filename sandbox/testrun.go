@@ -114,8 +114,8 @@ func (s *Sandbox) CollectTests(ctx context.Context, req CollectRequest) (*Collec
 	if err != nil {
 		return nil, err
 	}
-	msg := runMsg{Op: "run", Kind: "collect", Dir: dir, Runner: req.Runner, Targets: []string{dir + "/"},
-		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath}
+	msg := runMsg{Kind: "collect", Runner: req.Runner, runBody: runBody{Dir: dir, Targets: []string{dir + "/"},
+		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath}}
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
 		return nil, err
@@ -156,8 +156,8 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 			return nil, errors.New("sandbox: empty target")
 		}
 	}
-	msg := runMsg{Op: "run", Kind: "test", Dir: dir, Runner: req.Runner, Test: req.Test, Traced: req.Traced,
-		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath}
+	msg := runMsg{Kind: "test", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test, Traced: req.Traced,
+		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath}}
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
 		return nil, err

@@ -803,7 +803,7 @@ def make_tracer(req, key, native):
         st.exc = False
         st.lineno = info.first
         st.fid = _id(frame)
-        st.op = _opaque(naive_entry if naive else entry, 2)
+        st.op = _opaque(entry, 2)
         states[_id(st.op)] = st
         return st
 
@@ -840,23 +840,10 @@ def make_tracer(req, key, native):
             tampering("a frame's trace function was moved to another frame")
         busy = True
         try:
-            trace(st, frame, event, arg)
-        finally:
-            busy = False
-        return st.op
-
-    def naive_entry(frame, event, arg):
-        nonlocal busy
-        if finished:
-            return None
-        if busy or not active or _get_ident() != main_ident:
-            tampering("traced code called the tracer's trace function")
-        st = states.get(_id(frame.f_trace))
-        if st is None or st.fid != _id(frame):
-            tampering("a frame's trace function was moved to another frame")
-        busy = True
-        try:
-            naive_trace(st, frame, event, arg)
+            if naive:
+                naive_trace(st, frame, event, arg)
+            else:
+                trace(st, frame, event, arg)
         finally:
             busy = False
         return st.op
@@ -1226,8 +1213,7 @@ def make_tracer(req, key, native):
     cap_codes = _code_objects([make_tracer.__code__])
     cap_ids = frozenset(_id(c) for c in cap_codes)
     trusted_ids = frozenset(_id(c) for c in trusted_codes)
-    entry_ids = frozenset(_id(c) for c in (entry.__code__, naive_entry.__code__,
-                                            global_trace.__code__))
+    entry_ids = frozenset(_id(c) for c in (entry.__code__, global_trace.__code__))
 
     # From here on nothing of the above is handed out but opaque callables: the at-fork hook
     # and the tamper handler are registered where Python cannot list them.

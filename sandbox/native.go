@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,18 +17,38 @@ import (
 	"time"
 )
 
-// nativeSource is the sandbox's native helper (sandbox/native/ndtrace_native.c), a small CPython
-// extension the zygote loads: it creates the item's namespaces, drops capabilities, applies
-// Landlock and seccomp, and installs the tracer's audit hook (docs/sandbox.md). It is our own
-// code, compiled once per machine with the system C compiler, or prebuilt (NDTRACE_NATIVE).
+// nativeSource is the sandbox's native helper (sandbox/native), a CPython extension the zygote
+// loads: it creates the item's namespaces, drops capabilities, applies Landlock and seccomp,
+// installs the audit hook, and is the tracer itself (docs/sandbox.md). It is our own code,
+// compiled once per machine with the system C compiler, or prebuilt (NDTRACE_NATIVE).
 //
-//go:embed native/ndtrace_native.c
-var nativeSource []byte
+//go:embed native/*.c native/*.h
+var nativeSource embed.FS
+
+// nativeFiles are nativeSource's files (name and content), sorted by name.
+var nativeFiles = func() [][2]string {
+	entries, err := fs.ReadDir(nativeSource, "native")
+	if err != nil {
+		panic(err)
+	}
+	var files [][2]string
+	for _, e := range entries {
+		b, err := fs.ReadFile(nativeSource, "native/"+e.Name())
+		if err != nil {
+			panic(err)
+		}
+		files = append(files, [2]string{e.Name(), string(b)})
+	}
+	return files
+}()
 
 // nativeVersion identifies nativeSource; a prebuilt helper must carry it (see BuildNative).
 var nativeVersion = func() string {
-	sum := sha256.Sum256(nativeSource)
-	return hex.EncodeToString(sum[:8])
+	h := sha256.New()
+	for _, f := range nativeFiles {
+		fmt.Fprintf(h, "%s\x00%d\x00%s", f[0], len(f[1]), f[1])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }()
 
 // nativeMarker is the string a helper built from nativeSource contains.
@@ -122,22 +143,28 @@ func BuildNative(ctx context.Context, out string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return fmt.Errorf("native helper: %w", err)
 	}
-	src, err := os.CreateTemp(filepath.Dir(out), "ndtrace_native-*.c")
+	dir, err := os.MkdirTemp(filepath.Dir(out), "ndtrace_native-*")
 	if err != nil {
 		return fmt.Errorf("native helper: %w", err)
 	}
-	defer os.Remove(src.Name())
-	marker := fmt.Sprintf("\n__attribute__((used, visibility(\"default\"))) const char ndtrace_native_version[] = %q;\n", nativeMarker())
-	if _, err := src.Write(append(append([]byte{}, nativeSource...), marker...)); err != nil {
-		src.Close()
-		return fmt.Errorf("native helper: %w", err)
+	defer os.RemoveAll(dir)
+	marker := fmt.Sprintf("__attribute__((used, visibility(\"default\"))) const char ndtrace_native_version[] = %q;\n", nativeMarker())
+	args := []string{"-O2", "-shared", "-fPIC", "-Wall", "-o", "", "-I", dir}
+	for _, f := range append(nativeFiles, [2]string{"version.c", marker}) {
+		p := filepath.Join(dir, f[0])
+		if err := os.WriteFile(p, []byte(f[1]), 0o644); err != nil {
+			return fmt.Errorf("native helper: %w", err)
+		}
+		if strings.HasSuffix(p, ".c") {
+			args = append(args, p)
+		}
 	}
-	src.Close()
 	tmp := out + fmt.Sprintf(".tmp-%d", os.Getpid())
 	defer os.Remove(tmp)
+	args[5] = tmp
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cc, "-O2", "-shared", "-fPIC", "-Wall", "-o", tmp, src.Name())
+	cmd := exec.CommandContext(ctx, cc, args...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("compile native helper with %s: %v: %s", cc, err, bytes.TrimSpace(msg))
 	}

@@ -481,8 +481,11 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 		res.Status, res.Detail = schemas.StatusTimeout, fmt.Sprintf("wall-clock limit of %v reached", lim.WallTime)
 	case done.Reason == "killed":
 		res.Status, res.Detail = schemas.StatusKilled, "killed on request"
-	case done.ExitCode != nil && (*done.ExitCode == exitSetup || *done.ExitCode == exitTracerBug):
-		// The tracer failed, not the traced code: that is the sandbox's fault, never data.
+	case done.ExitCode != nil && (*done.ExitCode == exitSetup || *done.ExitCode == exitTracerBug) &&
+		(dec.chunks == 0 || (end != nil && end.excType == "TracerError")):
+		// The tracer failed, not the traced code: that is the sandbox's fault, never data. (The
+		// tracer seals a first chunk before any of the item's code runs; past that, only its own
+		// sealed TracerError says the exit is the tracer's and not the code's os._exit.)
 		res.Status = schemas.StatusSandboxError
 		res.Detail = fmt.Sprintf("tracer failed (exit %d): %s", *done.ExitCode, lastLine(res.Stderr))
 		if end != nil && end.excType == "TracerError" {

@@ -35,7 +35,7 @@ func TestTraceCommand(t *testing.T) {
 		{name: "ok", args: []string{"--code", good, "--call", "f(5)"}, code: 0, status: "ok", minEvents: 4, lastValue: "10", firstEvent: "call"},
 		{name: "cruxeval_input", args: []string{"--code", good, "--input", "'ab'"}, code: 0, status: "ok", lastValue: "'abab'"},
 		{name: "user_exception_still_exit_0", args: []string{"--code", raises, "--call", "f(0)"}, code: 0, status: "exception"},
-		{name: "timeout", args: []string{"--code", writeFile(t, "loop.py", "def f():\n    while True:\n        pass\n"), "--call", "f()", "--timeout", "1s", "--max-events", "1000000000"}, code: 0, status: "timeout"},
+		{name: "timeout", args: []string{"--code", writeFile(t, "loop.py", "import time\ndef f():\n    while True:\n        time.sleep(0.001)\n"), "--call", "f()", "--timeout", "1s", "--max-events", "1000000000"}, code: 0, status: "timeout"},
 		{name: "max_events", args: []string{"--code", writeFile(t, "loop2.py", "def f():\n    while True:\n        pass\n"), "--call", "f()", "--max-events", "50"}, code: 0, status: "event_limit"},
 		{name: "missing_file", args: []string{"--code", "/nonexistent/x.py", "--call", "f()"}, code: 2, stderrHas: "cannot read code"},
 		{name: "syntax_error", args: []string{"--code", bad, "--call", "f(1)"}, code: 2, stderrHas: "SyntaxError"},

@@ -1,19 +1,18 @@
 /*
  * ndtrace_native: the sandbox's native helper, a CPython extension module loaded by the zygote.
  *
- * Python 3.11's standard library cannot create namespaces, mount, drop capabilities, restrict
- * itself with Landlock or install a seccomp filter, and the sandbox must never import ctypes (it
- * would hand traced code raw memory access: the tracer shares the process with it). This module
- * gives the zygote and the item processes exactly those operations and nothing more: every
- * function either builds isolation or reduces privileges, so code that reached the module could
- * not use it to gain anything. The set-up functions refuse to run after seal().
+ * Python's standard library cannot create namespaces, mount, drop capabilities, restrict itself
+ * with Landlock or install a seccomp filter, and the sandbox must never import ctypes (it would
+ * hand traced code raw memory access: the tracer shares the process with it). This module gives
+ * the zygote and the item processes exactly those operations: every set-up function either builds
+ * isolation or reduces privileges, and all of them refuse to run after seal().
  *
- * It also installs the tracer's audit hook in C (PEP 578): C hooks cannot be listed, removed or
- * inspected from Python, and they filter events at C speed. See docs/sandbox.md.
+ * It is also the tracer (tracer.c): traced code shares the item's process, so the tracer keeps no
+ * state, frame or callable in reach of Python code; and it installs the tracer's audit hook
+ * (PEP 578), in C: C hooks cannot be listed, removed or inspected from Python. See docs/sandbox.md.
  *
- * No Python.h: the few CPython C-API symbols used are declared below (they have been stable since
- * 3.9; the tracer supports 3.11+), so building needs only a C compiler and the kernel headers.
- * Build: cc -O2 -shared -fPIC -o _ndtrace_native.so ndtrace_native.c (sandbox/native.go does it).
+ * No Python.h: abi.h declares the CPython symbols used, so building needs only a C compiler and
+ * the kernel headers. Build: cc -O2 -shared -fPIC -o _ndtrace_native.so *.c (sandbox/native.go).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,113 +32,18 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
-/* ------------------------------------------------------------------ CPython ABI subset */
+#include "native.h"
 
-typedef ssize_t Py_ssize_t;
-typedef struct _object {
-    Py_ssize_t ob_refcnt; /* a union of the same size on 3.12+ */
-    void *ob_type;
-} PyObject;
-typedef PyObject *(*PyCFunction)(PyObject *, PyObject *);
-typedef struct {
-    const char *ml_name;
-    PyCFunction ml_meth;
-    int ml_flags;
-    const char *ml_doc;
-} PyMethodDef;
-typedef struct {
-    PyObject ob_base;
-    PyObject *(*m_init)(void);
-    Py_ssize_t m_index;
-    PyObject *m_copy;
-} PyModuleDef_Base;
-typedef struct {
-    PyModuleDef_Base m_base;
-    const char *m_name;
-    const char *m_doc;
-    Py_ssize_t m_size;
-    PyMethodDef *m_methods;
-    void *m_slots, *m_traverse, *m_clear, *m_free;
-} PyModuleDef;
-typedef struct {
-    int slot;
-    void *pfunc;
-} PyType_Slot;
-typedef struct {
-    const char *name;
-    int basicsize, itemsize;
-    unsigned int flags;
-    PyType_Slot *slots;
-} PyType_Spec;
-typedef int (*visitproc)(PyObject *, void *);
-
-#define METH_VARARGS 0x0001
-#define METH_NOARGS 0x0004
-#define METH_O 0x0008
-#define PYTHON_API_VERSION 1013
-#define Py_tp_call 50
-#define Py_tp_clear 51
-#define Py_tp_dealloc 52
-#define Py_tp_doc 56
-#define Py_tp_repr 66
-#define Py_tp_traverse 71
-#define Py_TPFLAGS_DISALLOW_INSTANTIATION (1UL << 7)
-#define Py_TPFLAGS_IMMUTABLETYPE (1UL << 8)
-#define Py_TPFLAGS_HAVE_GC (1UL << 14)
-#define Py_TPFLAGS_HAVE_VERSION_TAG (1UL << 18)
-
-extern PyObject *PyModule_Create2(PyModuleDef *, int);
-extern int PyModule_AddIntConstant(PyObject *, const char *, long);
-extern int PyArg_ParseTuple(PyObject *, const char *, ...);
-extern PyObject *Py_BuildValue(const char *, ...);
-extern PyObject *PyBool_FromLong(long);
-extern PyObject *PyLong_FromLong(long);
-extern long PyLong_AsLong(PyObject *);
-extern unsigned long PyLong_AsUnsignedLong(PyObject *);
-extern int PyBytes_AsStringAndSize(PyObject *, char **, Py_ssize_t *);
-extern const char *PyUnicode_AsUTF8AndSize(PyObject *, Py_ssize_t *);
-extern PyObject *PyErr_SetFromErrno(PyObject *);
-extern void PyErr_SetString(PyObject *, const char *);
-extern PyObject *PyErr_Occurred(void);
-extern void PyErr_Clear(void);
-extern PyObject *PyObject_Call(PyObject *, PyObject *, PyObject *);
-extern PyObject *PyObject_CallFunction(PyObject *, const char *, ...);
-extern PyObject *PyObject_GetAttrString(PyObject *, const char *);
-extern PyObject *PyOS_FSPath(PyObject *);
-extern PyObject *PyTuple_GetItem(PyObject *, Py_ssize_t);
-extern Py_ssize_t PyTuple_Size(PyObject *);
-extern Py_ssize_t PySequence_Size(PyObject *);
-extern PyObject *PySequence_GetItem(PyObject *, Py_ssize_t);
-extern PyObject *PyType_FromSpec(PyType_Spec *);
-extern PyObject *PyType_GenericAlloc(void *, Py_ssize_t);
-extern void PyObject_GC_UnTrack(void *);
-extern void PyObject_GC_Del(void *);
-extern int PyCallable_Check(PyObject *);
-extern PyObject *PyUnicode_FromString(const char *);
-extern void Py_IncRef(PyObject *);
-extern void Py_DecRef(PyObject *);
-extern PyObject *PyEval_GetFrame(void);
-extern int Py_EnterRecursiveCall(const char *);
-extern void Py_LeaveRecursiveCall(void);
-extern PyObject *PyFrame_GetBack(PyObject *);
-extern PyObject *PyFrame_GetCode(PyObject *);
-extern int PySys_AddAuditHook(int (*)(const char *, PyObject *, void *), void *);
-extern PyObject *PyExc_OSError, *PyExc_PermissionError, *PyExc_RuntimeError, *PyExc_ImportError,
-    *PyExc_TypeError, *PyExc_ValueError;
-extern char PyFrame_Type[], PyUnicode_Type[], PyBytes_Type[];
-
-#define TYPE(o) (((PyObject *)(o))->ob_type)
-
-static PyObject *none(void) { return Py_BuildValue(""); }
+PyObject *none(void) { return Py_BuildValue(""); }
 static PyObject *oserror(void) { return PyErr_SetFromErrno(PyExc_OSError); }
 
 /* ------------------------------------------------------------------ sealing */
 
-static int sealed;      /* set-up functions refuse once set (per process) */
-static int tampered;    /* the audit hook saw tampering: trusted_caller() is false from then on */
-static int lost_events; /* tracing could not be called (recursion limit): the trace lacks events */
+static int sealed; /* set-up functions refuse once set (per process) */
+int tampered;      /* the audit hook saw tampering: trusted callers are refused from then on */
+int native_settrace;
 
-static int refuse_sealed(void) {
+int refuse_sealed(void) {
     if (sealed) {
         PyErr_SetString(PyExc_PermissionError, "ndtrace: the sandbox helper is sealed");
         return 1;
@@ -368,132 +272,21 @@ static PyObject *nd_landlock(PyObject *self, PyObject *args) {
     return PyLong_FromLong(abi);
 }
 
-/* ------------------------------------------------------------------ opaque callables */
-
-/* An opaque callable forwards calls to a Python callable and exposes nothing of it: no
- * attributes, no __dict__, no way to reach the wrapped function short of gc introspection (which
- * the audit hook treats as tampering). The tracer hands these to places traced code can see
- * (frame.f_trace, sys.gettrace(), signal handlers). */
-typedef struct {
-    PyObject ob_base;
-    PyObject *fn;
-    /* A trace entry point (1: the global trace function, 2: a frame's): it raises the deferred
-     * signals once it has returned, and it never fails (see opaque_call). */
-    int trace;
-} Opaque;
-
-static void *opaque_type;
-
-/* Signals whose Python handler would have run inside the tracer (defer_signal): raised again by
- * a trace entry point's wrapper after the tracer has returned, from C, so the handler runs at
- * the traced code's next instruction boundary rather than in a frame of the tracer. */
-static volatile uint64_t deferred_signals;
-
-
-static PyObject *opaque_call(PyObject *self, PyObject *args, PyObject *kwargs) {
-    Opaque *o = (Opaque *)self;
-    PyObject *r = PyObject_Call(o->fn, args, kwargs);
-    if (!r && o->trace) {
-        /* The call itself failed (the recursion limit reached in untraced code, before the
-         * tracer's first instruction; the tracer catches everything once it runs). CPython
-         * would switch tracing off for good: instead that frame goes untraced (global) or this
-         * event unrecorded (local), and the run reports a trace with events missing. */
-        PyErr_Clear();
-        lost_events = 1;
-        if (o->trace == 1) {
-            r = none();
-        } else {
-            Py_IncRef(self);
-            r = self;
-        }
-    }
-    if (o->trace && deferred_signals) {
-        uint64_t pending = deferred_signals;
-        deferred_signals = 0;
-        for (int s = 1; s < 64; s++) {
-            if (pending & (1ULL << s)) raise(s);
-        }
-    }
-    return r;
-}
-
-static PyObject *nd_defer_signal(PyObject *self, PyObject *args) {
-    int s;
-    if (!PyArg_ParseTuple(args, "i", &s)) return NULL;
-    if (s > 0 && s < 64) deferred_signals |= 1ULL << s;
-    return none();
-}
-static int opaque_traverse(PyObject *self, visitproc visit, void *arg) {
-    Opaque *o = (Opaque *)self;
-    if (o->fn) {
-        int r = visit(o->fn, arg);
-        if (r) return r;
-    }
-    return visit((PyObject *)TYPE(self), arg);
-}
-static int opaque_clear(PyObject *self) {
-    Opaque *o = (Opaque *)self;
-    PyObject *fn = o->fn;
-    o->fn = NULL;
-    if (fn) Py_DecRef(fn);
-    return 0;
-}
-static void opaque_dealloc(PyObject *self) {
-    PyObject *tp = (PyObject *)TYPE(self);
-    PyObject_GC_UnTrack(self);
-    opaque_clear(self);
-    PyObject_GC_Del(self);
-    Py_DecRef(tp);
-}
-static PyObject *opaque_repr(PyObject *self) { return PyUnicode_FromString("<ndtrace>"); }
-
-static PyType_Slot opaque_slots[] = {
-    {Py_tp_call, (void *)opaque_call},       {Py_tp_traverse, (void *)opaque_traverse},
-    {Py_tp_clear, (void *)opaque_clear},     {Py_tp_dealloc, (void *)opaque_dealloc},
-    {Py_tp_repr, (void *)opaque_repr},       {Py_tp_doc, (void *)"ndtrace"},
-    {0, NULL},
-};
-static PyType_Spec opaque_spec = {
-    "ndtrace.opaque", sizeof(Opaque), 0,
-    Py_TPFLAGS_HAVE_VERSION_TAG | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION |
-        Py_TPFLAGS_IMMUTABLETYPE,
-    opaque_slots,
-};
-
-static PyObject *nd_opaque(PyObject *self, PyObject *args) {
-    PyObject *fn;
-    int trace = 0;
-    if (!PyArg_ParseTuple(args, "O|i", &fn, &trace)) return NULL;
-    if (!PyCallable_Check(fn)) {
-        PyErr_SetString(PyExc_TypeError, "ndtrace: opaque() needs a callable");
-        return NULL;
-    }
-    Opaque *o = (Opaque *)PyType_GenericAlloc(opaque_type, 0);
-    if (!o) return NULL;
-    Py_IncRef(fn);
-    o->fn = fn;
-    o->trace = trace == 1 || trace == 2 ? trace : 0;
-    return (PyObject *)o;
-}
-
 /* ------------------------------------------------------------------ code-object sets */
-
-/* A set of code objects compared by identity (sorted pointers, kept alive). */
-typedef struct {
-    PyObject **v;
-    Py_ssize_t n;
-} codeset;
 
 static int ptrcmp(const void *a, const void *b) {
     uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
     return x < y ? -1 : x > y;
 }
 
-static int codeset_fill(codeset *s, PyObject *seq) {
+int codeset_fill(codeset *s, PyObject *seq) {
     Py_ssize_t n = PySequence_Size(seq);
     if (n < 0) return -1;
     s->v = calloc(n ? n : 1, sizeof(PyObject *));
-    if (!s->v) return -1;
+    if (!s->v) {
+        PyErr_NoMemory();
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         s->v[i] = PySequence_GetItem(seq, i); /* the new reference is kept */
         if (!s->v[i]) return -1;
@@ -503,65 +296,28 @@ static int codeset_fill(codeset *s, PyObject *seq) {
     return 0;
 }
 
-static int codeset_has(const codeset *s, PyObject *code) {
+int codeset_has(const codeset *s, PyObject *code) {
     return code && s->n && bsearch(&code, s->v, s->n, sizeof(PyObject *), ptrcmp) != NULL;
 }
 
-static codeset trusted_codes;  /* all of the tracer's code: capability callers */
-static codeset cap_codes;      /* code whose frames hold the tracer's state */
-static codeset import_codes;   /* importlib, zipimport, types.coroutine: the only code that may
-                                  load bytecode or build code objects */
-
-/* trusted_caller(): whether the function that called trusted_caller() was itself called by the
- * tracer's code (and nothing was found tampering). Capability functions start with it. */
-static PyObject *nd_trusted_caller(PyObject *self, PyObject *unused) {
-    if (tampered || !trusted_codes.n) return PyBool_FromLong(0);
-    PyObject *cur = PyEval_GetFrame(); /* borrowed: the calling Python function's frame */
-    if (!cur) return PyBool_FromLong(0);
-    PyObject *back = PyFrame_GetBack(cur);
-    if (!back) return PyBool_FromLong(0);
-    PyObject *code = PyFrame_GetCode(back);
-    int ok = codeset_has(&trusted_codes, code);
-    Py_DecRef(code);
-    Py_DecRef(back);
-    return PyBool_FromLong(ok);
-}
+codeset trusted_codes;        /* all of the tracer's Python code (tracer.py) */
+static codeset import_codes;  /* importlib, zipimport, types.coroutine: the only code that may
+                                 load bytecode or build code objects */
 
 /* ------------------------------------------------------------------ the audit hook */
 
 static __thread int in_hook;
-static PyObject *tamper_cb;     /* the tracer's handler: seals a `tampered` end record and exits */
 static PyObject *deny_imports;  /* tuple of module names refused with ImportError */
 static PyObject *tamper_imports;/* tuple of module names whose import is tampering */
 static PyObject *pyc_roots;     /* tuple of directory prefixes ("/usr/") bytecode may come from */
 
+/* Tampering: the tracer seals a `tampered` end record and exits (in an item with a tracer); the
+ * audited operation fails otherwise. */
 static int tamper(const char *reason) {
     tampered = 1;
-    if (tamper_cb) {
-        PyObject *r = PyObject_CallFunction(tamper_cb, "s", reason);
-        if (r) Py_DecRef(r);
-        else PyErr_Clear();
-    }
+    tracer_tamper(reason);
     PyErr_SetString(PyExc_RuntimeError, "ndtrace: tampering detected");
     return -1;
-}
-
-/* Whether frame or any frame below it runs code that holds the tracer's state. */
-static int chain_has_cap(PyObject *frame) {
-    if (!frame || TYPE(frame) != (void *)PyFrame_Type) return 0;
-    Py_IncRef(frame);
-    PyObject *f = frame;
-    int hit = 0;
-    for (int n = 0; f && n < 100000 && !hit; n++) {
-        PyObject *code = PyFrame_GetCode(f);
-        hit = codeset_has(&cap_codes, code);
-        Py_DecRef(code);
-        PyObject *b = PyFrame_GetBack(f);
-        Py_DecRef(f);
-        f = b;
-    }
-    if (f) Py_DecRef(f);
-    return hit;
 }
 
 static int str_in_tuple(const char *s, PyObject *tuple) {
@@ -587,7 +343,7 @@ static int pyc_allowed(PyObject *pathobj) {
     const char *s = NULL;
     Py_ssize_t len = 0;
     char *bs;
-    if (TYPE(p) == (void *)PyBytes_Type) {
+    if (IS_TYPE(p, PyBytes_Type)) {
         if (PyBytes_AsStringAndSize(p, &bs, &len) == 0) s = bs;
     } else {
         s = PyUnicode_AsUTF8AndSize(p, &len);
@@ -611,56 +367,24 @@ static int pyc_allowed(PyObject *pathobj) {
     return ok;
 }
 
-static int code_attr_is_cap(PyObject *obj, const char *name) {
-    PyObject *code;
-    if (strcmp(name, "f_code") == 0 && TYPE(obj) == (void *)PyFrame_Type) {
-        code = PyFrame_GetCode(obj);
-    } else {
-        code = PyObject_GetAttrString(obj, name);
-    }
-    if (!code) {
-        PyErr_Clear();
-        return 0;
-    }
-    int hit = codeset_has(&cap_codes, code);
-    Py_DecRef(code);
-    return hit;
-}
-
-/* Whether the Python code running now (the caller of the audited operation) is the tracer's. */
-static int caller_trusted(void) {
+/* Whether the Python code running now (the caller of the audited operation) is one of set s. */
+static int caller_in(const codeset *s) {
     PyObject *cur = PyEval_GetFrame();
-    if (!cur) return 0;
-    PyObject *code = PyFrame_GetCode(cur);
-    int ok = codeset_has(&trusted_codes, code);
-    Py_DecRef(code);
-    return ok && !tampered;
+    PyObject *code = cur ? PyFrame_GetCode(cur) : NULL;
+    int ok = codeset_has(s, code);
+    if (code) Py_DecRef(code);
+    return ok;
 }
 
 static int policy(const char *event, PyObject *args) {
     switch (event[0]) {
     case 's':
         if (strcmp(event, "sys.settrace") == 0 || strcmp(event, "sys.setprofile") == 0) {
-            if (caller_trusted()) return 0;
-            /* CPython switches tracing off by itself when calling the trace function fails at the
-             * recursion limit (the limit reached in untraced code): no headroom is left then. The
-             * tracer reports the trace as incomplete (lost_events). */
-            if (Py_EnterRecursiveCall(" in the sandbox's audit hook") != 0) {
-                PyErr_Clear();
-                lost_events = 1;
-                return 0;
-            }
-            Py_LeaveRecursiveCall();
+            /* The tracer is the process's only trace function (it sets it from C). A trace or
+             * profile function of the traced code's own would run inside every event. */
+            if (native_settrace) return 0;
             return tamper("traced code called sys.settrace or sys.setprofile");
         }
-        if (strcmp(event, "sys._getframe") == 0) {
-            if (caller_trusted()) return 0;
-            PyObject *f = PyTuple_GetItem(args, 0);
-            if (!f) PyErr_Clear();
-            return chain_has_cap(f) ? tamper("traced code took a frame of the tracer (sys._getframe)") : 0;
-        }
-        if (strcmp(event, "sys._current_frames") == 0)
-            return tamper("traced code called sys._current_frames");
         if (strcmp(event, "sys.addaudithook") == 0) {
             /* Refused quietly: CPython drops a RuntimeError from this event and adds no hook. A
              * hook of its own would see the tracer's audited operations and their arguments. */
@@ -671,28 +395,24 @@ static int policy(const char *event, PyObject *args) {
             return tamper("traced code used sys.monitoring");
         return 0;
     case 'o':
-        if (strcmp(event, "object.__getattr__") == 0) {
-            if (caller_trusted()) return 0;
+        if (strcmp(event, "object.__setattr__") == 0) {
+            /* A function of the tracer's given other code: its phase markers (test runs) would
+             * no longer be where the tracer looks for them. */
             PyObject *obj = PyTuple_GetItem(args, 0), *nameo = PyTuple_GetItem(args, 1);
             const char *name = nameo ? PyUnicode_AsUTF8AndSize(nameo, NULL) : NULL;
             if (!obj || !name) {
                 PyErr_Clear();
                 return 0;
             }
-            if (!strcmp(name, "tb_frame") || !strcmp(name, "gi_frame") || !strcmp(name, "cr_frame") ||
-                !strcmp(name, "ag_frame")) {
-                PyObject *f = PyObject_GetAttrString(obj, name);
-                if (!f) {
+            if (strcmp(name, "__code__") == 0 && IS_TYPE(obj, PyFunction_Type)) {
+                PyObject *code = PyObject_GetAttrString(obj, "__code__");
+                if (!code) {
                     PyErr_Clear();
                     return 0;
                 }
-                int hit = chain_has_cap(f);
-                Py_DecRef(f);
-                return hit ? tamper("traced code took a frame of the tracer") : 0;
-            }
-            if (!strcmp(name, "f_code") || !strcmp(name, "__code__") || !strcmp(name, "gi_code") ||
-                !strcmp(name, "cr_code") || !strcmp(name, "ag_code")) {
-                return code_attr_is_cap(obj, name) ? tamper("traced code took a code object of the tracer") : 0;
+                int hit = codeset_has(&trusted_codes, code);
+                Py_DecRef(code);
+                if (hit) return tamper("traced code replaced the code of a function of the tracer");
             }
             return 0;
         }
@@ -718,20 +438,12 @@ static int policy(const char *event, PyObject *args) {
         if (strncmp(event, "ctypes.", 7) == 0) return tamper("traced code used ctypes");
         if (strcmp(event, "code.__new__") == 0) {
             /* The standard library's own uses (types.coroutine sets a flag) are allowed. */
-            PyObject *cur = PyEval_GetFrame();
-            PyObject *code = cur ? PyFrame_GetCode(cur) : NULL;
-            int ok = codeset_has(&import_codes, code);
-            if (code) Py_DecRef(code);
-            return ok ? 0 : tamper("traced code built a code object (bytecode is not verified by CPython)");
+            return caller_in(&import_codes) ? 0 : tamper("traced code built a code object (bytecode is not verified by CPython)");
         }
         return 0;
     case 'm':
         if (strcmp(event, "marshal.loads") == 0 || strcmp(event, "marshal.load") == 0) {
-            PyObject *cur = PyEval_GetFrame();
-            PyObject *code = cur ? PyFrame_GetCode(cur) : NULL;
-            int ok = codeset_has(&import_codes, code);
-            if (code) Py_DecRef(code);
-            return ok ? 0 : tamper("traced code unmarshalled code (bytecode is not verified by CPython)");
+            return caller_in(&import_codes) ? 0 : tamper("traced code unmarshalled code (bytecode is not verified by CPython)");
         }
         return 0;
     case 'i':
@@ -767,27 +479,18 @@ static int audit_hook(const char *event, PyObject *args, void *data) {
     return r;
 }
 
-/* install_audit(trusted, capability, importlib, on_tamper, deny_imports, tamper_imports,
- * pyc_roots): the tracer's audit policy for this process. trusted/capability/importlib are
- * sequences of code objects; on_tamper(reason) is called on tampering (it reports and exits). */
+/* install_audit(trusted, importlib, deny_imports, tamper_imports, pyc_roots): the tracer's audit
+ * policy for this process. trusted and importlib are sequences of code objects (the tracer's own
+ * and the import system's). */
 static PyObject *nd_install_audit(PyObject *self, PyObject *args) {
-    PyObject *trusted, *caps, *imports, *cb, *deny, *tamper_mods, *roots;
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &trusted, &caps, &imports, &cb, &deny, &tamper_mods, &roots) ||
-        refuse_sealed())
+    PyObject *trusted, *imports, *deny, *tamper_mods, *roots;
+    if (!PyArg_ParseTuple(args, "OOOOO", &trusted, &imports, &deny, &tamper_mods, &roots) || refuse_sealed())
         return NULL;
-    if (trusted_codes.n || tamper_cb) {
+    if (trusted_codes.n || deny_imports) {
         PyErr_SetString(PyExc_RuntimeError, "ndtrace: the audit hook is already installed");
         return NULL;
     }
-    if (!PyCallable_Check(cb)) {
-        PyErr_SetString(PyExc_TypeError, "ndtrace: on_tamper must be callable");
-        return NULL;
-    }
-    if (codeset_fill(&trusted_codes, trusted) < 0 || codeset_fill(&cap_codes, caps) < 0 ||
-        codeset_fill(&import_codes, imports) < 0)
-        return NULL;
-    Py_IncRef(cb);
-    tamper_cb = cb;
+    if (codeset_fill(&trusted_codes, trusted) < 0 || codeset_fill(&import_codes, imports) < 0) return NULL;
     Py_IncRef(deny);
     deny_imports = deny;
     Py_IncRef(tamper_mods);
@@ -799,7 +502,6 @@ static PyObject *nd_install_audit(PyObject *self, PyObject *args) {
 }
 
 static PyObject *nd_tampered(PyObject *self, PyObject *unused) { return PyBool_FromLong(tampered); }
-static PyObject *nd_lost_events(PyObject *self, PyObject *unused) { return PyBool_FromLong(lost_events); }
 
 /* ------------------------------------------------------------------ module */
 
@@ -814,11 +516,8 @@ static PyMethodDef methods[] = {
     {"seccomp", nd_seccomp, METH_VARARGS, "Install a seccomp-BPF program (after no_new_privs)."},
     {"landlock_abi", nd_landlock_abi, METH_NOARGS, "The Landlock ABI version, 0 when unavailable."},
     {"landlock", nd_landlock, METH_VARARGS, "Restrict this process with Landlock: [(path, rights)]."},
-    {"opaque", nd_opaque, METH_VARARGS, "opaque(fn, trace=0): a callable forwarding to fn, exposing nothing."},
-    {"lost_events", nd_lost_events, METH_NOARGS, "Whether a trace entry point could not be entered."},
-    {"defer_signal", nd_defer_signal, METH_VARARGS, "Raise signal s again once the tracer returns."},
+    {"harden_frames", nd_harden_frames, METH_NOARGS, "Make the frame attributes that steer tracing read-only."},
     {"install_audit", nd_install_audit, METH_VARARGS, "Install the tracer's audit hook."},
-    {"trusted_caller", nd_trusted_caller, METH_NOARGS, "Whether the caller's caller is the tracer."},
     {"tampered", nd_tampered, METH_NOARGS, "Whether the audit hook saw tampering."},
     {NULL, NULL, 0, NULL},
 };
@@ -829,10 +528,9 @@ static PyModuleDef module = {
 };
 
 __attribute__((visibility("default"))) PyObject *PyInit__ndtrace_native(void) {
-    opaque_type = PyType_FromSpec(&opaque_spec);
-    if (!opaque_type) return NULL;
     PyObject *m = PyModule_Create2(&module, PYTHON_API_VERSION);
     if (!m) return NULL;
+    if (tracer_module_init(m) < 0) return NULL;
     /* Landlock filesystem rights, for landlock(). */
     static const struct { const char *name; long bit; } ll[] = {
         {"LL_EXECUTE", 0}, {"LL_WRITE_FILE", 1}, {"LL_READ_FILE", 2}, {"LL_READ_DIR", 3},

@@ -373,3 +373,14 @@ func pyList(xs []string) string {
 	}
 	return "[" + strings.Join(q, ", ") + "]"
 }
+
+// wantLocal fails unless some event of res shows the local name with value v.
+func (e *Env) wantLocal(res *sandbox.Result, name, v string) {
+	e.T.Helper()
+	for _, ev := range res.Events {
+		if got, ok := ev.Locals.Get(name); ok && got == v {
+			return
+		}
+	}
+	e.T.Fatalf("no event shows %s = %s", name, v)
+}

@@ -61,23 +61,114 @@ def f():
 		e.want(res, schemas.StatusTampered)
 	}},
 	{"frames_from_repr", func(e *Env) {
-		// A __repr__ (the tracer calls it to render a local) walking down into the tracer.
+		// A __repr__ (the tracer calls it to render a local) walking down the stack: it finds the
+		// traced code's frames and the item's bottom frames, never a frame of the tracer (the
+		// tracer is C: it has none).
 		res := e.Trace(`import sys
 class Spy:
     def __repr__(self):
         f = sys._getframe()
         found = []
         while f is not None:
-            found.extend(k for k in f.f_locals if k in ("buf", "key", "seal_prev"))
+            found.extend(k for k in f.f_locals if k in ("buf", "key", "seal_prev", "flush", "limit_reached"))
             f = f.f_back
         return "Spy(%s)" % found
 def f():
     s = Spy()
     return 1
 `, "f()", sandbox.Limits{})
-		e.want(res, schemas.StatusTampered)
+		e.want(res, schemas.StatusOK)
+		e.wantLocal(res, "s", "Spy([])")
 	}},
-	{"frames_from_signal", func(e *Env) {
+	{"frames_from_generator", func(e *Env) {
+		// A generator suspended before the tracer runs and resumed from inside it (by a __repr__
+		// and by a __del__): its f_back is then whatever called it, never a frame of the tracer.
+		res := e.Trace(`import sys
+def g():
+    while True:
+        fr, names = me.f_back, []
+        while fr is not None:
+            names.append(fr.f_code.co_filename + ":" + fr.f_code.co_name)
+            fr = fr.f_back
+        seen.append(names)
+        yield
+seen = []
+gen = g()
+me = gen.gi_frame
+class Spy:
+    def __repr__(self):
+        next(gen)
+        return "Spy()"
+class Evil:
+    __repr__ = object.__repr__
+    def __del__(self):
+        next(gen)
+def f():
+    s = Spy()
+    e = Evil()
+    del e
+    y = 1
+    return sorted(set(n.split(":")[0] for names in seen for n in names))
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusOK)
+		if res.Value != "['<call>', '<string>', 'main.py']" {
+			e.T.Fatalf("frames below a generator resumed inside the tracer: %s", res.Value)
+		}
+	}},
+	{"steer_bottom_frame", func(e *Env) {
+		// The item's bottom frames (tracer.py) given a trace function that rewrites their locals
+		// (the call expression, its result), or a jump: frames' tracing attributes are read-only.
+		for _, code := range []string{`import sys
+def hook(frame, event, arg):
+    if "result" in frame.f_locals:
+        frame.f_locals["result"] = 42
+    return hook
+def f(x):
+    sys._getframe(2).f_trace = hook
+    return x + 1
+`, `import sys
+def f(x):
+    sys._getframe(2).f_trace_lines = False
+    return x + 1
+`, `import sys
+def f(x):
+    type(sys._getframe()).f_trace.__set__(sys._getframe(2), lambda *a: None)
+    return x + 1
+`, `import sys
+def f(x):
+    object.__setattr__(sys._getframe(), "f_trace_lines", False)
+    return x + 1
+`} {
+			res := e.Trace(code, "f(3)", sandbox.Limits{})
+			e.want(res, schemas.StatusException, schemas.StatusTampered)
+			if res.Status == schemas.StatusException && res.ExcType != "AttributeError" && res.ExcType != "TypeError" {
+				e.T.Fatalf("setting a frame's tracing attribute: %s %s", res.ExcType, res.ExcMessage)
+			}
+		}
+	}},
+	{"jump_from_repr", func(e *Env) {
+		// A __repr__ runs inside the tracer's line event (a trace callback, where CPython allows
+		// jumps): it tries to move its caller past the raise.
+		res := e.Trace(`import sys
+class J:
+    def __repr__(self):
+        fr = sys._getframe(1)
+        try:
+            fr.f_lineno = fr.f_lineno + 2
+        except Exception as exc:
+            return "J(%s)" % type(exc).__name__
+        return "J(jumped)"
+def f():
+    j = J()
+    raise ValueError("the real outcome")
+    return "skipped the raise"
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusException)
+		if res.ExcType != "ValueError" {
+			e.T.Fatalf("jumped: %s %s %s", res.Status, res.Value, res.ExcType)
+		}
+		e.wantLocal(res, "j", "J(AttributeError)")
+	}}, {"frames_from_signal", func(e *Env) {
 		// A signal handler firing all the time: it must only ever be handed frames of the traced
 		// code, never one of the tracer's.
 		res := e.Trace(`import signal, sys
@@ -138,42 +229,48 @@ def f():
 `, "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusTampered)
 	}},
-	{"call_frame_tracer", func(e *Env) {
-		// The frame's own trace function, called to record a return that did not happen.
+	{"call_trace_function", func(e *Env) {
+		// The tracer has no Python trace function to call: frames carry none, and sys.gettrace()
+		// returns a stand-in that records nothing, from any thread.
 		res := e.Trace(`import sys
 def f():
     fr = sys._getframe()
     fr.f_trace(fr, "return", 42)
     raise ValueError("the real outcome")
 `, "f()", sandbox.Limits{})
-		e.want(res, schemas.StatusTampered)
-	}},
-	{"call_global_tracer", func(e *Env) {
-		res := e.Trace(`import sys, threading
+		e.want(res, schemas.StatusException)
+		if res.ExcType != "TypeError" {
+			e.T.Fatalf("calling frame.f_trace: %s %s", res.ExcType, res.ExcMessage)
+		}
+		res = e.Trace(`import sys, threading
 def f():
     g = sys.gettrace()
-    out = []
+    out = [g(sys._getframe(), "return", 42)]
     t = threading.Thread(target=lambda: out.append(g(sys._getframe(), "call", None)))
     t.start()
     t.join()
-    return 1
+    return out
 `, "f()", sandbox.Limits{})
-		e.want(res, schemas.StatusTampered)
-	}},
-	{"hide_lines", func(e *Env) {
-		// A frame drops its trace function, then calls on: the callee's caller is untraced code
-		// in the middle of the traced call.
-		res := e.Trace(`import sys
-def g():
-    return 2
-def f():
-    sys._getframe().f_trace = None
-    x = g()
-    return x
-`, "f()", sandbox.Limits{})
-		e.want(res, schemas.StatusTampered)
-	}},
-	{"rebind_tracer_globals", func(e *Env) {
+		e.want(res, schemas.StatusOK)
+		if res.Value != "[None, None]" {
+			e.T.Fatalf("sys.gettrace() stand-in: %s", res.Value)
+		}
+		for _, ev := range res.Events {
+			if ev.Event == "return" && ev.Value != nil && *ev.Value == "42" {
+				e.T.Fatal("a return the traced code forged reached the trace")
+			}
+		}
+	}}, {"hide_lines", func(e *Env) {
+		// A frame drops its trace function or its line events, then goes on: refused.
+		for _, stmt := range []string{"sys._getframe().f_trace = None", "sys._getframe().f_trace_lines = False",
+			"sys._getframe().f_trace_opcodes = True"} {
+			res := e.Trace("import sys\ndef g():\n    return 2\ndef f():\n    "+stmt+"\n    x = g()\n    return x\n", "f()", sandbox.Limits{})
+			e.want(res, schemas.StatusException)
+			if res.ExcType != "AttributeError" {
+				e.T.Fatalf("%s: %s %s", stmt, res.ExcType, res.ExcMessage)
+			}
+		}
+	}}, {"rebind_tracer_globals", func(e *Env) {
 		// The tracer's module globals and the builtins, rebound by the traced code: the trace
 		// stays the real one (the tracer uses none of them at run time).
 		res := e.Trace(`import sys, builtins, json
@@ -202,16 +299,59 @@ def f():
 			e.T.Fatalf("value %q", res.Value)
 		}
 	}},
-	{"tracer_code_object", func(e *Env) {
-		res := e.Trace(`import sys, types
+	{"replay_bottom_code", func(e *Env) {
+		// The item's own code (tracer.py, reachable through the bottom frame's globals) run again,
+		// or the tracer's functions called directly: tampering.
+		res := e.Trace(`import sys
 def f():
     g = sys._getframe(2).f_globals
-    code = g["make_tracer"].__code__
-    return len(code.co_consts)
+    g["_run_call"]({"code": "def f():\n    return 42\n", "filename": "main.py", "call": "f()"})
+    return 1
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusTampered)
+		res = e.Trace(`import sys
+def f():
+    g = sys._getframe(2).f_globals
+    g["_N"].tracer_end("ok")
+    return 1
 `, "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusTampered)
 	}},
-	{"classes_hold_nothing", func(e *Env) {
+	{"exit_codes", func(e *Env) {
+		// The traced code exits with the codes the tracer uses for its own failures: the run is
+		// the code's (killed), never a sandbox error that would be retried.
+		for _, code := range []int{70, 97, 99, 71, 72} {
+			// (e.Trace fails on a sandbox error; 99 and 72 read as memory and tampering)
+			res := e.Trace(fmt.Sprintf("import os\ndef f():\n    os._exit(%d)\n", code), "f()", sandbox.Limits{})
+			e.want(res, schemas.StatusKilled, schemas.StatusMemory, schemas.StatusTampered)
+		}
+		res := e.Trace("import os\nos._exit(70)\ndef f():\n    return 1\n", "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusKilled)
+	}},
+	{"no_false_alarms", func(e *Env) {
+		// Ordinary introspection is not tampering: several statements on a line, logging and
+		// inspect inside __repr__ and __del__, frames of the traced code, a signal handler.
+		res := e.Trace(`import inspect, logging, signal, sys
+x = 1; y = 2
+log = logging.getLogger("t")
+class R:
+    def __repr__(self):
+        log.info("rendering")
+        return "R(%d)" % len(inspect.stack())
+    def __del__(self):
+        logging.getLogger("t").warning("gone %s", sys._getframe().f_back.f_code.co_name)
+def f():
+    signal.signal(signal.SIGALRM, lambda s, fr: None)
+    r = R()
+    del r
+    r = R()
+    return x + y
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusOK)
+		if res.Value != "3" {
+			e.T.Fatalf("value %s", res.Value)
+		}
+	}}, {"classes_hold_nothing", func(e *Env) {
 		// Every class is reachable through object.__subclasses__(): the tracer's must not lead
 		// to its state (no method closes over anything).
 		res := e.Trace(`def f():

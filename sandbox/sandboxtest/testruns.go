@@ -114,6 +114,47 @@ class TestDouble(unittest.TestCase):
 `,
 }
 
+// PhaseSuite is a repository whose tests attack the tracer's phase markers (tracer.py's _phase,
+// whose events turn recording on and off in a traced test run).
+var PhaseSuite = map[string]string{
+	"test_phase.py": `import sys
+import types
+
+
+def _bottom_globals():
+    f = sys._getframe()
+    while f.f_back is not None:
+        f = f.f_back
+    return f.f_globals
+
+
+def test_phase_inside():
+    gen = _bottom_globals()["_phase"]()
+    next(gen)
+    hidden = 1
+    assert hidden
+
+
+def test_phase_code():
+    _bottom_globals()["_phase"].__code__ = (lambda plugin=None, item=None: None).__code__
+
+
+def test_resume_early():
+    code = _bottom_globals()["_phase"].__code__
+    found = []
+    f = sys._getframe()
+    while f is not None:
+        for v in list(f.f_locals.values()):
+            for g in (v if isinstance(v, list) else [v]):
+                if isinstance(g, types.GeneratorType) and g.gi_code is code:
+                    found.append(g)
+                    next(g, None)
+        f = f.f_back
+    hidden = 1
+    assert found and hidden
+`,
+}
+
 // testRunCases checks CollectTests and RunTest on a backend: outcomes, timeouts, forks, missing
 // dependencies, unittest, PythonPath, and that traces keep to the repository's files.
 func testRunCases(t *testing.T, cfg sandbox.Config) {
@@ -129,7 +170,9 @@ func testRunCases(t *testing.T, cfg sandbox.Config) {
 def test_triple():
     assert triple(2) == 6
 `})
-	cfg.ReadOnly = []string{repo, uni}
+	phase := filepath.Join(root, "phase")
+	WriteTree(t, phase, PhaseSuite)
+	cfg.ReadOnly = []string{repo, uni, phase}
 	cfg.PythonPath = []string{deps}
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
@@ -210,6 +253,35 @@ def test_triple():
 			env.assertNoStrays()
 		}
 	}
+	t.Run("phase_markers", func(t *testing.T) {
+		// A test that starts a phase of its own, gives the phase marker other code, or resumes
+		// the running phase's marker to switch recording off for its remaining lines: tampering
+		// (an untraced run has no phases: its first test just passes). Never a passed test with
+		// lines missing from its trace.
+		for _, tc := range []struct {
+			test   string
+			traced bool
+			want   []schemas.Status
+		}{
+			{"test_phase.py::test_phase_inside", true, []schemas.Status{schemas.StatusTampered}},
+			{"test_phase.py::test_phase_inside", false, []schemas.Status{schemas.StatusOK}},
+			{"test_phase.py::test_phase_code", true, []schemas.Status{schemas.StatusTampered}},
+			{"test_phase.py::test_phase_code", false, []schemas.Status{schemas.StatusTampered}},
+			{"test_phase.py::test_resume_early", true, []schemas.Status{schemas.StatusTampered}},
+		} {
+			r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: phase, Test: tc.test, Traced: tc.traced})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(tc.want, r.Result.Status) && !(r.Result.Status == schemas.StatusOK && r.Outcome == sandbox.OutcomeFailed) {
+				t.Errorf("%s (traced %v): %s (%s) outcome %q, want %v", tc.test, tc.traced, r.Result.Status, r.Result.Detail, r.Outcome, tc.want)
+			}
+			if r.Result.Status == schemas.StatusOK && r.Outcome == sandbox.OutcomePassed && tc.traced {
+				t.Errorf("%s: passed with its phase tampered with", tc.test)
+			}
+			env.assertNoStrays()
+		}
+	})
 	t.Run("unittest", func(t *testing.T) {
 		c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: uni, Runner: sandbox.RunnerUnittest})
 		if err != nil {

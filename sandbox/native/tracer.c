@@ -1,0 +1,2185 @@
+/*
+ * tracer.c: the item's line tracer (docs/tracer-protocol.md for its output, docs/sandbox.md for
+ * why it is written in C).
+ *
+ * Traced code runs in the tracer's process. A tracer written in Python would have frames on the
+ * stack whenever traced code runs inside it (a __repr__ it renders, a __del__ the collector runs,
+ * a signal handler), and from those frames traced code can reach its locals, its buffer and its
+ * key, or steer it (f_trace, f_lineno). This tracer is a C trace function (PyEval_SetTrace): it
+ * has no Python frame, its state lives in C memory, and the only Python objects it shares with
+ * traced code are the values it renders. Python code of the item (tracer.py) drives it through
+ * the functions at the end of this file, which check that tracer.py is their caller.
+ *
+ * What it writes: one JSON line per event of a traced frame, locals diffed against the frame's
+ * previous event, buffered and sealed per chunk with an HMAC chain under the item's key, written
+ * to the events descriptor. Go checks the seals and every event against the source.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "native.h"
+
+#define CHUNK (64 << 10)     /* output flushed (and sealed) past this many bytes */
+#define MAX_NAMES 4096       /* local names one frame may report (Go's decoder has the same cap) */
+#define MAX_LINE (8 << 20)   /* bytes of one record line (Go takes at most 16 MiB unsealed) */
+#define NEST_LIMIT 40        /* container nesting rendered before giving up */
+#define INT_BITS 14284       /* ~4300 digits (CPython's default str limit): past that, int->str is slow */
+#define HEADROOM 200         /* recursion levels the tracer adds while it handles an event */
+#define NT_CACHE 4096        /* code objects remembered as not traced (direct-mapped) */
+
+/* ------------------------------------------------------------------ growable byte buffer */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void out_of_memory(void);
+
+static void sb_need(sbuf *b, size_t more) {
+    if (b->len + more <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) out_of_memory();
+    b->p = p;
+    b->cap = cap;
+}
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    sb_need(b, n);
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_putc(sbuf *b, char c) {
+    sb_need(b, 1);
+    b->p[b->len++] = c;
+}
+
+/* ------------------------------------------------------------------ pointer-keyed hash map */
+
+typedef struct {
+    uintptr_t *k; /* 0: empty, 1: deleted */
+    void **v;
+    size_t cap, n, used;
+} ptrmap;
+
+static size_t pm_hash(uintptr_t k, size_t cap) { return (size_t)((k >> 3) * 0x9E3779B97F4A7C15ULL) & (cap - 1); }
+
+static void *pm_get(const ptrmap *m, uintptr_t key) {
+    if (!m->cap) return NULL;
+    for (size_t i = pm_hash(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->k[i] == key) return m->v[i];
+        if (m->k[i] == 0) return NULL;
+    }
+}
+
+static void pm_put(ptrmap *m, uintptr_t key, void *val);
+
+static void pm_grow(ptrmap *m) {
+    ptrmap old = *m;
+    size_t cap = old.cap ? old.cap * 2 : 64;
+    if (old.cap && old.n * 4 < old.cap) cap = old.cap; /* mostly deleted slots: rehash in place */
+    m->k = calloc(cap, sizeof *m->k);
+    m->v = calloc(cap, sizeof *m->v);
+    if (!m->k || !m->v) out_of_memory();
+    m->cap = cap;
+    m->n = m->used = 0;
+    for (size_t i = 0; i < old.cap; i++) {
+        if (old.k[i] > 1) pm_put(m, old.k[i], old.v[i]);
+    }
+    free(old.k);
+    free(old.v);
+}
+
+static void pm_put(ptrmap *m, uintptr_t key, void *val) {
+    if ((m->used + 1) * 4 >= m->cap * 3) pm_grow(m);
+    size_t i = pm_hash(key, m->cap);
+    for (;; i = (i + 1) & (m->cap - 1)) {
+        if (m->k[i] == key) {
+            m->v[i] = val;
+            return;
+        }
+        if (m->k[i] == 0) break;
+    }
+    m->k[i] = key;
+    m->v[i] = val;
+    m->n++;
+    m->used++;
+}
+
+static void *pm_del(ptrmap *m, uintptr_t key) {
+    if (!m->cap) return NULL;
+    for (size_t i = pm_hash(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->k[i] == key) {
+            void *v = m->v[i];
+            m->k[i] = 1;
+            m->v[i] = NULL;
+            m->n--;
+            return v;
+        }
+        if (m->k[i] == 0) return NULL;
+    }
+}
+
+/* ------------------------------------------------------------------ per-code and per-frame state */
+
+typedef struct {
+    char *a; /* "lineno":N,"depth": */
+    size_t alen;
+    char *b; /* ,"src":"..." */
+    size_t blen;
+} LinePair;
+
+typedef struct {
+    PyObject *code;  /* kept alive: its address identifies it */
+    PyObject *lines; /* the source lines of its file (list of str) */
+    char *head;      /* ,"func":"...","file":"...", */
+    size_t headlen;
+    int first, def_line, genlike;
+    PyObject *co_code; /* bytes, fetched when first needed */
+    ptrmap pairs;      /* lineno -> LinePair */
+} CodeInfo;
+
+typedef struct {
+    PyObject *name;  /* str */
+    PyObject *keyj;  /* bytes: "name": */
+    PyObject *obj;   /* the last value when immutable (identity means unchanged), else NULL */
+    char *val;       /* the last value's JSON */
+    size_t vlen;
+    int has_val;
+    /* A flat list/tuple/dict of immutable scalars renders as before while it holds the very
+     * same elements: its snapshot (the container, its length, its elements and keys). */
+    PyObject *snap;
+    Py_ssize_t snap_len;
+    PyObject **snap_vals, **snap_keys;
+} Slot;
+
+typedef struct {
+    PyObject *frame; /* kept alive while traced: its address identifies it */
+    CodeInfo *info;
+    long ordinal;
+    char head[32]; /* "frame":N */
+    size_t headlen;
+    int lineno, depth, exc, named;
+    char dstr[16];
+    size_t dlen;
+    Py_ssize_t nkeys;
+    PyObject **keys; /* the frame's local names at its last event, in order */
+    Py_ssize_t nslots;
+    Slot *slots;        /* the reported names */
+    Py_ssize_t *kidx;   /* slot -> index into keys */
+} FrameState;
+
+/* ------------------------------------------------------------------ configuration and state */
+
+static struct {
+    int naive, want_functions, kind_call;
+    Py_ssize_t vc;
+    long long max_events, max_bytes, big;
+    double repr_s;
+    PyObject *filename, *own_lines, *exact_targets, *prefix_targets, *exclude;
+    char **prefix_c, **exclude_c;
+    size_t *prefix_n, *exclude_n;
+    Py_ssize_t nprefix, nexclude;
+    PyObject *key, *hmac, *enc, *read_lines, *function_block, *addr_sub, *dumps;
+    PyObject *sig_signal, *sig_getsignal, *sig_dfl, *std_flush, *phase_code, *proxy_type;
+    unsigned char normal_exit[256];
+    int yield_value;
+    unsigned long main_thread;
+    pid_t main_pid;
+} cfg;
+
+static struct {
+    int ready;          /* tracer_setup done in this process */
+    int dead;           /* a process the item forked: never write, never trace */
+    int tracing;        /* our trace function is installed */
+    int recording;      /* events of traced frames are written */
+    int ending;         /* the end record is being written: nothing else may run */
+    int call_used, start_used, end_used;
+    int guard;          /* a guarded user __repr__/__str__ is running */
+    sbuf out;           /* [0, commit): whole lines; past commit: the line being built */
+    size_t commit;
+    long long n_events, n_bytes, flush_at;
+    unsigned char prev[32];
+    long ordinal;
+    PyObject *entry_code;   /* function items: depth-0 frames are called from it */
+    PyObject *addresses, *slow, *keyj, *file_is_target, *file_lines, *alarm_fn, *address_fn, *traceobj;
+    PyObject *reprtimeout, *s_0x, *empty_str, *empty_bytes;
+    ptrmap codes;       /* code -> CodeInfo, traced code only */
+    ptrmap frames;      /* frame -> FrameState, traced frames only */
+    PyObject *nt_cache[NT_CACHE]; /* code objects known not to be traced */
+    void *ballast;      /* released on MemoryError so the end record can be written */
+    /* test runs: the phase generator (tracer.py's _phase) being watched */
+    PyObject *phase_frame;
+    int phase_state; /* 0 none, 1 starting, 2 recording, 3 ending */
+    long phases;
+    /* an exception a signal handler raised inside the tracer: raised in the traced code */
+    PyObject *pend_t, *pend_v, *pend_tb;
+    /* scratch: one event's locals */
+    PyObject **sk, **sv;
+    Py_ssize_t scap;
+    int saved_limit;
+} T;
+
+static void finish(int code) __attribute__((noreturn));
+static void fail(const char *where) __attribute__((noreturn));
+static void end_record(const char *status, PyObject *value, PyObject *exc_type, PyObject *exc_message);
+static PyObject *render(PyObject *v);
+
+static void xdecref(PyObject *o) {
+    if (o) Py_DecRef(o);
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static const char hexd[] = "0123456789abcdef";
+
+static void json_cp(sbuf *b, unsigned cp) {
+    char e[6] = {'\\', 'u', hexd[(cp >> 12) & 15], hexd[(cp >> 8) & 15], hexd[(cp >> 4) & 15], hexd[cp & 15]};
+    sb_put(b, e, 6);
+}
+
+/* The JSON string literal of str s, ASCII only (as json.encoder.encode_basestring_ascii). */
+static void json_str(sbuf *b, PyObject *s) {
+    Py_ssize_t n;
+    const unsigned char *u = (const unsigned char *)PyUnicode_AsUTF8AndSize(s, &n);
+    if (!u) {
+        /* Lone surrogates have no UTF-8: CPython's own encoder handles them. */
+        PyErr_Clear();
+        PyObject *r = PyObject_CallOneArg(cfg.enc, s);
+        const char *a = r ? PyUnicode_AsUTF8AndSize(r, &n) : NULL;
+        if (!a) fail("encoding a string");
+        sb_put(b, a, n);
+        Py_DecRef(r);
+        return;
+    }
+    sb_need(b, (size_t)n * 6 + 2);
+    b->p[b->len++] = '"';
+    for (Py_ssize_t i = 0; i < n;) {
+        unsigned c = u[i];
+        if (c < 0x80) {
+            i++;
+            if (c >= ' ' && c <= '~' && c != '"' && c != '\\') {
+                b->p[b->len++] = (char)c;
+                continue;
+            }
+            b->p[b->len++] = '\\';
+            switch (c) {
+            case '"': b->p[b->len++] = '"'; break;
+            case '\\': b->p[b->len++] = '\\'; break;
+            case '\b': b->p[b->len++] = 'b'; break;
+            case '\f': b->p[b->len++] = 'f'; break;
+            case '\n': b->p[b->len++] = 'n'; break;
+            case '\r': b->p[b->len++] = 'r'; break;
+            case '\t': b->p[b->len++] = 't'; break;
+            default:
+                b->len--;
+                json_cp(b, c);
+            }
+            continue;
+        }
+        unsigned cp;
+        if (c < 0xE0) {
+            cp = ((c & 0x1F) << 6) | (u[i + 1] & 0x3F);
+            i += 2;
+        } else if (c < 0xF0) {
+            cp = ((c & 0x0F) << 12) | ((u[i + 1] & 0x3F) << 6) | (u[i + 2] & 0x3F);
+            i += 3;
+        } else {
+            cp = ((c & 0x07) << 18) | ((u[i + 1] & 0x3F) << 12) | ((u[i + 2] & 0x3F) << 6) | (u[i + 3] & 0x3F);
+            i += 4;
+        }
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            json_cp(b, 0xD800 | (cp >> 10));
+            json_cp(b, 0xDC00 | (cp & 0x3FF));
+        } else {
+            json_cp(b, cp);
+        }
+    }
+    b->p[b->len++] = '"';
+}
+
+/* ------------------------------------------------------------------ output: buffer, seal, write */
+
+static void write_all(const char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(EVENTS_FD, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            _exit(EXIT_PIPE);
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Seal the committed lines (HMAC-SHA256 over the previous tag and the lines, by CPython's
+ * _hashlib: OpenSSL) and write them with their seal line. */
+static void flush(void) {
+    size_t n = T.commit;
+    if (T.dead) {
+        memmove(T.out.p, T.out.p + n, T.out.len - n);
+        T.out.len -= n;
+        T.commit = 0;
+        return;
+    }
+    PyObject *msg = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(32 + n));
+    char *mp;
+    Py_ssize_t ml;
+    if (!msg || PyBytes_AsStringAndSize(msg, &mp, &ml) < 0) fail("sealing the trace");
+    memcpy(mp, T.prev, 32);
+    memcpy(mp + 32, T.out.p, n);
+    PyObject *tag = PyObject_CallFunction(cfg.hmac, "OOs", cfg.key, msg, "sha256");
+    Py_DecRef(msg);
+    char *tp;
+    Py_ssize_t tl;
+    if (!tag || PyBytes_AsStringAndSize(tag, &tp, &tl) < 0 || tl != 32) fail("sealing the trace");
+    memcpy(T.prev, tp, 32);
+    Py_DecRef(tag);
+    char seal[67];
+    seal[0] = '#';
+    for (int i = 0; i < 32; i++) {
+        seal[1 + 2 * i] = hexd[T.prev[i] >> 4];
+        seal[2 + 2 * i] = hexd[T.prev[i] & 15];
+    }
+    seal[65] = '\n';
+    write_all(T.out.p, n);
+    write_all(seal, 66);
+    memmove(T.out.p, T.out.p + n, T.out.len - n);
+    T.out.len -= n;
+    T.commit = 0;
+}
+
+static void limit_reached(void) __attribute__((noreturn));
+
+/* Commit the line built past T.commit as an event (count) or a record (no count). */
+static void commit_line(int event) {
+    size_t size = T.out.len - T.commit;
+    if ((event && T.n_events >= cfg.max_events) || T.n_bytes + (long long)size > cfg.max_bytes || size > MAX_LINE) {
+        T.out.len = T.commit;
+        limit_reached();
+    }
+    if (event) T.n_events++;
+    T.n_bytes += (long long)size;
+    T.commit = T.out.len;
+    if (T.n_bytes >= T.flush_at) {
+        T.flush_at = T.n_bytes + CHUNK;
+        flush();
+    }
+}
+
+static void stop_tracing(void) {
+    if (T.tracing) {
+        native_settrace = 1;
+        PyEval_SetTrace(NULL, NULL);
+        native_settrace = 0;
+        T.tracing = 0;
+    }
+    T.recording = 0;
+}
+
+/* The end record; the caller exits. */
+static void end_record(const char *status, PyObject *value, PyObject *exc_type, PyObject *exc_message) {
+    stop_tracing();
+    T.ending = 1;
+    T.out.len = T.commit; /* a line being built is dropped */
+    sb_puts(&T.out, "{\"event\":\"end\",\"status\":\"");
+    sb_puts(&T.out, status);
+    sb_putc(&T.out, '"');
+    if (value) {
+        sb_puts(&T.out, ",\"value\":");
+        json_str(&T.out, value);
+    }
+    if (exc_type) {
+        sb_puts(&T.out, ",\"exc_type\":");
+        json_str(&T.out, exc_type);
+    }
+    if (exc_message) {
+        sb_puts(&T.out, ",\"exc_message\":");
+        json_str(&T.out, exc_message);
+    }
+    char tail[48];
+    snprintf(tail, sizeof tail, ",\"events\":%lld}\n", T.n_events);
+    sb_puts(&T.out, tail);
+    T.commit = T.out.len;
+    flush();
+}
+
+static void end_c(const char *status, const char *exc_type, const char *exc_message) {
+    PyObject *t = exc_type ? PyUnicode_FromString(exc_type) : NULL;
+    PyObject *m = exc_message ? PyUnicode_FromString(exc_message) : NULL;
+    end_record(status, NULL, t, m);
+}
+
+/* Flush the interpreter's own stdout/stderr buffers and leave without any clean-up. */
+static void finish(int code) {
+    Py_ssize_t n = cfg.std_flush ? PyTuple_Size(cfg.std_flush) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyObject_CallFunctionObjArgs(PyTuple_GetItem(cfg.std_flush, i), NULL);
+        xdecref(r);
+        PyErr_Clear();
+    }
+    _exit(code);
+}
+
+static void limit_reached(void) {
+    end_c("event_limit", NULL, NULL);
+    finish(0);
+}
+
+static void out_of_memory(void) {
+    free(T.ballast);
+    T.ballast = NULL;
+    if (!T.ready || T.ending) _exit(EXIT_NOMEM);
+    T.ending = 1;
+    PyErr_Clear();
+    T.out.len = T.commit;
+    /* The committed lines are written as they are; the end record needs a few bytes. */
+    char rec[96];
+    int n = snprintf(rec, sizeof rec, "{\"event\":\"end\",\"status\":\"memory\",\"exc_type\":\"MemoryError\",\"events\":%lld}\n", T.n_events);
+    if (T.out.len + (size_t)n <= T.out.cap) {
+        memcpy(T.out.p + T.out.len, rec, (size_t)n);
+        T.out.len += (size_t)n;
+        T.commit = T.out.len;
+        stop_tracing();
+        flush();
+        finish(0);
+    }
+    _exit(EXIT_NOMEM);
+}
+
+/* A failure of the tracer itself: memory, or a bug (the item exits 70: a sandbox error). */
+static void fail(const char *where) {
+    if (!T.ready) _exit(EXIT_TRACER_BUG);
+    if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        free(T.ballast);
+        T.ballast = NULL;
+        PyErr_Clear();
+        end_c("memory", "MemoryError", NULL);
+        finish(0);
+    }
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyObject *q = t ? PyType_GetQualName(t) : NULL;
+    const char *qs = q ? PyUnicode_AsUTF8AndSize(q, NULL) : NULL;
+    char msg[256];
+    snprintf(msg, sizeof msg, "internal tracer error: %s: %s", where, qs ? qs : "?");
+    PyErr_Clear();
+    if (T.ending) _exit(EXIT_TRACER_BUG);
+    end_c("exception", "TracerError", msg);
+    finish(EXIT_TRACER_BUG);
+}
+
+void tracer_tamper(const char *reason) {
+    if (!T.ready) return;
+    if (T.dead || T.ending) _exit(EXIT_TAMPERED);
+    stop_tracing();
+    PyErr_Clear();
+    end_c("tampered", NULL, reason);
+    finish(0);
+}
+
+/* ------------------------------------------------------------------ rendering values */
+
+static PyObject *qualname(void *tp) {
+    PyObject *q = PyType_GetQualName(tp);
+    if (q && IS_TYPE(q, PyUnicode_Type)) return q;
+    xdecref(q);
+    PyErr_Clear();
+    return PyUnicode_FromString("?");
+}
+
+static PyObject *cut(PyObject *r) {
+    /* r[:vc] + "..." when r is longer than vc; consumes r */
+    if (!r || PyUnicode_GetLength(r) <= cfg.vc) return r;
+    PyObject *h = PyUnicode_Substring(r, 0, cfg.vc);
+    Py_DecRef(r);
+    if (!h) return NULL;
+    PyObject *dots = PyUnicode_FromString("...");
+    PyObject *c = dots ? PyUnicode_Concat(h, dots) : NULL;
+    Py_DecRef(h);
+    xdecref(dots);
+    return c;
+}
+
+static PyObject *nd_address(PyObject *self, PyObject *m) {
+    PyObject *a = PyObject_CallMethod(m, "group", "i", 0);
+    if (!a) return NULL;
+    PyObject *o = PyDict_GetItemWithError(T.addresses, a);
+    if (o) {
+        Py_IncRef(o);
+        Py_DecRef(a);
+        return o;
+    }
+    if (PyErr_Occurred()) {
+        Py_DecRef(a);
+        return NULL;
+    }
+    char buf[32];
+    snprintf(buf, sizeof buf, "0x%zx", (size_t)PyDict_Size(T.addresses) + 1);
+    o = PyUnicode_FromString(buf);
+    if (!o || PyDict_SetItem(T.addresses, a, o) < 0) {
+        Py_DecRef(a);
+        xdecref(o);
+        return NULL;
+    }
+    Py_DecRef(a);
+    return o;
+}
+
+/* Object addresses in r replaced by per-trace ordinals, looking only at a prefix of r that is
+ * safely longer than what is kept. Consumes r. */
+static PyObject *normalise(PyObject *r) {
+    int has = PySequence_Contains(r, T.s_0x);
+    if (has <= 0) {
+        PyErr_Clear();
+        return r;
+    }
+    Py_ssize_t len = PyUnicode_GetLength(r), size = cfg.vc + 64;
+    for (;;) {
+        PyObject *part = PyUnicode_Substring(r, 0, size < len ? size : len);
+        PyObject *o = part ? PyObject_CallFunctionObjArgs(cfg.addr_sub, T.address_fn, part, NULL) : NULL;
+        xdecref(part);
+        if (!o) {
+            Py_DecRef(r);
+            return NULL;
+        }
+        if (size >= len || PyUnicode_GetLength(o) >= cfg.vc + 24) {
+            Py_DecRef(r);
+            return o;
+        }
+        Py_DecRef(o);
+        size *= 2;
+    }
+}
+
+static PyObject *nd_on_alarm(PyObject *self, PyObject *args) {
+    /* Only interrupts a guarded repr; a late tick is ignored. */
+    if (T.guard) {
+        PyErr_SetNone(T.reprtimeout);
+        return NULL;
+    }
+    return none();
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void set_timer(double value, double interval) {
+    struct itimerval it;
+    it.it_value.tv_sec = (time_t)value;
+    it.it_value.tv_usec = (suseconds_t)((value - (double)(time_t)value) * 1e6);
+    it.it_interval.tv_sec = (time_t)interval;
+    it.it_interval.tv_usec = (suseconds_t)((interval - (double)(time_t)interval) * 1e6);
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* Keep an exception a signal handler raised while the tracer ran: it is raised in the traced
+ * code when the tracer returns. */
+static void keep_pending(void) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (T.pend_t) {
+        xdecref(t);
+        xdecref(v);
+        xdecref(tb);
+        return;
+    }
+    T.pend_t = t;
+    T.pend_v = v;
+    T.pend_tb = tb;
+}
+
+/* slot(obj) (a user __repr__ or __str__) under an ITIMER_REAL alarm: the str result, or a
+ * placeholder. The alarm fires again every 20 ms, so a repr that swallows one ReprTimeout is
+ * interrupted again; the traced code's own SIGALRM handler and timer are restored. */
+static PyObject *guarded(PyObject *obj, int which, const char *what) {
+    PyObject *name = qualname(TYPE(obj));
+    if (!name) return NULL;
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *seen = id ? PyDict_GetItemWithError(T.slow, id) : NULL;
+    if (seen == obj) {
+        Py_DecRef(id);
+        PyObject *r = PyUnicode_FromFormat("<%U object (%s timed out)>", name, what);
+        Py_DecRef(name);
+        return r;
+    }
+    PyErr_Clear();
+    reprfunc fn = (reprfunc)PyType_GetSlot(TYPE(obj), which);
+    if (!fn) fn = (reprfunc)(which == Py_tp_str ? PyType_GetSlot(TYPE(obj), Py_tp_repr) : NULL);
+    if (!fn) {
+        PyErr_Clear();
+        Py_DecRef(id);
+        PyObject *r = PyUnicode_FromFormat("<%U object>", name);
+        Py_DecRef(name);
+        return r;
+    }
+    PyObject *prev = PyObject_CallFunction(cfg.sig_getsignal, "i", SIGALRM);
+    if (!prev) PyErr_Clear();
+    int ours = prev == T.alarm_fn;
+    if (!ours) {
+        PyObject *r = PyObject_CallFunction(cfg.sig_signal, "iO", SIGALRM, T.alarm_fn);
+        if (!r) PyErr_Clear();
+        xdecref(r);
+    }
+    struct itimerval old, it = {{0, 20000}, {0, 0}};
+    double rs = cfg.repr_s;
+    it.it_value.tv_sec = (time_t)rs;
+    it.it_value.tv_usec = (suseconds_t)((rs - (double)(time_t)rs) * 1e6);
+    if (!it.it_value.tv_sec && !it.it_value.tv_usec) it.it_value.tv_usec = 1000;
+    double started = now_s();
+    T.guard = 1;
+    setitimer(ITIMER_REAL, &it, &old);
+    PyObject *result = fn(obj);
+    T.guard = 0;
+    set_timer(0, 0);
+    PyObject *failure = NULL;
+    if (!result) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (t && PyErr_GivenExceptionMatches(t, T.reprtimeout)) {
+            failure = PyUnicode_FromFormat("<%U object (%s timed out)>", name, what);
+            if (id) PyDict_SetItem(T.slow, id, obj);
+        } else if (t && PyErr_GivenExceptionMatches(t, PyExc_MemoryError)) {
+            PyErr_Restore(t, v, tb);
+            fail("rendering a value");
+        } else {
+            PyObject *q = qualname(t ? t : (void *)PyExc_Exception);
+            failure = PyUnicode_FromFormat("<%U object (%s raised %U)>", name, what, q);
+            xdecref(q);
+        }
+        xdecref(t);
+        xdecref(v);
+        xdecref(tb);
+    }
+    Py_DecRef(id);
+    /* A tick of our timer may be pending: run the handlers now (ours ignores it), before the
+     * traced code's handler is back. */
+    if (PyErr_CheckSignals() < 0) keep_pending();
+    if (!ours) {
+        PyObject *r = PyObject_CallFunction(cfg.sig_signal, "iO", SIGALRM, prev && prev != Py_None ? prev : cfg.sig_dfl);
+        if (!r) PyErr_Clear();
+        xdecref(r);
+    }
+    xdecref(prev);
+    if (old.it_value.tv_sec || old.it_value.tv_usec) {
+        double left = (double)old.it_value.tv_sec + old.it_value.tv_usec / 1e6 - (now_s() - started);
+        set_timer(left > 1e-6 ? left : 1e-6, (double)old.it_interval.tv_sec + old.it_interval.tv_usec / 1e6);
+    }
+    if (failure) {
+        xdecref(result);
+        Py_DecRef(name);
+        return failure;
+    }
+    if (!IS_TYPE(result, PyUnicode_Type)) {
+        if (!PyType_IsSubtype(TYPE(result), PyUnicode_Type)) {
+            PyObject *q = qualname(TYPE(result));
+            PyObject *r = PyUnicode_FromFormat("<%U object (%s returned %U)>", name, what, q);
+            xdecref(q);
+            Py_DecRef(result);
+            Py_DecRef(name);
+            return r;
+        }
+        PyObject *s = PyUnicode_FromObject(result); /* an exact str copy: no user code */
+        Py_DecRef(result);
+        result = s;
+        if (!result) {
+            Py_DecRef(name);
+            return NULL;
+        }
+    }
+    Py_DecRef(name);
+    return normalise(result);
+}
+
+static int is_container(void *tp) {
+    return tp == PyList_Type || tp == PyTuple_Type || tp == PyDict_Type || tp == PySet_Type || tp == PyFrozenSet_Type;
+}
+
+static int is_immutable(void *tp) {
+    return tp == PyLong_Type || tp == PyFloat_Type || tp == PyComplex_Type || tp == PyBool_Type ||
+           tp == TYPE(Py_None) || tp == PyUnicode_Type || tp == PyBytes_Type;
+}
+
+/* An int as repr() gives it, or a placeholder past INT_BITS (int->str is quadratic). */
+static PyObject *int_repr(PyObject *v) {
+    PyObject *b = PyObject_CallMethod(v, "bit_length", NULL);
+    long bits = b ? PyLong_AsLong(b) : -1;
+    xdecref(b);
+    if (bits < 0) return NULL;
+    if (bits > INT_BITS) return PyUnicode_FromFormat("<int with %ld bits>", bits);
+    PyObject *r = PyObject_Repr(v);
+    if (!r && PyErr_ExceptionMatches(PyExc_ValueError)) { /* past sys.get_int_max_str_digits() */
+        PyErr_Clear();
+        return PyUnicode_FromFormat("<int with %ld bits>", bits);
+    }
+    return r;
+}
+
+/* Upper bound on the C repr work for the items of a flat collection of safe scalars, or -1. */
+enum { K_INT = 1, K_FLOAT = 2, K_STR = 4, K_OTHER = 8 };
+
+static int item_kind(PyObject *x, long long big, long long *strlen_sum, int *inrange) {
+    void *t = TYPE(x);
+    if (t == PyLong_Type) {
+        int of = 0;
+        long long v = PyLong_AsLongLongAndOverflow(x, &of);
+        if (of || !(-big < v && v < big)) *inrange = 0;
+        PyErr_Clear();
+        return K_INT;
+    }
+    if (t == PyBool_Type) return K_INT | K_FLOAT;
+    if (t == PyFloat_Type || t == TYPE(Py_None)) return K_FLOAT;
+    if (t == PyUnicode_Type) {
+        *strlen_sum += PyUnicode_GetLength(x);
+        return K_STR;
+    }
+    return K_OTHER;
+}
+
+/* flat_cost over an iterable of n items (consumes it). */
+static long long flat_cost_iter(PyObject *it, Py_ssize_t n) {
+    int all_int = 1, all_float = 1, all_str = 1, inrange = 1;
+    long long slen = 0;
+    if (!it) return -2;
+    PyObject *x;
+    while ((x = PyIter_Next(it))) {
+        int k = item_kind(x, cfg.big, &slen, &inrange);
+        Py_DecRef(x);
+        if (!(k & K_INT)) all_int = 0;
+        if (!(k & K_FLOAT)) all_float = 0;
+        if (k != K_STR) all_str = 0;
+        if (!all_int && !all_float && !all_str) break;
+    }
+    Py_DecRef(it);
+    if (PyErr_Occurred()) return -2;
+    if (all_int) return inrange ? 21 * (long long)n : -1;
+    if (all_float) return 26 * (long long)n;
+    if (all_str) return slen + 4 * (long long)n;
+    return -1;
+}
+
+/* repr() of a flat container of builtin scalars of bounded size (exact output), or NULL with no
+ * exception when it does not qualify. */
+static PyObject *fast_repr(PyObject *v, void *tp) {
+    Py_ssize_t n = PyObject_Size(v);
+    if (n < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (n == 0) return PyObject_Repr(v);
+    long long work = 4 * (long long)cfg.vc + 1024;
+    if ((long long)n * 3 > work) return NULL;
+    long long c;
+    if (tp == PyDict_Type) {
+        long long kc = flat_cost_iter(PyObject_GetIter(v), n);
+        if (kc < 0) {
+            PyErr_Clear();
+            return NULL;
+        }
+        PyObject *vals = PyObject_CallMethod(v, "values", NULL);
+        c = vals ? flat_cost_iter(PyObject_GetIter(vals), n) : -2;
+        xdecref(vals);
+        if (c < 0) {
+            PyErr_Clear();
+            return NULL;
+        }
+        c += kc;
+    } else {
+        c = flat_cost_iter(PyObject_GetIter(v), n);
+        if (c < 0) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    if (c > work) return NULL;
+    PyObject *r = PyObject_Repr(v);
+    if (!r && !PyErr_ExceptionMatches(PyExc_MemoryError)) PyErr_Clear();
+    return r;
+}
+
+#define ROOM_ERR ((Py_ssize_t)INT64_MIN)
+
+typedef struct {
+    PyObject *open[NEST_LIMIT + 2];
+    int nopen;
+} openset;
+
+static int is_open(openset *o, PyObject *x) {
+    for (int i = 0; i < o->nopen; i++)
+        if (o->open[i] == x) return 1;
+    return 0;
+}
+
+static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, int depth);
+
+static int append(PyObject *out, PyObject *s) {
+    if (!s) return -1;
+    int r = PyList_Append(out, s);
+    Py_DecRef(s);
+    return r;
+}
+
+static Py_ssize_t element(PyObject *e, PyObject *out, Py_ssize_t room, openset *o, int depth) {
+    void *te = TYPE(e);
+    PyObject *r;
+    if (is_container(te)) {
+        r = is_open(o, e) ? NULL : fast_repr(e, te);
+        if (!r) {
+            if (PyErr_Occurred()) return ROOM_ERR;
+            return into(e, out, room, o, depth + 1);
+        }
+        r = cut(r);
+    } else {
+        r = render(e);
+    }
+    if (!r) return ROOM_ERR;
+    Py_ssize_t len = PyUnicode_GetLength(r);
+    if (append(out, r) < 0) return ROOM_ERR;
+    return room - len;
+}
+
+/* Append the repr of container x to out element by element; returns the room left (negative:
+ * spent, the caller cuts), ROOM_ERR with an exception set. */
+static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, int depth) {
+    void *tp = TYPE(x);
+    if (is_open(o, x)) {
+        const char *s = tp == PyList_Type ? "[...]" : tp == PyTuple_Type ? "(...)" : tp == PyDict_Type ? "{...}"
+                      : tp == PySet_Type ? "set(...)" : "frozenset(...)";
+        if (append(out, PyUnicode_FromString(s)) < 0) return ROOM_ERR;
+        return room - (Py_ssize_t)strlen(s);
+    }
+    Py_ssize_t n = PyObject_Size(x);
+    if (n < 0) return ROOM_ERR;
+    if (n == 0) {
+        PyObject *s = PyObject_Repr(x);
+        if (!s) return ROOM_ERR;
+        Py_ssize_t len = PyUnicode_GetLength(s);
+        if (append(out, s) < 0) return ROOM_ERR;
+        return room - len;
+    }
+    if (depth >= NEST_LIMIT) return -1;
+    const char *opener, *closer;
+    if (tp == PyList_Type) opener = "[", closer = "]";
+    else if (tp == PyTuple_Type) opener = "(", closer = n == 1 ? ",)" : ")";
+    else if (tp == PyFrozenSet_Type) opener = "frozenset({", closer = "})";
+    else opener = "{", closer = "}";
+    if (append(out, PyUnicode_FromString(opener)) < 0) return ROOM_ERR;
+    room -= (Py_ssize_t)strlen(opener);
+    o->open[o->nopen++] = x;
+    PyObject *items = tp == PyDict_Type ? PyObject_CallMethod(x, "items", NULL) : (Py_IncRef(x), x);
+    PyObject *it = items ? PyObject_GetIter(items) : NULL;
+    xdecref(items);
+    if (!it) {
+        o->nopen--;
+        return ROOM_ERR;
+    }
+    int first = 1;
+    PyObject *e;
+    while ((e = PyIter_Next(it))) {
+        if (room < 0) {
+            Py_DecRef(e);
+            break;
+        }
+        if (first) first = 0;
+        else {
+            if (append(out, PyUnicode_FromString(", ")) < 0) room = ROOM_ERR;
+            else room -= 2;
+        }
+        if (room != ROOM_ERR && tp == PyDict_Type) {
+            room = element(PyTuple_GetItem(e, 0), out, room, o, depth);
+            if (room != ROOM_ERR) {
+                if (append(out, PyUnicode_FromString(": ")) < 0) room = ROOM_ERR;
+                else room -= 2;
+            }
+            if (room != ROOM_ERR) room = element(PyTuple_GetItem(e, 1), out, room, o, depth);
+        } else if (room != ROOM_ERR) {
+            room = element(e, out, room, o, depth);
+        }
+        Py_DecRef(e);
+        if (room == ROOM_ERR) break;
+    }
+    Py_DecRef(it);
+    o->nopen--;
+    if (room == ROOM_ERR || PyErr_Occurred()) return ROOM_ERR;
+    if (room < 0) return room; /* cut anyway: a closer would only be misleading */
+    if (append(out, PyUnicode_FromString(closer)) < 0) return ROOM_ERR;
+    return room - (Py_ssize_t)strlen(closer);
+}
+
+/* The rendering of v: repr-identical for builtins, at most vc characters plus "...". Returns
+ * NULL only on MemoryError (or an interpreter failure). */
+static PyObject *render(PyObject *v) {
+    void *tp = TYPE(v);
+    PyObject *r;
+    if (tp == PyUnicode_Type || tp == PyBytes_Type || tp == PyByteArray_Type) {
+        Py_ssize_t n = PyObject_Size(v);
+        if (n > cfg.vc) {
+            PyObject *h = PySequence_GetSlice(v, 0, cfg.vc);
+            r = h ? PyObject_Repr(h) : NULL;
+            xdecref(h);
+        } else {
+            r = PyObject_Repr(v);
+        }
+    } else if (tp == PyLong_Type) {
+        int of = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &of);
+        if (!of && -cfg.big < x && x < cfg.big) r = PyUnicode_FromFormat("%lld", x);
+        else {
+            PyErr_Clear();
+            r = int_repr(v);
+        }
+    } else if (tp == PyFloat_Type || tp == PyComplex_Type || tp == PyBool_Type || tp == TYPE(Py_None)) {
+        r = PyObject_Repr(v);
+    } else if (is_container(tp)) {
+        r = fast_repr(v, tp);
+        if (!r) {
+            if (PyErr_Occurred()) return NULL;
+            PyObject *out = PyList_New(0);
+            if (!out) return NULL;
+            openset o = {{0}, 0};
+            Py_ssize_t room = into(v, out, cfg.vc, &o, 0);
+            if (room == ROOM_ERR) {
+                Py_DecRef(out);
+                PyObject *t, *ev, *tb;
+                PyErr_Fetch(&t, &ev, &tb);
+                if (t && PyErr_GivenExceptionMatches(t, PyExc_MemoryError)) {
+                    PyErr_Restore(t, ev, tb);
+                    return NULL;
+                }
+                /* e.g. an element's repr mutated the container */
+                PyObject *q = qualname(tp), *qe = qualname(t ? t : (void *)PyExc_Exception);
+                r = PyUnicode_FromFormat("<%U object (repr raised %U)>", q, qe);
+                xdecref(q);
+                xdecref(qe);
+                xdecref(t);
+                xdecref(ev);
+                xdecref(tb);
+                return r;
+            }
+            r = PyUnicode_Join(T.empty_str, out);
+            Py_DecRef(out);
+            if (r && room < 0) { /* budget spent (or nesting too deep): always cut */
+                PyObject *h = PyUnicode_Substring(r, 0, cfg.vc);
+                Py_DecRef(r);
+                PyObject *dots = h ? PyUnicode_FromString("...") : NULL;
+                r = dots ? PyUnicode_Concat(h, dots) : NULL;
+                xdecref(h);
+                xdecref(dots);
+                return r;
+            }
+        }
+    } else {
+        r = guarded(v, Py_tp_repr, "repr");
+    }
+    return cut(r);
+}
+
+/* str(exc) (guarded, capped) for an end record. */
+static PyObject *exc_message(PyObject *exc) { return cut(guarded(exc, Py_tp_str, "str")); }
+
+/* render(v), or the end of the run (memory). */
+static PyObject *render_top(PyObject *v) {
+    PyObject *r = render(v);
+    if (!r) fail("rendering a value");
+    return r;
+}
+
+/* ------------------------------------------------------------------ source lines and code info */
+
+static PyObject *getsrc(PyObject *lines, int lineno) {
+    Py_ssize_t n = lines ? PyList_Size(lines) : 0;
+    if (lineno > 0 && lineno <= n) return PyList_GetItem(lines, lineno - 1); /* borrowed */
+    PyErr_Clear();
+    return T.empty_str;
+}
+
+/* Whether text (after leading whitespace) starts with `prefix` as a word. */
+static const char *lstrip(const char *s) {
+    while (*s == ' ' || *s == '\t' || *s == '\f' || *s == '\v') s++;
+    return s;
+}
+static int word_at(const char *s, const char *w) {
+    size_t n = strlen(w);
+    if (strncmp(s, w, n) != 0) return 0;
+    unsigned char c = (unsigned char)s[n];
+    return !(c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80);
+}
+static int is_def_line(PyObject *line) {
+    const char *s = PyUnicode_AsUTF8AndSize(line, NULL);
+    if (!s) {
+        PyErr_Clear();
+        return 0;
+    }
+    s = lstrip(s);
+    if (word_at(s, "def") || word_at(s, "class")) return 1;
+    if (strncmp(s, "async", 5) == 0 && (s[5] == ' ' || s[5] == '\t')) return word_at(lstrip(s + 5), "def");
+    return 0;
+}
+static int starts_at(PyObject *line) {
+    const char *s = PyUnicode_AsUTF8AndSize(line, NULL);
+    if (!s) {
+        PyErr_Clear();
+        return 0;
+    }
+    return *lstrip(s) == '@';
+}
+
+/* The lines of a traced file, read once (helpers.read_lines: Go checks every event's source
+ * text against the real file, so nothing here is trusted). */
+static PyObject *file_lines(PyObject *fn) {
+    int eq = PyObject_RichCompareBool(fn, cfg.filename, 2 /* Py_EQ */);
+    if (eq > 0) return cfg.own_lines;
+    PyErr_Clear();
+    PyObject *l = PyDict_GetItemWithError(T.file_lines, fn);
+    if (l) return l;
+    if (PyErr_Occurred()) fail("reading source lines");
+    l = PyObject_CallOneArg(cfg.read_lines, fn);
+    if (!l || !IS_TYPE(l, PyList_Type)) {
+        if (l == NULL && PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading source lines");
+        PyErr_Clear();
+        xdecref(l);
+        l = PyList_New(0);
+        if (!l) fail("reading source lines");
+    }
+    if (PyDict_SetItem(T.file_lines, fn, l) < 0) fail("reading source lines");
+    Py_DecRef(l);
+    return l;
+}
+
+/* A `function` record for a code object's first traced call (test runs): the helper finds the
+ * block in the file's AST (and says None for a block already written). */
+static void function_record(PyObject *code, PyObject *fn) {
+    PyObject *r = PyObject_CallOneArg(cfg.function_block, code);
+    if (!r) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("a function record");
+        PyErr_Clear();
+        return;
+    }
+    PyObject *q, *text;
+    long first, last;
+    if (r == Py_None || !IS_TYPE(r, PyTuple_Type) || !PyArg_ParseTuple(r, "UllU", &q, &first, &last, &text)) {
+        PyErr_Clear();
+        Py_DecRef(r);
+        return;
+    }
+    T.out.len = T.commit;
+    sb_puts(&T.out, "{\"event\":\"function\",\"file\":");
+    json_str(&T.out, fn);
+    sb_puts(&T.out, ",\"qualname\":");
+    json_str(&T.out, q);
+    char nums[64];
+    snprintf(nums, sizeof nums, ",\"first\":%ld,\"last\":%ld,\"source\":", first, last);
+    sb_puts(&T.out, nums);
+    json_str(&T.out, text);
+    sb_puts(&T.out, "}\n");
+    Py_DecRef(r);
+    commit_line(0);
+}
+
+static CodeInfo *code_info(PyObject *code, PyObject *fn) {
+    CodeInfo *info = calloc(1, sizeof *info);
+    if (!info) out_of_memory();
+    Py_IncRef(code);
+    info->code = code;
+    info->lines = file_lines(fn);
+    Py_IncRef(info->lines);
+    PyObject *name = PyObject_GetAttrString(code, "co_qualname");
+    if (!name) {
+        PyErr_Clear();
+        name = PyObject_GetAttrString(code, "co_name");
+    }
+    PyObject *first = PyObject_GetAttrString(code, "co_firstlineno");
+    PyObject *flags = PyObject_GetAttrString(code, "co_flags");
+    if (!name || !IS_TYPE(name, PyUnicode_Type) || !first || !flags) fail("reading a code object");
+    sbuf h = {0};
+    sb_puts(&h, ",\"func\":");
+    json_str(&h, name);
+    sb_puts(&h, ",\"file\":");
+    json_str(&h, fn);
+    sb_putc(&h, ',');
+    info->head = h.p;
+    info->headlen = h.len;
+    info->first = (int)PyLong_AsLong(first);
+    long fl = PyLong_AsLong(flags);
+    info->genlike = (fl & (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
+    Py_DecRef(name);
+    Py_DecRef(first);
+    Py_DecRef(flags);
+    /* A decorated function's co_firstlineno is its first decorator; its call event points at the
+     * def line (decorators may span several lines). */
+    info->def_line = info->first;
+    if (starts_at(getsrc(info->lines, info->first))) {
+        for (int ln = info->first + 1; ln < info->first + 200; ln++) {
+            if (is_def_line(getsrc(info->lines, ln))) {
+                info->def_line = ln;
+                break;
+            }
+        }
+    }
+    pm_put(&T.codes, (uintptr_t)code, info);
+    if (cfg.want_functions) function_record(code, fn);
+    return info;
+}
+
+static LinePair *line_pair(CodeInfo *info, int lineno) {
+    LinePair *p = pm_get(&info->pairs, (uintptr_t)(unsigned)lineno + 2);
+    if (p) return p;
+    p = calloc(1, sizeof *p);
+    if (!p) out_of_memory();
+    char a[48];
+    int n = snprintf(a, sizeof a, "\"lineno\":%d,\"depth\":", lineno);
+    p->a = strdup(a);
+    p->alen = (size_t)n;
+    sbuf b = {0};
+    sb_puts(&b, ",\"src\":");
+    json_str(&b, getsrc(info->lines, lineno));
+    p->b = b.p;
+    p->blen = b.len;
+    if (!p->a) out_of_memory();
+    pm_put(&info->pairs, (uintptr_t)(unsigned)lineno + 2, p);
+    return p;
+}
+
+/* Whether a file is traced: a target (exact, or under a prefix without /../ or /./), not excluded. */
+static int prefixed(const char *s, size_t n, char **pre, size_t *pn, Py_ssize_t k) {
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (n >= pn[i] && memcmp(s, pre[i], pn[i]) == 0) return 1;
+    return 0;
+}
+
+static int file_is_target(PyObject *fn) {
+    PyObject *t = PyDict_GetItemWithError(T.file_is_target, fn);
+    if (t) return t != Py_None; /* Py_None: not a target; anything else: a target */
+    if (PyErr_Occurred()) fail("checking a file");
+    Py_ssize_t n;
+    const char *s = IS_TYPE(fn, PyUnicode_Type) ? PyUnicode_AsUTF8AndSize(fn, &n) : NULL;
+    int yes = 0;
+    if (!s) {
+        PyErr_Clear();
+    } else {
+        int exact = PySet_Contains(cfg.exact_targets, fn);
+        if (exact < 0) PyErr_Clear();
+        yes = exact > 0 || (prefixed(s, (size_t)n, cfg.prefix_c, cfg.prefix_n, cfg.nprefix) &&
+                            !memmem(s, (size_t)n, "/../", 4) && !memmem(s, (size_t)n, "/./", 3));
+        if (yes && prefixed(s, (size_t)n, cfg.exclude_c, cfg.exclude_n, cfg.nexclude)) yes = 0;
+    }
+    if (PyDict_SetItem(T.file_is_target, fn, yes ? T.empty_str : Py_None) < 0) fail("checking a file");
+    return yes;
+}
+
+/* ------------------------------------------------------------------ frames */
+
+static void set_lines(PyObject *frame, int on) {
+    ((unsigned char *)frame)[frame_trace_lines_offset] = (unsigned char)on;
+}
+
+static void free_slot(Slot *s) {
+    xdecref(s->name);
+    xdecref(s->keyj);
+    xdecref(s->obj);
+    free(s->val);
+    if (s->snap) {
+        for (Py_ssize_t i = 0; i < s->snap_len; i++) {
+            xdecref(s->snap_vals[i]);
+            if (s->snap_keys) xdecref(s->snap_keys[i]);
+        }
+        free(s->snap_vals);
+        free(s->snap_keys);
+        Py_DecRef(s->snap);
+    }
+    memset(s, 0, sizeof *s);
+}
+
+static void free_state(FrameState *st) {
+    for (Py_ssize_t i = 0; i < st->nslots; i++) free_slot(&st->slots[i]);
+    for (Py_ssize_t i = 0; i < st->nkeys; i++) xdecref(st->keys[i]);
+    free(st->slots);
+    free(st->kidx);
+    free(st->keys);
+    xdecref(st->frame);
+    free(st);
+}
+
+static FrameState *new_frame(CodeInfo *info, PyObject *frame) {
+    FrameState *st = calloc(1, sizeof *st);
+    if (!st) out_of_memory();
+    st->ordinal = ++T.ordinal;
+    st->headlen = (size_t)snprintf(st->head, sizeof st->head, "\"frame\":%ld", st->ordinal);
+    st->info = info;
+    st->lineno = info->first;
+    Py_IncRef(frame);
+    st->frame = frame;
+    pm_put(&T.frames, (uintptr_t)frame, st);
+    return st;
+}
+
+/* The JSON key of a local name ("name":), or empty when the name is not reported: a
+ * comprehension's .0, dunders such as a __class__ cell. */
+static PyObject *keyj_of(PyObject *k) {
+    PyObject *j = PyDict_GetItemWithError(T.keyj, k);
+    if (j) return j;
+    if (PyErr_Occurred()) fail("local names");
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(k, &n);
+    int skip;
+    if (!s) {
+        PyErr_Clear();
+        skip = 1;
+    } else {
+        skip = (n >= 1 && s[0] == '.') || (n >= 2 && s[0] == '_' && s[1] == '_' && s[n - 2] == '_' && s[n - 1] == '_');
+    }
+    if (skip) {
+        j = T.empty_bytes;
+        Py_IncRef(j);
+    } else {
+        sbuf b = {0};
+        json_str(&b, k);
+        sb_putc(&b, ':');
+        j = PyBytes_FromStringAndSize(b.p, (Py_ssize_t)b.len);
+        free(b.p);
+        if (!j) fail("local names");
+    }
+    if (PyDict_SetItem(T.keyj, k, j) < 0) fail("local names");
+    Py_DecRef(j);
+    return j;
+}
+
+static size_t bytes_len(PyObject *b) {
+    char *p;
+    Py_ssize_t n;
+    return PyBytes_AsStringAndSize(b, &p, &n) == 0 ? (size_t)n : 0;
+}
+
+/* The frame's local names changed: recompute the reported ones (slots), keeping the state of the
+ * names still there. Appends ,"names":[...] to the line when the reported names changed. */
+static void rename_locals(FrameState *st, PyObject **ks, Py_ssize_t n) {
+    Py_ssize_t *kidx = malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1));
+    if (!kidx) out_of_memory();
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!IS_TYPE(ks[i], PyUnicode_Type)) continue;
+        if (bytes_len(keyj_of(ks[i]))) kidx[m++] = i;
+    }
+    if (m > MAX_NAMES) {
+        free(kidx);
+        limit_reached();
+    }
+    int same = m == st->nslots;
+    for (Py_ssize_t i = 0; same && i < m; i++) {
+        PyObject *a = ks[kidx[i]], *b = st->slots[i].name;
+        if (a != b && PyObject_RichCompareBool(a, b, 2) <= 0) same = 0;
+    }
+    PyErr_Clear();
+    /* the keys, kept for the next event's comparison */
+    for (Py_ssize_t i = 0; i < st->nkeys; i++) xdecref(st->keys[i]);
+    free(st->keys);
+    st->keys = malloc(sizeof(PyObject *) * (size_t)(n ? n : 1));
+    if (!st->keys) out_of_memory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_IncRef(ks[i]);
+        st->keys[i] = ks[i];
+    }
+    st->nkeys = n;
+    free(st->kidx);
+    st->kidx = kidx;
+    if (same && st->named) return;
+    st->named = 1;
+    Slot *slots = calloc((size_t)(m ? m : 1), sizeof(Slot));
+    if (!slots) out_of_memory();
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *name = ks[kidx[i]];
+        Py_ssize_t j;
+        for (j = 0; j < st->nslots; j++) {
+            PyObject *o = st->slots[j].name;
+            if (o && (o == name || PyObject_RichCompareBool(o, name, 2) > 0)) break;
+        }
+        PyErr_Clear();
+        if (j < st->nslots) {
+            slots[i] = st->slots[j];
+            memset(&st->slots[j], 0, sizeof(Slot));
+        } else {
+            Py_IncRef(name);
+            slots[i].name = name;
+            slots[i].keyj = keyj_of(name);
+            Py_IncRef(slots[i].keyj);
+        }
+    }
+    for (Py_ssize_t j = 0; j < st->nslots; j++) free_slot(&st->slots[j]); /* gone: re-emitted if back */
+    free(st->slots);
+    st->slots = slots;
+    st->nslots = m;
+    sb_puts(&T.out, ",\"names\":[");
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (i) sb_putc(&T.out, ',');
+        json_str(&T.out, slots[i].name);
+    }
+    sb_putc(&T.out, ']');
+}
+
+/* The frame's locals, as (name, value) references in T.sk/T.sv; returns their count. */
+static Py_ssize_t gather_locals(PyObject *frame) {
+    PyObject *loc = PyFrame_GetLocals(frame);
+    if (!loc) fail("reading locals");
+    PyObject *d = loc;
+    if (!IS_TYPE(loc, PyDict_Type)) {
+        /* 3.13+ gives a write-through FrameLocalsProxy; a class body may use any mapping from
+         * __prepare__, whose iteration would run user code: that is no locals. */
+        d = cfg.proxy_type && TYPE(loc) == (void *)cfg.proxy_type ? PyObject_CallMethod(loc, "copy", NULL) : PyDict_New();
+        Py_DecRef(loc);
+        if (!d || !IS_TYPE(d, PyDict_Type)) fail("reading locals");
+    }
+    Py_ssize_t n = PyDict_Size(d);
+    if (n > T.scap) {
+        free(T.sk);
+        free(T.sv);
+        T.scap = n * 2;
+        T.sk = malloc(sizeof(PyObject *) * (size_t)T.scap);
+        T.sv = malloc(sizeof(PyObject *) * (size_t)T.scap);
+        if (!T.sk || !T.sv) out_of_memory();
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *v;
+    while (i < n && PyDict_Next(d, &pos, &k, &v)) {
+        Py_IncRef(k);
+        Py_IncRef(v);
+        T.sk[i] = k;
+        T.sv[i] = v;
+        i++;
+    }
+    Py_DecRef(d);
+    return i;
+}
+
+static void release_locals(Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DecRef(T.sk[i]);
+        Py_DecRef(T.sv[i]);
+    }
+}
+
+/* Whether the flat container v still holds exactly the elements of the slot's snapshot. */
+static int snap_same(Slot *s, PyObject *v, void *tp) {
+    if (s->snap != v || PyObject_Size(v) != s->snap_len) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (tp == PyDict_Type) {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(v, &pos, &k, &x)) {
+            if (i >= s->snap_len || s->snap_vals[i] != x || s->snap_keys[i] != k) return 0;
+            i++;
+        }
+        return i == s->snap_len;
+    }
+    for (Py_ssize_t i = 0; i < s->snap_len; i++) {
+        PyObject *x = tp == PyList_Type ? PyList_GetItem(v, i) : PyTuple_GetItem(v, i);
+        if (x != s->snap_vals[i]) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void snap_take(Slot *s, PyObject *v, void *tp) {
+    if (s->snap) {
+        for (Py_ssize_t i = 0; i < s->snap_len; i++) {
+            xdecref(s->snap_vals[i]);
+            if (s->snap_keys) xdecref(s->snap_keys[i]);
+        }
+        free(s->snap_vals);
+        free(s->snap_keys);
+        Py_DecRef(s->snap);
+        s->snap = NULL;
+        s->snap_vals = s->snap_keys = NULL;
+    }
+    if (tp != PyList_Type && tp != PyTuple_Type && tp != PyDict_Type) return;
+    Py_ssize_t n = PyObject_Size(v);
+    if (n < 0) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject **vals = malloc(sizeof(PyObject *) * (size_t)(n ? n : 1));
+    PyObject **keys = tp == PyDict_Type ? malloc(sizeof(PyObject *) * (size_t)(n ? n : 1)) : NULL;
+    if (!vals || (tp == PyDict_Type && !keys)) out_of_memory();
+    Py_ssize_t i = 0;
+    int flat = 1;
+    if (tp == PyDict_Type) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (i < n && PyDict_Next(v, &pos, &k, &x)) {
+            if (!is_immutable(TYPE(k)) || !is_immutable(TYPE(x))) {
+                flat = 0;
+                break;
+            }
+            keys[i] = k;
+            vals[i] = x;
+            i++;
+        }
+    } else {
+        for (; i < n; i++) {
+            PyObject *x = tp == PyList_Type ? PyList_GetItem(v, i) : PyTuple_GetItem(v, i);
+            if (!x || !is_immutable(TYPE(x))) {
+                flat = 0;
+                break;
+            }
+            vals[i] = x;
+        }
+    }
+    PyErr_Clear();
+    if (!flat || i != n) {
+        free(vals);
+        free(keys);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        Py_IncRef(vals[i]);
+        if (keys) Py_IncRef(keys[i]);
+    }
+    Py_IncRef(v);
+    s->snap = v;
+    s->snap_len = n;
+    s->snap_vals = vals;
+    s->snap_keys = keys;
+}
+
+/* Append "name":J for a changed value; J is compared with the slot's last JSON in place. */
+static int diff_value(Slot *s, PyObject *v, int *nchanged) {
+    if (v == s->obj) return 0; /* the same immutable object as last time: unchanged */
+    void *tp = TYPE(v);
+    size_t mark = T.out.len;
+    if (*nchanged) sb_putc(&T.out, ',');
+    char *kp;
+    Py_ssize_t kn;
+    PyBytes_AsStringAndSize(s->keyj, &kp, &kn);
+    sb_put(&T.out, kp, (size_t)kn);
+    size_t jstart = T.out.len;
+    int of = 0, small = 0;
+    long long x = 0;
+    if (tp == PyLong_Type) {
+        x = PyLong_AsLongLongAndOverflow(v, &of);
+        small = !of && -cfg.big < x && x < cfg.big;
+        PyErr_Clear();
+    }
+    if (small) {
+        char num[32];
+        sb_put(&T.out, num, (size_t)snprintf(num, sizeof num, "\"%lld\"", x));
+    } else if (tp == PyUnicode_Type && PyUnicode_GetLength(v) <= cfg.vc) {
+        PyErr_Clear();
+        PyObject *r = cut(PyObject_Repr(v));
+        if (!r) fail("rendering a value");
+        json_str(&T.out, r);
+        Py_DecRef(r);
+    } else {
+        PyErr_Clear();
+        if (s->snap && snap_same(s, v, tp)) {
+            T.out.len = mark;
+            return 0;
+        }
+        PyObject *r = render_top(v);
+        json_str(&T.out, r);
+        Py_DecRef(r);
+        snap_take(s, v, tp);
+    }
+    xdecref(s->obj);
+    s->obj = NULL;
+    if (is_immutable(tp)) {
+        Py_IncRef(v);
+        s->obj = v;
+    }
+    size_t jlen = T.out.len - jstart;
+    if (s->has_val && s->vlen == jlen && memcmp(s->val, T.out.p + jstart, jlen) == 0) {
+        T.out.len = mark;
+        return 0;
+    }
+    char *nv = realloc(s->val, jlen ? jlen : 1);
+    if (!nv) out_of_memory();
+    memcpy(nv, T.out.p + jstart, jlen);
+    s->val = nv;
+    s->vlen = jlen;
+    s->has_val = 1;
+    (*nchanged)++;
+    return 1;
+}
+
+static PyObject *co_code_of(CodeInfo *info) {
+    if (!info->co_code) {
+        info->co_code = PyCode_GetCode(info->code);
+        if (!info->co_code) PyErr_Clear();
+    }
+    return info->co_code;
+}
+
+/* The opcode at the frame's last instruction, -1 when unknown. */
+static int last_opcode(CodeInfo *info, PyObject *frame) {
+    PyObject *cc = co_code_of(info);
+    int lasti = PyFrame_GetLasti(frame);
+    char *p;
+    Py_ssize_t n;
+    if (!cc || lasti < 0 || PyBytes_AsStringAndSize(cc, &p, &n) < 0 || lasti >= n) {
+        PyErr_Clear();
+        return -1;
+    }
+    return (unsigned char)p[lasti];
+}
+
+/* A return right after an exception event: is the frame left by that exception? */
+static int unwinding(CodeInfo *info, PyObject *frame, PyObject *arg) {
+    if (arg != Py_None) return 0;
+    int op = last_opcode(info, frame);
+    return op < 0 || !cfg.normal_exit[op];
+}
+
+static const char *event_names[] = {"call", "exception", "line", "return"};
+
+/* The naive baseline (benchmarks only): plain repr and json.dumps of the whole event. */
+static PyObject *plain(PyObject *v) {
+    PyObject *r = PyObject_Repr(v);
+    if (!r) {
+        PyObject *t, *ev, *tb;
+        PyErr_Fetch(&t, &ev, &tb);
+        PyObject *q = qualname(TYPE(v)), *qe = qualname(t ? t : (void *)PyExc_Exception);
+        r = PyUnicode_FromFormat("<%U object (repr raised %U)>", q, qe);
+        xdecref(q);
+        xdecref(qe);
+        xdecref(t);
+        xdecref(ev);
+        xdecref(tb);
+    }
+    return cut(r);
+}
+
+/* d[k] = v, stealing v. */
+static void dput(PyObject *d, const char *k, PyObject *v) {
+    PyObject *ks = PyUnicode_FromString(k);
+    if (!ks || !v || PyDict_SetItem(d, ks, v) < 0) fail("naive event");
+    Py_DecRef(ks);
+    Py_DecRef(v);
+}
+
+static void naive_event(FrameState *st, PyObject *frame, int what, PyObject *arg, int lineno, Py_ssize_t n) {
+    PyObject *ev = PyDict_New(), *code = PyFrame_GetCode(frame);
+    if (!ev || !code) fail("naive event");
+    dput(ev, "event", PyUnicode_FromString(event_names[what]));
+    dput(ev, "frame", PyLong_FromLong(st->ordinal));
+    PyObject *fn = PyObject_GetAttrString(code, "co_qualname");
+    dput(ev, "func", fn ? fn : PyObject_GetAttrString(code, "co_name"));
+    dput(ev, "file", PyObject_GetAttrString(code, "co_filename"));
+    Py_DecRef(code);
+    dput(ev, "lineno", PyLong_FromLong(lineno));
+    dput(ev, "depth", PyLong_FromLong(st->depth));
+    PyObject *src = getsrc(st->info->lines, lineno);
+    Py_IncRef(src);
+    dput(ev, "src", src);
+    PyObject *names = PyList_New(0), *locals = PyDict_New();
+    if (!names || !locals) fail("naive event");
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!IS_TYPE(T.sk[i], PyUnicode_Type) || !bytes_len(keyj_of(T.sk[i]))) continue;
+        if (++kept > MAX_NAMES) limit_reached();
+        PyObject *r = plain(T.sv[i]);
+        if (!r || PyList_Append(names, T.sk[i]) < 0 || PyDict_SetItem(locals, T.sk[i], r) < 0) fail("naive event");
+        Py_DecRef(r);
+    }
+    dput(ev, "names", names);
+    dput(ev, "locals", locals);
+    if (what == PyTrace_RETURN) {
+        dput(ev, "value", plain(arg));
+        if (st->exc && unwinding(st->info, frame, arg)) dput(ev, "unwind", PyBool_FromLong(1));
+    } else if (what == PyTrace_EXCEPTION) {
+        dput(ev, "value", plain(PyTuple_GetItem(arg, 1)));
+        dput(ev, "exc_type", qualname(PyTuple_GetItem(arg, 0)));
+    }
+    PyObject *s = PyObject_CallOneArg(cfg.dumps, ev);
+    Py_DecRef(ev);
+    Py_ssize_t sl;
+    const char *sp = s ? PyUnicode_AsUTF8AndSize(s, &sl) : NULL;
+    if (!sp) fail("naive event");
+    sb_put(&T.out, sp, (size_t)sl);
+    sb_putc(&T.out, '\n');
+    Py_DecRef(s);
+}
+
+/* One event of a traced frame (recording): the line, then the locals diffed against the
+ * frame's previous event. */
+static void trace_event(FrameState *st, PyObject *frame, int what, PyObject *arg) {
+    CodeInfo *info = st->info;
+    int lineno = PyFrame_GetLineNumber(frame);
+    if (lineno < 0) lineno = st->lineno; /* 3.12+: artificial instructions have no line */
+    else if (what == PyTrace_CALL && lineno == info->first) lineno = info->def_line;
+    st->lineno = lineno;
+    Py_ssize_t n = gather_locals(frame);
+    T.out.len = T.commit;
+    if (cfg.naive) {
+        naive_event(st, frame, what, arg, lineno, n);
+    } else {
+        LinePair *lp = line_pair(info, lineno);
+        sb_puts(&T.out, "{\"event\":\"");
+        sb_puts(&T.out, event_names[what]);
+        sb_puts(&T.out, "\",");
+        sb_put(&T.out, st->head, st->headlen);
+        sb_put(&T.out, info->head, info->headlen);
+        sb_put(&T.out, lp->a, lp->alen);
+        sb_put(&T.out, st->dstr, st->dlen);
+        sb_put(&T.out, lp->b, lp->blen);
+        int same = n == st->nkeys && st->keys;
+        for (Py_ssize_t i = 0; same && i < n; i++) {
+            if (T.sk[i] != st->keys[i] && PyObject_RichCompareBool(T.sk[i], st->keys[i], 2) <= 0) same = 0;
+        }
+        PyErr_Clear();
+        if (!same) rename_locals(st, T.sk, n);
+        sb_puts(&T.out, ",\"locals\":{");
+        int nchanged = 0;
+        for (Py_ssize_t i = 0; i < st->nslots; i++) diff_value(&st->slots[i], T.sv[st->kidx[i]], &nchanged);
+        if (what == PyTrace_RETURN) {
+            sb_puts(&T.out, "},\"value\":");
+            PyObject *r = render_top(arg);
+            json_str(&T.out, r);
+            Py_DecRef(r);
+            sb_puts(&T.out, st->exc && unwinding(info, frame, arg) ? ",\"unwind\":true}\n" : "}\n");
+        } else if (what == PyTrace_EXCEPTION) {
+            PyObject *tp = PyTuple_GetItem(arg, 0), *val = PyTuple_GetItem(arg, 1);
+            if (!tp || !val) fail("an exception event");
+            sb_puts(&T.out, "},\"value\":");
+            PyObject *r = render_top(val);
+            json_str(&T.out, r);
+            Py_DecRef(r);
+            sb_puts(&T.out, ",\"exc_type\":");
+            PyObject *q = qualname(tp);
+            json_str(&T.out, q);
+            xdecref(q);
+            sb_puts(&T.out, "}\n");
+        } else {
+            sb_puts(&T.out, "}}\n");
+        }
+    }
+    release_locals(n);
+    st->exc = what == PyTrace_EXCEPTION;
+    commit_line(1);
+}
+
+/* Whether a frame whose events are recorded is on the stack at or below frame. */
+static int traced_on_stack(PyObject *frame) {
+    Py_IncRef(frame);
+    PyObject *f = frame;
+    int hit = 0;
+    while (f && !hit) {
+        hit = pm_get(&T.frames, (uintptr_t)f) != NULL;
+        PyObject *b = PyFrame_GetBack(f);
+        Py_DecRef(f);
+        f = b;
+    }
+    xdecref(f);
+    return hit;
+}
+
+/* Test runs: events of tracer.py's _phase generator mark the test's phases. Its first suspension
+ * (the `yield`) starts recording, its resumption ends it. */
+static void phase_event(PyObject *frame, int what) {
+    if (what == PyTrace_CALL) {
+        if (!T.phase_frame) {
+            if (traced_on_stack(frame)) tracer_tamper("a test phase started inside traced code");
+            Py_IncRef(frame);
+            T.phase_frame = frame;
+            T.phase_state = 1;
+        } else if (frame == T.phase_frame && T.phase_state == 2) {
+            if (traced_on_stack(frame)) tracer_tamper("a test phase ended inside traced code");
+            T.recording = 0;
+            T.phase_state = 3;
+        } else {
+            tracer_tamper("a test phase started inside another");
+        }
+    } else if (what == PyTrace_RETURN && frame == T.phase_frame) {
+        if (T.phase_state == 1) {
+            T.phase_state = 2;
+            T.recording = 1;
+            T.phases++;
+        } else {
+            T.phase_state = 0;
+            T.recording = 0;
+            T.phase_frame = NULL;
+            Py_DecRef(frame);
+        }
+    }
+}
+
+static void headroom(int on) {
+    if (on) {
+        T.saved_limit = Py_GetRecursionLimit();
+        Py_SetRecursionLimit(T.saved_limit + HEADROOM);
+    } else {
+        Py_SetRecursionLimit(T.saved_limit);
+    }
+}
+
+/* A new (or resumed) frame of traced code. */
+static void call_event(FrameState *st, PyObject *frame, PyObject *code, PyObject *arg) {
+    if (!st) {
+        CodeInfo *info = pm_get(&T.codes, (uintptr_t)code);
+        if (!info) {
+            PyObject *fn = PyObject_GetAttrString(code, "co_filename");
+            if (!fn) fail("reading a code object");
+            info = code_info(code, fn);
+            Py_DecRef(fn);
+        }
+        st = new_frame(info, frame);
+    }
+    /* depth: traced frames below this one (the nearest traced caller's depth + 1) */
+    int depth = 0;
+    PyObject *back = PyFrame_GetBack(frame), *f = back;
+    if (f) Py_IncRef(f);
+    while (f) {
+        FrameState *below = pm_get(&T.frames, (uintptr_t)f);
+        if (below) {
+            depth = below->depth + 1;
+            break;
+        }
+        PyObject *b = PyFrame_GetBack(f);
+        Py_DecRef(f);
+        f = b;
+    }
+    xdecref(f);
+    if (depth == 0 && T.entry_code) {
+        /* Function items: every frame at depth 0 is called from the item's call expression;
+         * anything else means the bottom of the stack was rebound. */
+        PyObject *bc = back ? PyFrame_GetCode(back) : NULL;
+        int ok = bc == T.entry_code;
+        xdecref(bc);
+        if (!ok) {
+            xdecref(back);
+            tracer_tamper("the traced call is not the item's call expression");
+        }
+    }
+    xdecref(back);
+    st->depth = depth;
+    st->dlen = (size_t)snprintf(st->dstr, sizeof st->dstr, "%d", depth);
+    set_lines(frame, 1);
+    trace_event(st, frame, PyTrace_CALL, arg);
+}
+
+static PyObject **nt_slot(PyObject *code) { return &T.nt_cache[((uintptr_t)code >> 4) & (NT_CACHE - 1)]; }
+
+/* The trace function (PyEval_SetTrace). It never fails on its own: a failure of the tracer ends
+ * the run (fail), tampering ends it as such; -1 only hands the traced code an exception a signal
+ * handler raised while the tracer ran. */
+static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
+    if (what > PyTrace_RETURN || T.ending) return 0;
+    if (!arg) arg = Py_None; /* a frame left by an exception returns NULL (Python tracers see None) */
+    if (T.dead) {
+        stop_tracing();
+        return 0;
+    }
+    FrameState *st = pm_get(&T.frames, (uintptr_t)frame);
+    if (st) {
+        if (T.recording) {
+            headroom(1);
+            if (what == PyTrace_CALL) {
+                PyObject *code = PyFrame_GetCode(frame);
+                call_event(st, frame, code, arg);
+                Py_DecRef(code);
+            } else {
+                trace_event(st, frame, what, arg);
+            }
+            headroom(0);
+        }
+        if (what == PyTrace_RETURN && (!st->info->genlike || last_opcode(st->info, frame) != cfg.yield_value)) {
+            pm_del(&T.frames, (uintptr_t)frame); /* the frame is done */
+            free_state(st);
+        }
+    } else {
+        if (what == PyTrace_EXCEPTION) return 0;
+        PyObject *code = PyFrame_GetCode(frame);
+        if (code == cfg.phase_code && cfg.phase_code) {
+            phase_event(frame, what);
+        } else if (what == PyTrace_LINE) {
+            set_lines(frame, 0); /* no state: none of its lines is ever recorded */
+        } else if (what == PyTrace_CALL) {
+            PyObject **slot = nt_slot(code);
+            if (!T.recording || *slot == code) {
+                set_lines(frame, 0);
+            } else if (pm_get(&T.codes, (uintptr_t)code)) {
+                headroom(1);
+                call_event(NULL, frame, code, arg);
+                headroom(0);
+            } else {
+                PyObject *fn = PyObject_GetAttrString(code, "co_filename");
+                if (!fn) fail("reading a code object");
+                int yes = file_is_target(fn);
+                Py_DecRef(fn);
+                if (yes) {
+                    headroom(1);
+                    call_event(NULL, frame, code, arg);
+                    headroom(0);
+                } else {
+                    xdecref(*slot);
+                    Py_IncRef(code);
+                    *slot = code;
+                    set_lines(frame, 0);
+                }
+            }
+        }
+        Py_DecRef(code);
+    }
+    if (T.pend_t) {
+        PyErr_Restore(T.pend_t, T.pend_v, T.pend_tb);
+        T.pend_t = T.pend_v = T.pend_tb = NULL;
+        return -1;
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    return 0;
+}
+
+static void start_tracing(void) {
+    native_settrace = 1;
+    PyEval_SetTrace(tracefunc, T.traceobj); /* what sys.gettrace() shows: a callable doing nothing */
+    native_settrace = 0;
+    T.tracing = 1;
+}
+
+/* at-fork (child): a process forked by traced code is never traced and cannot write events. */
+static void at_fork_child(void) {
+    if (!T.ready) return;
+    T.dead = 1;
+    close(EVENTS_FD);
+}
+
+/* ------------------------------------------------------------------ control functions */
+
+/* The tracer's functions run only for tracer.py's code, on the item's main thread, in the item
+ * process itself, never after tampering. */
+static int refuse_untrusted(void) {
+    PyObject *cur = PyEval_GetFrame();
+    PyObject *code = cur ? PyFrame_GetCode(cur) : NULL;
+    int ok = codeset_has(&trusted_codes, code) && !tampered && T.ready && !T.dead &&
+             PyThread_get_thread_ident() == cfg.main_thread && getpid() == cfg.main_pid;
+    xdecref(code);
+    if (!ok) {
+        if (T.ready && !T.dead) tracer_tamper("traced code called the tracer");
+        PyErr_SetString(PyExc_PermissionError, "ndtrace: the tracer is not available");
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *dict_get(PyObject *d, const char *k) {
+    PyObject *ks = PyUnicode_FromString(k);
+    PyObject *v = ks ? PyDict_GetItemWithError(d, ks) : NULL;
+    xdecref(ks);
+    if (!v && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "ndtrace: tracer_setup: %s missing", k);
+    if (v) Py_IncRef(v);
+    return v;
+}
+
+static long dict_long(PyObject *d, const char *k) {
+    PyObject *v = dict_get(d, k);
+    long r = v ? PyLong_AsLong(v) : -1;
+    xdecref(v);
+    return r;
+}
+
+static int c_strings(PyObject *seq, char ***out, size_t **lens, Py_ssize_t *n) {
+    *n = PySequence_Size(seq);
+    if (*n < 0) return -1;
+    *out = calloc((size_t)(*n ? *n : 1), sizeof(char *));
+    *lens = calloc((size_t)(*n ? *n : 1), sizeof(size_t));
+    if (!*out || !*lens) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *s = PySequence_GetItem(seq, i);
+        Py_ssize_t l;
+        const char *u = s ? PyUnicode_AsUTF8AndSize(s, &l) : NULL;
+        if (!u) {
+            xdecref(s);
+            return -1;
+        }
+        (*out)[i] = malloc((size_t)l + 1);
+        if (!(*out)[i]) {
+            Py_DecRef(s);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy((*out)[i], u, (size_t)l + 1);
+        (*lens)[i] = (size_t)l;
+        Py_DecRef(s);
+    }
+    return 0;
+}
+
+/* tracer_setup(cfg, key, helpers): configure the tracer for this item (before seal()). */
+static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
+    PyObject *c, *key, *h;
+    if (!PyArg_ParseTuple(args, "O!SO!", PyDict_Type, &c, &key, PyDict_Type, &h) || refuse_sealed()) return NULL;
+    if (T.ready) {
+        PyErr_SetString(PyExc_RuntimeError, "ndtrace: the tracer is already set up");
+        return NULL;
+    }
+    char *kp;
+    Py_ssize_t kn;
+    if (PyBytes_AsStringAndSize(key, &kp, &kn) < 0 || kn < 16) {
+        PyErr_SetString(PyExc_ValueError, "ndtrace: key too short");
+        return NULL;
+    }
+    cfg.key = PyBytes_FromStringAndSize(kp, kn);
+    cfg.vc = dict_long(c, "value_chars");
+    if (cfg.vc < 1) cfg.vc = 1;
+    cfg.max_events = dict_long(c, "max_events");
+    cfg.max_bytes = dict_long(c, "max_trace_bytes");
+    long repr_ms = dict_long(c, "repr_ms");
+    cfg.repr_s = (repr_ms > 0 ? repr_ms : 1) / 1000.0;
+    cfg.big = cfg.vc >= 20 ? 1000000000000000000LL : 0;
+    cfg.naive = (int)dict_long(c, "naive");
+    cfg.want_functions = (int)dict_long(c, "want_functions");
+    cfg.yield_value = (int)dict_long(c, "yield_value");
+    if (PyErr_Occurred()) return NULL;
+    PyObject *exits = dict_get(c, "normal_exits");
+    if (!exits) return NULL;
+    for (Py_ssize_t i = 0, n = PySequence_Size(exits); i < n; i++) {
+        PyObject *o = PySequence_GetItem(exits, i);
+        long op = o ? PyLong_AsLong(o) : -1;
+        xdecref(o);
+        if (op >= 0 && op < 256) cfg.normal_exit[op] = 1;
+    }
+    Py_DecRef(exits);
+    if (!(cfg.filename = dict_get(c, "filename")) || !(cfg.own_lines = dict_get(c, "own_lines")) ||
+        !(cfg.exact_targets = dict_get(c, "exact_targets")) || !(cfg.prefix_targets = dict_get(c, "prefix_targets")) ||
+        !(cfg.exclude = dict_get(c, "exclude")))
+        return NULL;
+    if (!IS_TYPE(cfg.own_lines, PyList_Type) || !(IS_TYPE(cfg.exact_targets, PySet_Type) || IS_TYPE(cfg.exact_targets, PyFrozenSet_Type))) {
+        PyErr_SetString(PyExc_TypeError, "ndtrace: tracer_setup: own_lines must be a list, exact_targets a set");
+        return NULL;
+    }
+    if (c_strings(cfg.prefix_targets, &cfg.prefix_c, &cfg.prefix_n, &cfg.nprefix) < 0 ||
+        c_strings(cfg.exclude, &cfg.exclude_c, &cfg.exclude_n, &cfg.nexclude) < 0)
+        return NULL;
+    if (!(cfg.hmac = dict_get(h, "hmac")) || !(cfg.enc = dict_get(h, "enc")) || !(cfg.read_lines = dict_get(h, "read_lines")) ||
+        !(cfg.function_block = dict_get(h, "function_block")) || !(cfg.addr_sub = dict_get(h, "addr_sub")) ||
+        !(cfg.dumps = dict_get(h, "dumps")) || !(cfg.sig_signal = dict_get(h, "signal")) ||
+        !(cfg.sig_getsignal = dict_get(h, "getsignal")) || !(cfg.sig_dfl = dict_get(h, "sig_dfl")) ||
+        !(cfg.std_flush = dict_get(h, "std_flush")) || !(cfg.phase_code = dict_get(h, "phase")) ||
+        !(cfg.proxy_type = dict_get(h, "proxy_type")))
+        return NULL;
+    if (cfg.phase_code == Py_None) {
+        Py_DecRef(cfg.phase_code);
+        cfg.phase_code = NULL;
+    }
+    if (cfg.proxy_type == Py_None) {
+        Py_DecRef(cfg.proxy_type);
+        cfg.proxy_type = NULL;
+    }
+    if (!IS_TYPE(cfg.std_flush, PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "ndtrace: tracer_setup: std_flush must be a tuple");
+        return NULL;
+    }
+    if (!frame_trace_lines_offset) {
+        PyErr_SetString(PyExc_RuntimeError, "ndtrace: harden_frames() must run first");
+        return NULL;
+    }
+    if (!(T.addresses = PyDict_New()) || !(T.slow = PyDict_New()) || !(T.keyj = PyDict_New()) ||
+        !(T.file_is_target = PyDict_New()) || !(T.file_lines = PyDict_New()) ||
+        !(T.s_0x = PyUnicode_FromString("0x")) || !(T.empty_str = PyUnicode_FromString("")) ||
+        !(T.empty_bytes = PyBytes_FromStringAndSize("", 0)))
+        return NULL;
+    T.ballast = malloc(256 << 10);
+    T.flush_at = CHUNK;
+    cfg.main_thread = PyThread_get_thread_ident();
+    cfg.main_pid = getpid();
+    if (pthread_atfork(NULL, NULL, at_fork_child) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "ndtrace: pthread_atfork failed");
+        return NULL;
+    }
+    T.ready = 1;
+    return none();
+}
+
+/* The end record of a run whose code raised e (the traced call, a module body, a test runner).
+ * Never returns. */
+static void end_exception(PyObject *e) __attribute__((noreturn));
+static void end_exception(PyObject *e) {
+    if (PyErr_GivenExceptionMatches(e, PyExc_MemoryError)) {
+        free(T.ballast);
+        T.ballast = NULL;
+        end_c("memory", "MemoryError", NULL);
+        finish(0);
+    }
+    PyObject *rv = render_top(e), *q = qualname(TYPE(e)), *m = exc_message(e);
+    if (!m) fail("an exception's message");
+    end_record("exception", rv, q, m);
+    finish(0);
+}
+
+/* The exception being raised, normalised. */
+static PyObject *fetch(void) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (!v) fail("an exception without a value");
+    xdecref(t);
+    xdecref(tb);
+    return v;
+}
+
+/* tracer_call(module_code, call_code, namespace, blocks): a function item, start to end: the
+ * blocks record, the module body (untraced), the traced call, the end record. Never returns. */
+static PyObject *nd_tracer_call(PyObject *self, PyObject *args) {
+    PyObject *mod, *call, *ns, *blocks;
+    if (!PyArg_ParseTuple(args, "O!O!O!U", PyCode_Type, &mod, PyCode_Type, &call, PyDict_Type, &ns, &blocks) ||
+        refuse_untrusted())
+        return NULL;
+    if (T.call_used || T.start_used || T.end_used) tracer_tamper("the tracer's entry point ran twice");
+    T.call_used = 1;
+    Py_ssize_t bn;
+    const char *bs = PyUnicode_AsUTF8AndSize(blocks, &bn);
+    if (!bs || bn < 2 || strncmp(bs, "{\"event\":\"blocks\",", 18) != 0 || memchr(bs, '\n', (size_t)bn - 1) ||
+        bs[bn - 1] != '\n')
+        fail("the blocks record");
+    T.out.len = T.commit;
+    sb_put(&T.out, bs, (size_t)bn);
+    commit_line(0);
+    flush(); /* sealed before any of the item's code runs: from here on, exits are the code's */
+    PyObject *r = PyEval_EvalCode(mod, ns, ns); /* the module body runs untraced */
+    if (!r) end_exception(fetch());
+    Py_DecRef(r);
+    Py_IncRef(call);
+    T.entry_code = call;
+    T.recording = 1;
+    start_tracing();
+    r = PyEval_EvalCode(call, ns, ns);
+    stop_tracing();
+    if (!r) end_exception(fetch());
+    PyObject *rv = render_top(r);
+    end_record("ok", rv, NULL, NULL);
+    finish(0);
+}
+
+/* tracer_start(): a test run's code is about to run (sealed marker); traced runs trace from
+ * here, recording only inside the test's phases. */
+static PyObject *nd_tracer_start(PyObject *self, PyObject *args) {
+    int traced;
+    if (!PyArg_ParseTuple(args, "p", &traced) || refuse_untrusted()) return NULL;
+    if (T.call_used || T.start_used || T.end_used) tracer_tamper("the tracer's entry point ran twice");
+    T.start_used = 1;
+    flush();
+    if (traced) {
+        if (!cfg.phase_code) fail("no phase marker");
+        start_tracing();
+    }
+    return none();
+}
+
+static int valid_record(const char *s, Py_ssize_t n) {
+    if (n < 2 || s[n - 1] != '\n' || memchr(s, '\n', (size_t)n - 1)) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80) return 0;
+    return strncmp(s, "{\"event\":\"test\",", 16) == 0 || strncmp(s, "{\"event\":\"collection\",", 22) == 0;
+}
+
+/* tracer_end(status, exc_type=None, exc_message=None, record=None): the last record (a test
+ * run's test or collection record) and the end record. Status "bug" is tracer.py's own failure:
+ * an exception end of type TracerError, exit 70 (Go reports a sandbox error). Never returns. */
+static PyObject *nd_tracer_end(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"status", "exc_type", "exc_message", "record", NULL};
+    const char *status;
+    PyObject *et = Py_None, *em = Py_None, *rec = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOO", kwlist, &status, &et, &em, &rec) || refuse_untrusted())
+        return NULL;
+    if (T.end_used) tracer_tamper("the tracer's end ran twice");
+    T.end_used = 1;
+    PyObject *cur = PyEval_GetFrame();
+    if (cur && traced_on_stack(cur)) tracer_tamper("the run was ended from inside traced code");
+    stop_tracing();
+    int bug = strcmp(status, "bug") == 0; /* tracer.py failed: a sandbox error, exit 70 */
+    if (bug) status = "exception";
+    if (strcmp(status, "ok") && strcmp(status, "exception") && strcmp(status, "invalid") && strcmp(status, "memory"))
+        fail("an unknown end status");
+    if (rec != Py_None) {
+        Py_ssize_t rn;
+        const char *rs = IS_TYPE(rec, PyUnicode_Type) ? PyUnicode_AsUTF8AndSize(rec, &rn) : NULL;
+        if (!rs || !valid_record(rs, rn)) fail("a malformed record");
+        T.out.len = T.commit;
+        sb_put(&T.out, rs, (size_t)rn);
+        commit_line(0);
+    }
+    PyObject *t = et != Py_None && IS_TYPE(et, PyUnicode_Type) ? et : NULL;
+    PyObject *m = em != Py_None && IS_TYPE(em, PyUnicode_Type) ? em : NULL;
+    if (m) {
+        Py_IncRef(m);
+        m = cut(m);
+    }
+    if (bug) {
+        PyObject *tb = PyUnicode_FromString("TracerError");
+        end_record(status, NULL, tb, m);
+        finish(EXIT_TRACER_BUG);
+    }
+    end_record(status, NULL, t, m);
+    finish(0);
+}
+
+/* tracer_end_exception(exc): the end record of a run whose code raised exc. Never returns. */
+static PyObject *nd_tracer_end_exception(PyObject *self, PyObject *exc) {
+    if (refuse_untrusted()) return NULL;
+    if (T.end_used) tracer_tamper("the tracer's end ran twice");
+    T.end_used = 1;
+    PyObject *cur = PyEval_GetFrame();
+    if (cur && traced_on_stack(cur)) tracer_tamper("the run was ended from inside traced code");
+    stop_tracing();
+    end_exception(exc);
+}
+
+static PyObject *nd_render(PyObject *self, PyObject *v) {
+    if (refuse_untrusted()) return NULL;
+    return render(v);
+}
+
+static PyObject *nd_exc_message(PyObject *self, PyObject *v) {
+    if (refuse_untrusted()) return NULL;
+    return exc_message(v);
+}
+
+PyMethodDef tracer_methods[] = {
+    {"tracer_setup", nd_tracer_setup, METH_VARARGS, "Configure the item's tracer: (config, key, helpers)."},
+    {"tracer_call", nd_tracer_call, METH_VARARGS, "Run a function item: (module_code, call_code, namespace, blocks)."},
+    {"tracer_start", nd_tracer_start, METH_VARARGS, "A test run starts: (traced)."},
+    {"tracer_end", (PyCFunction)(void *)nd_tracer_end, METH_VARARGS | METH_KEYWORDS, "End the run: (status, exc_type, exc_message, record)."},
+    {"tracer_end_exception", nd_tracer_end_exception, METH_O, "End the run with an exception."},
+    {"render", nd_render, METH_O, "The tracer's rendering of a value."},
+    {"exc_message", nd_exc_message, METH_O, "The tracer's rendering of an exception's message."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *nd_noop(PyObject *self, PyObject *args) { return none(); }
+
+static PyMethodDef alarm_def = {"on_alarm", nd_on_alarm, METH_VARARGS, "ndtrace"};
+static PyMethodDef traceobj_def = {"ndtrace", nd_noop, METH_VARARGS, "ndtrace"};
+static PyMethodDef address_def = {"address", nd_address, METH_O, "ndtrace"};
+
+int tracer_module_init(PyObject *m) {
+    for (PyMethodDef *d = tracer_methods; d->ml_name; d++) {
+        PyObject *f = PyCFunction_NewEx(d, NULL, NULL);
+        if (!f || PyObject_SetAttrString(m, d->ml_name, f) < 0) return -1;
+        Py_DecRef(f);
+    }
+    T.alarm_fn = PyCFunction_NewEx(&alarm_def, NULL, NULL);
+    T.address_fn = PyCFunction_NewEx(&address_def, NULL, NULL);
+    T.traceobj = PyCFunction_NewEx(&traceobj_def, NULL, NULL);
+    T.reprtimeout = PyErr_NewException("ndtrace.ReprTimeout", PyExc_BaseException, NULL);
+    if (!T.alarm_fn || !T.address_fn || !T.traceobj || !T.reprtimeout) return -1;
+    return 0;
+}

@@ -2,11 +2,11 @@ package sandbox
 
 // Trace verification: the last line of defence against traced code that forges its own trace.
 //
-// Traced code runs in the same process as the tracer, so it may write fake event lines, rewrite
-// events still in the tracer's buffer or switch tracing off for a while. verifyTrace checks a
+// Traced code runs in the same process as the tracer, so it may try to write fake event lines or
+// to make the tracer miss events (docs/sandbox.md says what stops each). verifyTrace checks a
 // decoded trace against the real source text and against how CPython runs code under
 // sys.settrace, and rejects whatever an honest run cannot produce. It never rejects an honest
-// trace: every check below is an invariant of tracer.py on CPython 3.11 (notes on 3.12+ where
+// trace: every check below is an invariant of the tracer on CPython 3.11 (notes on 3.12+ where
 // they differ), so a false positive is a bug here. The invariants, and why each holds:
 //
 // Source (every event, function record and block):

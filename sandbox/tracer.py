@@ -236,12 +236,40 @@ def _helpers(req):
             text = text[:-1]
         return (hit[0], hit[1], hit[2], text)
 
-    return own_lines, read_lines, function_block
+    _os_open, _os_read, _os_close, _O_RDONLY, _CodeType = os.open, os.read, os.close, os.O_RDONLY, types.CodeType
+
+    def file_codes(fn):
+        """Every code object compiled from the file fn as the import system compiles it (the
+        file's bytes, dont_inherit), or None.  A traced code object of that file must equal one
+        of them: code compiled at run time under a traced file's name would make events show the
+        file's lines for code that is not there."""
+        try:
+            fd = _os_open(fn, _O_RDONLY)
+            try:
+                chunks = []
+                while True:
+                    b = _os_read(fd, 1 << 20)
+                    if not b:
+                        break
+                    chunks.append(b)
+            finally:
+                _os_close(fd)
+            code = _compile(b"".join(chunks), fn, "exec", dont_inherit=True)
+        except Exception:
+            return None
+        out, todo = [], [code]
+        while todo:
+            c = todo.pop()
+            out.append(c)
+            todo.extend(k for k in c.co_consts if _type(k) is _CodeType)
+        return out
+
+    return own_lines, read_lines, function_block, file_codes
 
 
 def _setup_tracer(req, key):
     """Configure the item's C tracer (before seal) and install the audit hook."""
-    own_lines, read_lines, function_block = _helpers(req)
+    own_lines, read_lines, function_block, file_codes = _helpers(req)
     limits = req["limits"]
     try:
         proxy_type = type(sys._getframe().f_locals)       # FrameLocalsProxy on 3.13+
@@ -256,7 +284,7 @@ def _setup_tracer(req, key):
            "exclude": tuple(req["exclude"]),
            "normal_exits": sorted(_NORMAL_EXITS), "yield_value": opcode.opmap["YIELD_VALUE"]}
     helpers = {"hmac": _hmac_digest, "enc": _enc, "read_lines": read_lines,
-               "function_block": function_block, "addr_sub": _ADDR_RE.sub,
+               "function_block": function_block, "file_codes": file_codes, "addr_sub": _ADDR_RE.sub,
                "dumps": functools.partial(json.dumps, separators=(",", ":")),
                "signal": _csignal.signal, "getsignal": _csignal.getsignal,
                "sig_dfl": _csignal.SIG_DFL,
@@ -609,8 +637,9 @@ def _run_call(req):
     namespace = module.__dict__
     namespace["__builtins__"] = builtins
     sys.modules["__main__"] = module
+    own = _code_objects([code])     # the only code objects of this file that may be traced
     del tree, blocks, lines, module
-    N.tracer_call(code, call, namespace, record)    # never returns
+    N.tracer_call(code, call, namespace, record, own)    # never returns
 
 
 # --------------------------------------------------------------------------------------------

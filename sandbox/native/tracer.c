@@ -191,7 +191,7 @@ static struct {
     char **prefix_c, **exclude_c;
     size_t *prefix_n, *exclude_n;
     Py_ssize_t nprefix, nexclude;
-    PyObject *key, *hmac, *enc, *read_lines, *function_block, *addr_sub, *dumps;
+    PyObject *key, *hmac, *enc, *read_lines, *function_block, *file_codes, *addr_sub, *dumps;
     PyObject *sig_signal, *sig_getsignal, *sig_dfl, *std_flush, *phase_code, *proxy_type;
     unsigned char normal_exit[256];
     int yield_value;
@@ -213,7 +213,8 @@ static struct {
     unsigned char prev[32];
     long ordinal;
     PyObject *entry_code;   /* function items: depth-0 frames are called from it */
-    PyObject *addresses, *slow, *keyj, *file_is_target, *file_lines, *alarm_fn, *address_fn, *traceobj;
+    PyObject *addresses, *slow, *keyj, *file_is_target, *file_lines, *file_codes, *alarm_fn, *address_fn, *traceobj;
+    codeset own_codes;  /* function items: the code objects of the item's own file */
     PyObject *reprtimeout, *s_0x, *empty_str, *empty_bytes;
     ptrmap codes;       /* code -> CodeInfo, traced code only */
     ptrmap frames;      /* frame -> FrameState, traced frames only */
@@ -1182,6 +1183,40 @@ static int file_is_target(PyObject *fn) {
     return yes;
 }
 
+/* Whether code is one of the traced file fn's own code objects: for the item's own file, one
+ * nested in the module code it compiled; for any other, equal (code objects compare by bytecode,
+ * constants, names and line table) to one compiled from the file as the import system does. */
+static int genuine(PyObject *code, PyObject *fn) {
+    if (T.own_codes.n) {
+        int own = PyObject_RichCompareBool(fn, cfg.filename, 2);
+        PyErr_Clear();
+        if (own > 0) return codeset_has(&T.own_codes, code);
+    }
+    PyObject *list = PyDict_GetItemWithError(T.file_codes, fn);
+    if (!list) {
+        if (PyErr_Occurred()) fail("checking a code object");
+        list = PyObject_CallOneArg(cfg.file_codes, fn);
+        if (!list) {
+            if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("checking a code object");
+            PyErr_Clear();
+            list = Py_None;
+            Py_IncRef(list);
+        }
+        if (PyDict_SetItem(T.file_codes, fn, list) < 0) fail("checking a code object");
+        Py_DecRef(list);
+    }
+    if (!IS_TYPE(list, PyList_Type)) return 0;
+    Py_ssize_t n = PyList_Size(list);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PyList_GetItem(list, i);
+        if (c == code) return 1;
+        int eq = IS_TYPE(c, PyCode_Type) ? PyObject_RichCompareBool(c, code, 2) : 0;
+        if (eq < 0) PyErr_Clear();
+        if (eq > 0) return 1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ frames */
 
 static void set_lines(PyObject *frame, int on) {
@@ -1735,6 +1770,10 @@ static void call_event(FrameState *st, PyObject *frame, PyObject *code, PyObject
         if (!info) {
             PyObject *fn = PyObject_GetAttrString(code, "co_filename");
             if (!fn) fail("reading a code object");
+            if (!genuine(code, fn)) {
+                Py_DecRef(fn);
+                tracer_tamper("code that is not the traced file's ran under its name (compiled at run time)");
+            }
             info = code_info(code, fn);
             Py_DecRef(fn);
         }
@@ -1970,7 +2009,8 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
         c_strings(cfg.exclude, &cfg.exclude_c, &cfg.exclude_n, &cfg.nexclude) < 0)
         return NULL;
     if (!(cfg.hmac = dict_get(h, "hmac")) || !(cfg.enc = dict_get(h, "enc")) || !(cfg.read_lines = dict_get(h, "read_lines")) ||
-        !(cfg.function_block = dict_get(h, "function_block")) || !(cfg.addr_sub = dict_get(h, "addr_sub")) ||
+        !(cfg.function_block = dict_get(h, "function_block")) || !(cfg.file_codes = dict_get(h, "file_codes")) ||
+        !(cfg.addr_sub = dict_get(h, "addr_sub")) ||
         !(cfg.dumps = dict_get(h, "dumps")) || !(cfg.sig_signal = dict_get(h, "signal")) ||
         !(cfg.sig_getsignal = dict_get(h, "getsignal")) || !(cfg.sig_dfl = dict_get(h, "sig_dfl")) ||
         !(cfg.std_flush = dict_get(h, "std_flush")) || !(cfg.phase_code = dict_get(h, "phase")) ||
@@ -1993,7 +2033,7 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (!(T.addresses = PyDict_New()) || !(T.slow = PyDict_New()) || !(T.keyj = PyDict_New()) ||
-        !(T.file_is_target = PyDict_New()) || !(T.file_lines = PyDict_New()) ||
+        !(T.file_is_target = PyDict_New()) || !(T.file_lines = PyDict_New()) || !(T.file_codes = PyDict_New()) ||
         !(T.s_0x = PyUnicode_FromString("0x")) || !(T.empty_str = PyUnicode_FromString("")) ||
         !(T.empty_bytes = PyBytes_FromStringAndSize("", 0)))
         return NULL;
@@ -2036,15 +2076,19 @@ static PyObject *fetch(void) {
     return v;
 }
 
-/* tracer_call(module_code, call_code, namespace, blocks): a function item, start to end: the
- * blocks record, the module body (untraced), the traced call, the end record. Never returns. */
+/* tracer_call(module_code, call_code, namespace, blocks, own_codes): a function item, start to
+ * end: the blocks record, the module body (untraced), the traced call, the end record. own_codes
+ * are the module code and every code object nested in it: the only ones of the item's file that
+ * may be traced. Never returns. */
 static PyObject *nd_tracer_call(PyObject *self, PyObject *args) {
-    PyObject *mod, *call, *ns, *blocks;
-    if (!PyArg_ParseTuple(args, "O!O!O!U", PyCode_Type, &mod, PyCode_Type, &call, PyDict_Type, &ns, &blocks) ||
+    PyObject *mod, *call, *ns, *blocks, *own;
+    if (!PyArg_ParseTuple(args, "O!O!O!UO!", PyCode_Type, &mod, PyCode_Type, &call, PyDict_Type, &ns, &blocks,
+                          PyList_Type, &own) ||
         refuse_untrusted())
         return NULL;
     if (T.call_used || T.start_used || T.end_used) tracer_tamper("the tracer's entry point ran twice");
     T.call_used = 1;
+    if (codeset_fill(&T.own_codes, own) < 0 || !T.own_codes.n) fail("the item's code objects");
     Py_ssize_t bn;
     const char *bs = PyUnicode_AsUTF8AndSize(blocks, &bn);
     if (!bs || bn < 2 || strncmp(bs, "{\"event\":\"blocks\",", 18) != 0 || memchr(bs, '\n', (size_t)bn - 1) ||
@@ -2155,7 +2199,7 @@ static PyObject *nd_exc_message(PyObject *self, PyObject *v) {
 
 PyMethodDef tracer_methods[] = {
     {"tracer_setup", nd_tracer_setup, METH_VARARGS, "Configure the item's tracer: (config, key, helpers)."},
-    {"tracer_call", nd_tracer_call, METH_VARARGS, "Run a function item: (module_code, call_code, namespace, blocks)."},
+    {"tracer_call", nd_tracer_call, METH_VARARGS, "Run a function item: (module_code, call_code, namespace, blocks, own_codes)."},
     {"tracer_start", nd_tracer_start, METH_VARARGS, "A test run starts: (traced)."},
     {"tracer_end", (PyCFunction)(void *)nd_tracer_end, METH_VARARGS | METH_KEYWORDS, "End the run: (status, exc_type, exc_message, record)."},
     {"tracer_end_exception", nd_tracer_end_exception, METH_O, "End the run with an exception."},

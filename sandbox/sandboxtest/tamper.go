@@ -317,6 +317,24 @@ def f():
 `, "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusTampered)
 	}},
+	{"code_under_traced_name", func(e *Env) {
+		// Code compiled at run time under the traced file's name: its events would carry the
+		// file's real source lines (the verifier could not tell) for code that is not there.
+		res := e.Trace(`def f():
+    ns = {}
+    exec(compile("def f():\n    x = 42\n    return x\n", "main.py", "exec"), ns)
+    return ns["f"]()
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusTampered)
+		// Running the item's own code objects again, under other globals, is honest.
+		res = e.Trace(`import types
+def g():
+    return y
+def f():
+    return types.FunctionType(g.__code__, {"y": 7})()
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusOK)
+	}},
 	{"exit_codes", func(e *Env) {
 		// The traced code exits with the codes the tracer uses for its own failures: the run is
 		// the code's (killed), never a sandbox error that would be retried.

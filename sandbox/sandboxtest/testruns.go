@@ -139,6 +139,20 @@ def test_phase_code():
     _bottom_globals()["_phase"].__code__ = (lambda plugin=None, item=None: None).__code__
 
 
+def test_compiled_under_name():
+    exec(compile("def test_x():\n    assert True\n", __file__, "exec"), {})
+    hidden = 1
+    assert hidden
+
+
+def test_recompiled_file():
+    # The file itself compiled again (as runpy or importlib.reload do) is honest.
+    ns = {"__name__": "again"}
+    with open(__file__, "rb") as fh:
+        exec(compile(fh.read(), __file__, "exec", dont_inherit=True), ns)
+    assert ns["_bottom_globals"] is not _bottom_globals
+
+
 def test_resume_early():
     code = _bottom_globals()["_phase"].__code__
     found = []
@@ -254,10 +268,10 @@ def test_triple():
 		}
 	}
 	t.Run("phase_markers", func(t *testing.T) {
-		// A test that starts a phase of its own, gives the phase marker other code, or resumes
-		// the running phase's marker to switch recording off for its remaining lines: tampering
-		// (an untraced run has no phases: its first test just passes). Never a passed test with
-		// lines missing from its trace.
+		// A test that starts a phase of its own, gives the phase marker other code, resumes the
+		// running phase's marker to switch recording off for its remaining lines, or runs code
+		// compiled under its file's name: tampering (an untraced run has no phases: its first
+		// test just passes). Never a passed test with lines missing from its trace.
 		for _, tc := range []struct {
 			test   string
 			traced bool
@@ -268,6 +282,7 @@ def test_triple():
 			{"test_phase.py::test_phase_code", true, []schemas.Status{schemas.StatusTampered}},
 			{"test_phase.py::test_phase_code", false, []schemas.Status{schemas.StatusTampered}},
 			{"test_phase.py::test_resume_early", true, []schemas.Status{schemas.StatusTampered}},
+			{"test_phase.py::test_compiled_under_name", true, []schemas.Status{schemas.StatusTampered}},
 		} {
 			r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: phase, Test: tc.test, Traced: tc.traced})
 			if err != nil {
@@ -280,6 +295,13 @@ def test_triple():
 				t.Errorf("%s: passed with its phase tampered with", tc.test)
 			}
 			env.assertNoStrays()
+		}
+		r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: phase, Test: "test_phase.py::test_recompiled_file", Traced: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Result.Status != schemas.StatusOK || r.Outcome != sandbox.OutcomePassed {
+			t.Errorf("test_recompiled_file: %s (%s) outcome %q, want a pass", r.Result.Status, r.Result.Detail, r.Outcome)
 		}
 	})
 	t.Run("unittest", func(t *testing.T) {

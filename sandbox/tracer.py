@@ -2,7 +2,8 @@
 
 This file is embedded in the Go binary and started inside the sandbox as
 
-    python3 -s -B -P -c <this file> --ctrl-fd 3 --support /.ndtrace --ro PATH... [--own-pidns]
+    python3 -s -B -P -c <this file> --ctrl-fd 3 --support /.ndtrace --ro PATH... --pyc-root PATH...
+            [--own-pidns]
             [--drop-uid UID --drop-gid GID] [--cgroup-fd N] [--tmp-bytes N] [--shm-bytes N]
 
 It is the long-lived *zygote*: it imports everything once, then forks a fresh process tree per
@@ -588,7 +589,7 @@ def _prepare(hdr, opts):
         if len(key) < 16:
             raise ProtocolError("request: key too short")
         req = validate_body(hdr, body)
-        req["pyc_roots"] = tuple(p.rstrip("/") + "/" for p in opts.ro)
+        req["pyc_roots"] = tuple(p.rstrip("/") + "/" for p in opts.pyc_root)
         sys.argv = [req["filename"] or req["runner"] or "python"]
         random.seed(req["seed"])
         if req["kind"] == "call":
@@ -1342,6 +1343,7 @@ def parse_args(argv):
     p.add_argument("--drop-gid", type=int)
     p.add_argument("--support", default="/.ndtrace")
     p.add_argument("--ro", action="append", default=[])
+    p.add_argument("--pyc-root", action="append", default=[])
     p.add_argument("--cgroup-fd", type=int)
     p.add_argument("--tmp-bytes", type=int, default=64 << 20)
     p.add_argument("--shm-bytes", type=int, default=16 << 20)
@@ -1427,7 +1429,7 @@ def unsandboxed_item(opts):
         hdr = validate_run(dict(json.loads(opts.unsandboxed_item), op="run"), [-1] * 4)
         if hdr["kind"] != "call":
             raise ProtocolError("--unsandboxed-item runs function items only")
-        opts.ro = sorted({sys.prefix, sys.base_prefix, "/usr"})
+        opts.ro = opts.pyc_root = sorted({sys.prefix, sys.base_prefix, "/usr"})
     except BaseException as e:
         sys.stderr.write("ndtrace: unsandboxed item: %r\n" % (e,))
         return EXIT_SETUP

@@ -101,6 +101,13 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	for _, p := range ro {
 		args = append(args, "--ro", p)
 	}
+	// Bytecode (.pyc) loads only from the interpreter's own directories and Config.PythonPath:
+	// never from Config.ReadOnly (a repository's checkout is the attacker's to write, and
+	// CPython does not verify bytecode).
+	pycRoots, _ := readOnlyPaths(cfg.Python, nil)
+	for _, p := range append(pycRoots, cfg.PythonPath...) {
+		args = append(args, "--pyc-root", filepath.Clean(p))
+	}
 	for _, what := range simulate {
 		args = append(args, "--simulate", what)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,7 +27,18 @@ func Run(t *testing.T, cfg sandbox.Config) {
 		Processes: 32, OutputBytes: 256 << 10, FileSize: 16 << 20}
 	// A host directory mounted read-only, for the mount escape case.
 	ro := HostDir(t)
-	WriteTree(t, ro, map[string]string{"README": "read-only for the sandbox\n"})
+	WriteTree(t, ro, map[string]string{"README": "read-only for the sandbox\n", "evil_pyc_src.py": "X = 42\n"})
+	// A module shipped as bytecode only, for pyc_from_checkout (compiled by the interpreter the
+	// sandbox runs, so its magic number matches).
+	python := cfg.Python
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(python, "-c", "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)",
+		filepath.Join(ro, "evil_pyc_src.py"), filepath.Join(ro, "evil_pyc.pyc")).CombinedOutput(); err != nil {
+		t.Fatalf("compiling a .pyc: %v: %s", err, out)
+	}
+	os.Chmod(filepath.Join(ro, "evil_pyc.pyc"), 0o644)
 	cfg.ReadOnly = append(append([]string{}, cfg.ReadOnly...), ro)
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {

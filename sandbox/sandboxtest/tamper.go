@@ -417,6 +417,20 @@ def f():
 			e.T.Fatalf("importing a .pyc from /tmp: %s %s %s", res.Status, res.ExcType, res.ExcMessage)
 		}
 	}},
+	{"pyc_from_checkout", func(e *Env) {
+		// Nor from a read-only mount that is not the interpreter's or Config.PythonPath (a
+		// repository's checkout is written by whoever wrote the repository).
+		res := e.Trace(fmt.Sprintf(`import sys
+def f():
+    sys.path.insert(0, %q)
+    import evil_pyc
+    return evil_pyc.X
+`, e.RO), "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusException)
+		if res.ExcType != "PermissionError" {
+			e.T.Fatalf("importing a .pyc from a checkout: %s %s %s %s", res.Status, res.Value, res.ExcType, res.ExcMessage)
+		}
+	}},
 	{"ctypes_unavailable", func(e *Env) {
 		res := e.Trace("def f():\n    import ctypes\n    return ctypes.memmove\n", "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusException)

@@ -74,9 +74,14 @@ DEFAULT_LIMITS = {"wall_ms": 10000, "cpu_s": 10, "as_bytes": 2 << 30, "nproc": 6
                   "fsize_bytes": 64 << 20, "nofile": 256, "max_events": 100000,
                   "max_trace_bytes": 64 << 20, "value_chars": 1000, "repr_ms": 100}
 
-# Modules traced code may not import: ctypes would give it raw memory (the tracer's included).
-# Importing the sandbox's helper is tampering.
-DENIED_IMPORTS = ("ctypes", "_ctypes")
+# Modules traced code may not import: ctypes would give it raw memory (the tracer's included), and
+# so could the standard library's test modules.  Importing the sandbox's helper is tampering.
+# Extension modules load only from the standard library's own directory and the sandbox's
+# configured mounts (--ext-root), never those whose file names start with EXT_DENIED.
+DENIED_IMPORTS = ("ctypes", "_ctypes", "_ctypes_test", "_testcapi", "_testinternalcapi", "_testbuffer",
+                  "_testclinic", "_testimportmultiple", "_testmultiphase", "_testsinglephase",
+                  "_xxsubinterpreters", "_xxinterpchannels", "_xxtestfuzz", "xxlimited", "xxlimited_35")
+EXT_DENIED = ("_ctypes", "_test", "_xx", "xxlimited")
 TAMPER_IMPORTS = ("_ndtrace_native",)
 
 # Namespace and mount flags (linux/sched.h, linux/mount.h).
@@ -294,7 +299,7 @@ def _setup_tracer(req, key):
                "proxy_type": None if proxy_type is dict else proxy_type}
     _N.tracer_setup(cfg, key, helpers)
     _N.install_audit(_tracer_codes(), _import_codes(), DENIED_IMPORTS, TAMPER_IMPORTS,
-                     tuple(req["pyc_roots"]))
+                     tuple(req["pyc_roots"]), tuple(req["ext_roots"]), EXT_DENIED)
 
 
 # --------------------------------------------------------------------------------------------
@@ -590,6 +595,9 @@ def _prepare(hdr, opts):
             raise ProtocolError("request: key too short")
         req = validate_body(hdr, body)
         req["pyc_roots"] = tuple(p.rstrip("/") + "/" for p in opts.pyc_root)
+        # the standard library's extension modules (lib-dynload) and the configured mounts
+        req["ext_roots"] = tuple(os.path.realpath(p).rstrip("/") + "/" for p in
+                                 [p for p in sys.path if p.endswith("lib-dynload")] + opts.ext_root)
         sys.argv = [req["filename"] or req["runner"] or "python"]
         random.seed(req["seed"])
         if req["kind"] == "call":
@@ -639,8 +647,9 @@ def _run_call(req):
     namespace["__builtins__"] = builtins
     sys.modules["__main__"] = module
     own = _code_objects([code])     # the only code objects of this file that may be traced
+    entry = _code_objects([call])   # depth-0 frames are called from these
     del tree, blocks, lines, module
-    N.tracer_call(code, call, namespace, record, own)    # never returns
+    N.tracer_call(code, call, namespace, record, own, entry)    # never returns
 
 
 # --------------------------------------------------------------------------------------------
@@ -655,30 +664,21 @@ _PRELOADED = {"tops": None}
 def _run_tests(req):
     """Body of a collect or test item: never returns.
 
-    The repository's code runs inside the runner (conftest, test modules, fixtures) and may
-    rebind this file's globals and builtins, so what ends the run is bound here first.  Nothing
-    that renders an exception runs while a phase is recorded: the runner's hooks only keep the
-    exceptions, and their messages are taken after the run."""
+    The tracer seals its first chunk before anything of the repository's can run (its own
+    pytest.py, .pth files of the PythonPath): from then on, an exit is the item's.  The
+    repository's code runs inside the runner (conftest, test modules, fixtures) and may rebind
+    this file's globals and builtins; the tracer's functions refuse any call with the item's code
+    on the stack.  Nothing that renders an exception runs while a phase is recorded: the runner's
+    hooks only keep the exceptions, and their messages are taken after the run."""
     N = _N
     start, end, end_exception, exc_message = N.tracer_start, N.tracer_end, N.tracer_end_exception, N.exc_message
     _BaseException = BaseException
     d = req["dir"]
+    start(bool(req["traced"] and req["kind"] == "test"))
     try:
         os.chdir(d)
     except OSError as e:
         end("invalid", _qualname(type(e)), "cannot enter %s: %s" % (d, e.strerror))
-    _purge_preloaded(d, req["pythonpath"])
-    _extend_path(d, req["pythonpath"])
-    module = types.ModuleType("__main__")
-    module.__dict__["__builtins__"] = builtins
-    sys.modules["__main__"] = module
-    runner = req["runner"]
-    if not runner:
-        try:
-            import pytest  # noqa: F401
-            runner = "pytest"
-        except Exception:
-            runner = "unittest"
     state = types.SimpleNamespace(tests=None, errors=[], verdicts=[], failure=None, fatal=None,
                                   excs=[], exc_message=exc_message)
 
@@ -689,18 +689,29 @@ def _run_tests(req):
             if state.failure is None:
                 state.failure = (when, exc)
 
-    start(bool(req["traced"] and req["kind"] == "test"))
     try:
+        _purge_preloaded(d, req["pythonpath"])
+        _extend_path(d, req["pythonpath"])
+        module = types.ModuleType("__main__")
+        module.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = module
+        runner = req["runner"]
+        if not runner:
+            try:
+                import pytest  # noqa: F401
+                runner = "pytest"
+            except Exception:
+                runner = "unittest"
         if runner == "pytest":
             _pytest_run(req, state, note)
         else:
             _unittest_run(req, state, note)
-    except _BaseException as e:         # the runner itself crashed: no verdict
+    except _BaseException as e:         # the runner (or the repository's code) raised: no verdict
         end_exception(e)
     try:
         _test_records(req, runner, state, end, exc_message)
     except _BaseException as e:
-        end("bug", None, "internal tracer error: %s: %s" % (_qualname(type(e)), e))
+        end("exception", _qualname(type(e)), exc_message(e))
 
 
 def _test_records(req, runner, state, end, exc_message):
@@ -1344,6 +1355,7 @@ def parse_args(argv):
     p.add_argument("--support", default="/.ndtrace")
     p.add_argument("--ro", action="append", default=[])
     p.add_argument("--pyc-root", action="append", default=[])
+    p.add_argument("--ext-root", action="append", default=[])
     p.add_argument("--cgroup-fd", type=int)
     p.add_argument("--tmp-bytes", type=int, default=64 << 20)
     p.add_argument("--shm-bytes", type=int, default=16 << 20)
@@ -1430,6 +1442,7 @@ def unsandboxed_item(opts):
         if hdr["kind"] != "call":
             raise ProtocolError("--unsandboxed-item runs function items only")
         opts.ro = opts.pyc_root = sorted({sys.prefix, sys.base_prefix, "/usr"})
+        opts.ext_root = []
     except BaseException as e:
         sys.stderr.write("ndtrace: unsandboxed item: %r\n" % (e,))
         return EXIT_SETUP

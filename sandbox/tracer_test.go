@@ -63,6 +63,20 @@ def f(n):
         raise ValueError("deep")
     return f(n - 1)
 `, "f(50)", "exception", "ValueError('deep')"},
+		// 3.12+ re-enable tracing inside sys.call_tracing: a __repr__ the tracer renders must not
+		// re-enter it.
+		{`import sys
+def g(n):
+    return [n] * 3
+class R:
+    def __repr__(self):
+        sys.call_tracing(g, (5,))
+        return "R()"
+def f():
+    r = R()
+    b = g(1)
+    return len(b)
+`, "f()", "ok", "3"},
 	}
 	ran := 0
 	for _, py := range pythons {
@@ -71,6 +85,7 @@ def f(n):
 			continue
 		}
 		ran++
+		t.Logf("%s: %d programs", py, len(programs))
 		for i, p := range programs {
 			key := make([]byte, 32)
 			rand.Read(key)

@@ -108,6 +108,12 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	for _, p := range append(pycRoots, cfg.PythonPath...) {
 		args = append(args, "--pyc-root", filepath.Clean(p))
 	}
+	// Extension modules (native code) load only from the standard library's own directory (the
+	// zygote adds it) and the configured mounts: never from the interpreter's third-party
+	// directories, whose modules may hand Python raw memory (docs/sandbox.md).
+	for _, p := range cfg.mounts() {
+		args = append(args, "--ext-root", filepath.Clean(p))
+	}
 	for _, what := range simulate {
 		args = append(args, "--simulate", what)
 	}

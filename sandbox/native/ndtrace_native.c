@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -310,6 +311,8 @@ static __thread int in_hook;
 static PyObject *deny_imports;  /* tuple of module names refused with ImportError */
 static PyObject *tamper_imports;/* tuple of module names whose import is tampering */
 static PyObject *pyc_roots;     /* tuple of directory prefixes ("/usr/") bytecode may come from */
+static PyObject *ext_roots;     /* tuple of directory prefixes extension modules may come from */
+static PyObject *ext_deny;      /* tuple of file-name prefixes of extension modules never loaded */
 
 /* Tampering: the tracer seals a `tampered` end record and exits (in an item with a tracer); the
  * audited operation fails otherwise. */
@@ -363,6 +366,48 @@ static int pyc_allowed(PyObject *pathobj) {
             PyErr_Clear();
         }
     }
+    Py_DecRef(p);
+    return ok;
+}
+
+/* An extension module (native code) loads only from under the standard library's extension
+ * directory and the sandbox's configured mounts, never from the interpreter's third-party
+ * directories (dist-packages holds modules that read and write any memory, _cffi_backend for
+ * one: with them the tracer's key and buffer are the code's), and never the standard library's
+ * test modules (_testcapi and the like). The path is resolved first: a symlink in /tmp names a
+ * file elsewhere. */
+static int ext_allowed(PyObject *pathobj) {
+    PyObject *p = PyOS_FSPath(pathobj);
+    if (!p) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *s = NULL;
+    char *bs;
+    Py_ssize_t len = 0;
+    if (IS_TYPE(p, PyBytes_Type)) {
+        if (PyBytes_AsStringAndSize(p, &bs, &len) == 0) s = bs;
+    } else {
+        s = PyUnicode_AsUTF8AndSize(p, &len);
+    }
+    char real[PATH_MAX];
+    int ok = 0;
+    if (s && (Py_ssize_t)strlen(s) == len && realpath(s, real)) {
+        const char *base = strrchr(real, '/');
+        base = base ? base + 1 : real;
+        Py_ssize_t n = ext_roots ? PyTuple_Size(ext_roots) : 0;
+        for (Py_ssize_t i = 0; i < n && !ok; i++) {
+            Py_ssize_t rl = 0;
+            const char *r = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(ext_roots, i), &rl);
+            if (r && rl > 0 && (Py_ssize_t)strlen(real) > rl && strncmp(real, r, rl) == 0) ok = 1;
+        }
+        n = ext_deny ? PyTuple_Size(ext_deny) : 0;
+        for (Py_ssize_t i = 0; i < n && ok; i++) {
+            const char *d = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(ext_deny, i), NULL);
+            if (d && strncmp(base, d, strlen(d)) == 0) ok = 0;
+        }
+    }
+    PyErr_Clear();
     Py_DecRef(p);
     return ok;
 }
@@ -459,6 +504,15 @@ static int policy(const char *event, PyObject *args) {
                 PyErr_SetString(PyExc_ImportError, "ndtrace: this module is not available in the sandbox");
                 return -1;
             }
+            /* An extension module being loaded: args are (name, its file, None, None, None). */
+            PyObject *path = PyTuple_GetItem(args, 1);
+            if (!path) PyErr_Clear();
+            if (path && path != Py_None && ext_roots && !ext_allowed(path)) {
+                PyErr_Format(PyExc_ImportError,
+                             "ndtrace: extension module %s is not available in the sandbox (native modules load only "
+                             "from the standard library and the sandbox's configured packages)", name);
+                return -1;
+            }
         }
         return 0;
     }
@@ -479,12 +533,14 @@ static int audit_hook(const char *event, PyObject *args, void *data) {
     return r;
 }
 
-/* install_audit(trusted, importlib, deny_imports, tamper_imports, pyc_roots): the tracer's audit
- * policy for this process. trusted and importlib are sequences of code objects (the tracer's own
- * and the import system's). */
+/* install_audit(trusted, importlib, deny_imports, tamper_imports, pyc_roots, ext_roots, ext_deny):
+ * the tracer's audit policy for this process. trusted and importlib are sequences of code objects
+ * (the tracer's own and the import system's); the rest are tuples of str. */
 static PyObject *nd_install_audit(PyObject *self, PyObject *args) {
-    PyObject *trusted, *imports, *deny, *tamper_mods, *roots;
-    if (!PyArg_ParseTuple(args, "OOOOO", &trusted, &imports, &deny, &tamper_mods, &roots) || refuse_sealed())
+    PyObject *trusted, *imports, *deny, *tamper_mods, *roots, *eroots, *edeny;
+    if (!PyArg_ParseTuple(args, "OOOOO!O!O!", &trusted, &imports, &deny, &tamper_mods, PyTuple_Type, &roots,
+                          PyTuple_Type, &eroots, PyTuple_Type, &edeny) ||
+        refuse_sealed())
         return NULL;
     if (trusted_codes.n || deny_imports) {
         PyErr_SetString(PyExc_RuntimeError, "ndtrace: the audit hook is already installed");
@@ -497,6 +553,10 @@ static PyObject *nd_install_audit(PyObject *self, PyObject *args) {
     tamper_imports = tamper_mods;
     Py_IncRef(roots);
     pyc_roots = roots;
+    Py_IncRef(eroots);
+    ext_roots = eroots;
+    Py_IncRef(edeny);
+    ext_deny = edeny;
     if (PySys_AddAuditHook(audit_hook, NULL) < 0) return NULL;
     return none();
 }

@@ -147,6 +147,7 @@ typedef struct {
     size_t headlen;
     int first, def_line, genlike;
     PyObject *co_code; /* bytes, fetched when first needed */
+    PyObject *localnames; /* a function's variable names (frozenset), NULL for other code */
     ptrmap pairs;      /* lineno -> LinePair */
 } CodeInfo;
 
@@ -207,6 +208,12 @@ static struct {
     int ending;         /* the end record is being written: nothing else may run */
     int call_used, start_used, end_used;
     int guard;          /* a guarded user __repr__/__str__ is running */
+    double guard_deadline; /* ... and has run too long past this */
+    int in_event;       /* the trace function is handling an event (no re-entry: sys.call_tracing) */
+    int sig_blocked;    /* every signal is blocked while the tracer works (restored from sig_saved) */
+    sigset_t sig_saved;
+    int timer_sig;      /* the real-time signal of the repr timer (never SIGALRM: that is the code's) */
+    timer_t timer;
     sbuf out;           /* [0, commit): whole lines; past commit: the line being built */
     size_t commit;
     long long n_events, n_bytes, flush_at;
@@ -215,6 +222,7 @@ static struct {
     PyObject *entry_code;   /* function items: depth-0 frames are called from it */
     PyObject *addresses, *slow, *keyj, *file_is_target, *file_lines, *file_codes, *alarm_fn, *address_fn, *traceobj;
     codeset own_codes;  /* function items: the code objects of the item's own file */
+    codeset entry_codes; /* function items: the call expression's code and the code nested in it */
     PyObject *reprtimeout, *s_0x, *empty_str, *empty_bytes;
     ptrmap codes;       /* code -> CodeInfo, traced code only */
     ptrmap frames;      /* frame -> FrameState, traced frames only */
@@ -224,8 +232,6 @@ static struct {
     PyObject *phase_frame;
     int phase_state; /* 0 none, 1 starting, 2 recording, 3 ending */
     long phases;
-    /* an exception a signal handler raised inside the tracer: raised in the traced code */
-    PyObject *pend_t, *pend_v, *pend_tb;
     /* scratch: one event's locals */
     PyObject **sk, **sv;
     Py_ssize_t scap;
@@ -239,6 +245,24 @@ static PyObject *render(PyObject *v);
 
 static void xdecref(PyObject *o) {
     if (o) Py_DecRef(o);
+}
+
+/* No signal handler of the traced code runs inside the tracer (its exception would surface in the
+ * middle of an event): before the tracer runs any Python code (a guarded __repr__, its helpers),
+ * every signal is blocked until the trace function returns, then delivered to the code as usual.
+ * (Python handlers run only between bytecodes, so the tracer's C code needs no blocking.) */
+static void block_signals(void) {
+    if (T.sig_blocked) return;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &T.sig_saved);
+    T.sig_blocked = 1;
+}
+
+static void unblock_signals(void) {
+    if (!T.sig_blocked) return;
+    T.sig_blocked = 0;
+    pthread_sigmask(SIG_SETMASK, &T.sig_saved, NULL);
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -393,6 +417,7 @@ static void stop_tracing(void) {
 /* The end record; the caller exits. */
 static void end_record(const char *status, PyObject *value, PyObject *exc_type, PyObject *exc_message) {
     stop_tracing();
+    block_signals();
     T.ending = 1;
     T.out.len = T.commit; /* a line being built is dropped */
     sb_puts(&T.out, "{\"event\":\"end\",\"status\":\"");
@@ -553,8 +578,12 @@ static PyObject *normalise(PyObject *r) {
         PyObject *o = part ? PyObject_CallFunctionObjArgs(cfg.addr_sub, T.address_fn, part, NULL) : NULL;
         xdecref(part);
         if (!o) {
-            Py_DecRef(r);
-            return NULL;
+            if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
+                Py_DecRef(r);
+                return NULL;
+            }
+            PyErr_Clear(); /* (cannot happen with signals blocked) keep the text as it is */
+            return r;
         }
         if (size >= len || PyUnicode_GetLength(o) >= cfg.vc + 24) {
             Py_DecRef(r);
@@ -565,9 +594,11 @@ static PyObject *normalise(PyObject *r) {
     }
 }
 
+static double now_s(void);
+
 static PyObject *nd_on_alarm(PyObject *self, PyObject *args) {
-    /* Only interrupts a guarded repr; a late tick is ignored. */
-    if (T.guard) {
+    /* Only interrupts a guarded repr past its deadline; a late or foreign tick is ignored. */
+    if (T.guard && now_s() >= T.guard_deadline) {
         PyErr_SetNone(T.reprtimeout);
         return NULL;
     }
@@ -580,34 +611,10 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void set_timer(double value, double interval) {
-    struct itimerval it;
-    it.it_value.tv_sec = (time_t)value;
-    it.it_value.tv_usec = (suseconds_t)((value - (double)(time_t)value) * 1e6);
-    it.it_interval.tv_sec = (time_t)interval;
-    it.it_interval.tv_usec = (suseconds_t)((interval - (double)(time_t)interval) * 1e6);
-    setitimer(ITIMER_REAL, &it, NULL);
-}
-
-/* Keep an exception a signal handler raised while the tracer ran: it is raised in the traced
- * code when the tracer returns. */
-static void keep_pending(void) {
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    if (T.pend_t) {
-        xdecref(t);
-        xdecref(v);
-        xdecref(tb);
-        return;
-    }
-    T.pend_t = t;
-    T.pend_v = v;
-    T.pend_tb = tb;
-}
-
-/* slot(obj) (a user __repr__ or __str__) under an ITIMER_REAL alarm: the str result, or a
- * placeholder. The alarm fires again every 20 ms, so a repr that swallows one ReprTimeout is
- * interrupted again; the traced code's own SIGALRM handler and timer are restored. */
+/* slot(obj) (a user __repr__ or __str__) under a timer: the str result, or a placeholder. The
+ * timer (a POSIX timer on a real-time signal of the tracer's, so the code's own SIGALRM and
+ * itimers are never touched) fires after repr_ms and again every 20 ms, so a repr that swallows
+ * one ReprTimeout is interrupted again. Only that signal is unblocked during the call. */
 static PyObject *guarded(PyObject *obj, int which, const char *what) {
     PyObject *name = qualname(TYPE(obj));
     if (!name) return NULL;
@@ -629,25 +636,35 @@ static PyObject *guarded(PyObject *obj, int which, const char *what) {
         Py_DecRef(name);
         return r;
     }
-    PyObject *prev = PyObject_CallFunction(cfg.sig_getsignal, "i", SIGALRM);
-    if (!prev) PyErr_Clear();
-    int ours = prev == T.alarm_fn;
-    if (!ours) {
-        PyObject *r = PyObject_CallFunction(cfg.sig_signal, "iO", SIGALRM, T.alarm_fn);
+    block_signals();
+    PyObject *cur = PyObject_CallFunction(cfg.sig_getsignal, "i", T.timer_sig);
+    if (!cur) PyErr_Clear();
+    if (cur != T.alarm_fn) {
+        PyObject *r = PyObject_CallFunction(cfg.sig_signal, "iO", T.timer_sig, T.alarm_fn);
         if (!r) PyErr_Clear();
         xdecref(r);
     }
-    struct itimerval old, it = {{0, 20000}, {0, 0}};
+    xdecref(cur);
+    struct itimerspec its = {{0, 20 * 1000000L}, {0, 0}}, off = {{0, 0}, {0, 0}};
     double rs = cfg.repr_s;
-    it.it_value.tv_sec = (time_t)rs;
-    it.it_value.tv_usec = (suseconds_t)((rs - (double)(time_t)rs) * 1e6);
-    if (!it.it_value.tv_sec && !it.it_value.tv_usec) it.it_value.tv_usec = 1000;
-    double started = now_s();
+    its.it_value.tv_sec = (time_t)rs;
+    its.it_value.tv_nsec = (long)((rs - (double)(time_t)rs) * 1e9);
+    if (!its.it_value.tv_sec && !its.it_value.tv_nsec) its.it_value.tv_nsec = 1000000;
+    sigset_t only, prevmask;
+    sigemptyset(&only);
+    sigaddset(&only, T.timer_sig);
+    T.guard_deadline = now_s() + rs;
     T.guard = 1;
-    setitimer(ITIMER_REAL, &it, &old);
+    timer_settime(T.timer, 0, &its, NULL);
+    pthread_sigmask(SIG_UNBLOCK, &only, &prevmask);
     PyObject *result = fn(obj);
+    pthread_sigmask(SIG_BLOCK, &only, NULL);
     T.guard = 0;
-    set_timer(0, 0);
+    timer_settime(T.timer, 0, &off, NULL);
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&only, NULL, &zero) > 0) {
+    } /* ticks that came too late */
+    pthread_sigmask(SIG_SETMASK, &prevmask, NULL);
     PyObject *failure = NULL;
     if (!result) {
         PyObject *t, *v, *tb;
@@ -668,19 +685,6 @@ static PyObject *guarded(PyObject *obj, int which, const char *what) {
         xdecref(tb);
     }
     Py_DecRef(id);
-    /* A tick of our timer may be pending: run the handlers now (ours ignores it), before the
-     * traced code's handler is back. */
-    if (PyErr_CheckSignals() < 0) keep_pending();
-    if (!ours) {
-        PyObject *r = PyObject_CallFunction(cfg.sig_signal, "iO", SIGALRM, prev && prev != Py_None ? prev : cfg.sig_dfl);
-        if (!r) PyErr_Clear();
-        xdecref(r);
-    }
-    xdecref(prev);
-    if (old.it_value.tv_sec || old.it_value.tv_usec) {
-        double left = (double)old.it_value.tv_sec + old.it_value.tv_usec / 1e6 - (now_s() - started);
-        set_timer(left > 1e-6 ? left : 1e-6, (double)old.it_interval.tv_sec + old.it_interval.tv_usec / 1e6);
-    }
     if (failure) {
         xdecref(result);
         Py_DecRef(name);
@@ -1049,6 +1053,7 @@ static PyObject *file_lines(PyObject *fn) {
     PyObject *l = PyDict_GetItemWithError(T.file_lines, fn);
     if (l) return l;
     if (PyErr_Occurred()) fail("reading source lines");
+    block_signals();
     l = PyObject_CallOneArg(cfg.read_lines, fn);
     if (!l || !IS_TYPE(l, PyList_Type)) {
         if (l == NULL && PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading source lines");
@@ -1065,6 +1070,7 @@ static PyObject *file_lines(PyObject *fn) {
 /* A `function` record for a code object's first traced call (test runs): the helper finds the
  * block in the file's AST (and says None for a block already written). */
 static void function_record(PyObject *code, PyObject *fn) {
+    block_signals();
     PyObject *r = PyObject_CallOneArg(cfg.function_block, code);
     if (!r) {
         if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("a function record");
@@ -1092,6 +1098,22 @@ static void function_record(PyObject *code, PyObject *fn) {
     commit_line(0);
 }
 
+/* The code's file name as an exact str (a str subclass given to compile() stays one: its __eq__ and
+ * __hash__ must never run inside the tracer, nor poison its caches); NULL when it has none. */
+static PyObject *filename_of(PyObject *code) {
+    PyObject *fn = PyObject_GetAttrString(code, "co_filename");
+    if (!fn) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading a code object");
+        PyErr_Clear();
+        return NULL;
+    }
+    if (IS_TYPE(fn, PyUnicode_Type)) return fn;
+    PyObject *exact = PyType_IsSubtype(TYPE(fn), PyUnicode_Type) ? PyUnicode_FromObject(fn) : NULL;
+    Py_DecRef(fn);
+    if (!exact) PyErr_Clear();
+    return exact;
+}
+
 static CodeInfo *code_info(PyObject *code, PyObject *fn) {
     CodeInfo *info = calloc(1, sizeof *info);
     if (!info) out_of_memory();
@@ -1107,6 +1129,21 @@ static CodeInfo *code_info(PyObject *code, PyObject *fn) {
     PyObject *first = PyObject_GetAttrString(code, "co_firstlineno");
     PyObject *flags = PyObject_GetAttrString(code, "co_flags");
     if (!name || !IS_TYPE(name, PyUnicode_Type) || !first || !flags) fail("reading a code object");
+    if (PyLong_AsLong(flags) & 0x0001 /* CO_OPTIMIZED: a function */) {
+        /* Its locals are its variables: a name written into its f_locals mapping (which the
+         * frame cannot read as a variable) is no local of it. */
+        PyObject *all = PyList_New(0);
+        static const char *attrs[] = {"co_varnames", "co_cellvars", "co_freevars"};
+        for (int i = 0; all && i < 3; i++) {
+            PyObject *t = PyObject_GetAttrString(code, attrs[i]);
+            Py_ssize_t k = t && IS_TYPE(t, PyTuple_Type) ? PyTuple_Size(t) : 0;
+            for (Py_ssize_t j = 0; j < k; j++) PyList_Append(all, PyTuple_GetItem(t, j));
+            xdecref(t);
+        }
+        info->localnames = all ? PyFrozenSet_New(all) : NULL;
+        xdecref(all);
+        if (!info->localnames) fail("reading a code object");
+    }
     sbuf h = {0};
     sb_puts(&h, ",\"func\":");
     json_str(&h, name);
@@ -1168,7 +1205,7 @@ static int file_is_target(PyObject *fn) {
     if (t) return t != Py_None; /* Py_None: not a target; anything else: a target */
     if (PyErr_Occurred()) fail("checking a file");
     Py_ssize_t n;
-    const char *s = IS_TYPE(fn, PyUnicode_Type) ? PyUnicode_AsUTF8AndSize(fn, &n) : NULL;
+    const char *s = PyUnicode_AsUTF8AndSize(fn, &n);
     int yes = 0;
     if (!s) {
         PyErr_Clear();
@@ -1195,6 +1232,7 @@ static int genuine(PyObject *code, PyObject *fn) {
     PyObject *list = PyDict_GetItemWithError(T.file_codes, fn);
     if (!list) {
         if (PyErr_Occurred()) fail("checking a code object");
+        block_signals();
         list = PyObject_CallOneArg(cfg.file_codes, fn);
         if (!list) {
             if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("checking a code object");
@@ -1294,10 +1332,30 @@ static PyObject *keyj_of(PyObject *k) {
     return j;
 }
 
+/* Whether two local names are the same name, without running user code (a class body's namespace
+ * may hold str subclasses as keys). */
+static int same_name(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (!IS_TYPE(a, PyUnicode_Type) || !IS_TYPE(b, PyUnicode_Type)) return 0;
+    int eq = PyObject_RichCompareBool(a, b, 2);
+    PyErr_Clear();
+    return eq > 0;
+}
+
 static size_t bytes_len(PyObject *b) {
     char *p;
     Py_ssize_t n;
     return PyBytes_AsStringAndSize(b, &p, &n) == 0 ? (size_t)n : 0;
+}
+
+/* Whether key k of a frame of code info is a reported local: an exact str, not a hidden name, and
+ * for a function one of its variables. */
+static int is_local(CodeInfo *info, PyObject *k) {
+    if (!IS_TYPE(k, PyUnicode_Type) || !bytes_len(keyj_of(k))) return 0;
+    if (!info->localnames) return 1;
+    int in = PySet_Contains(info->localnames, k);
+    PyErr_Clear();
+    return in > 0;
 }
 
 /* The frame's local names changed: recompute the reported ones (slots), keeping the state of the
@@ -1307,19 +1365,14 @@ static void rename_locals(FrameState *st, PyObject **ks, Py_ssize_t n) {
     if (!kidx) out_of_memory();
     Py_ssize_t m = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (!IS_TYPE(ks[i], PyUnicode_Type)) continue;
-        if (bytes_len(keyj_of(ks[i]))) kidx[m++] = i;
+        if (is_local(st->info, ks[i])) kidx[m++] = i;
     }
     if (m > MAX_NAMES) {
         free(kidx);
         limit_reached();
     }
     int same = m == st->nslots;
-    for (Py_ssize_t i = 0; same && i < m; i++) {
-        PyObject *a = ks[kidx[i]], *b = st->slots[i].name;
-        if (a != b && PyObject_RichCompareBool(a, b, 2) <= 0) same = 0;
-    }
-    PyErr_Clear();
+    for (Py_ssize_t i = 0; same && i < m; i++) same = same_name(ks[kidx[i]], st->slots[i].name);
     /* the keys, kept for the next event's comparison */
     for (Py_ssize_t i = 0; i < st->nkeys; i++) xdecref(st->keys[i]);
     free(st->keys);
@@ -1341,9 +1394,8 @@ static void rename_locals(FrameState *st, PyObject **ks, Py_ssize_t n) {
         Py_ssize_t j;
         for (j = 0; j < st->nslots; j++) {
             PyObject *o = st->slots[j].name;
-            if (o && (o == name || PyObject_RichCompareBool(o, name, 2) > 0)) break;
+            if (o && same_name(o, name)) break;
         }
-        PyErr_Clear();
         if (j < st->nslots) {
             slots[i] = st->slots[j];
             memset(&st->slots[j], 0, sizeof(Slot));
@@ -1369,13 +1421,23 @@ static void rename_locals(FrameState *st, PyObject **ks, Py_ssize_t n) {
 /* The frame's locals, as (name, value) references in T.sk/T.sv; returns their count. */
 static Py_ssize_t gather_locals(PyObject *frame) {
     PyObject *loc = PyFrame_GetLocals(frame);
-    if (!loc) fail("reading locals");
+    if (!loc) {
+        /* A class body's own mapping (__prepare__) may refuse what CPython writes into it. */
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading locals");
+        PyErr_Clear();
+        loc = PyDict_New();
+        if (!loc) fail("reading locals");
+    }
     PyObject *d = loc;
     if (!IS_TYPE(loc, PyDict_Type)) {
         /* 3.13+ gives a write-through FrameLocalsProxy; a class body may use any mapping from
          * __prepare__, whose iteration would run user code: that is no locals. */
         d = cfg.proxy_type && TYPE(loc) == (void *)cfg.proxy_type ? PyObject_CallMethod(loc, "copy", NULL) : PyDict_New();
         Py_DecRef(loc);
+        if (!d && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyErr_Clear();
+            d = PyDict_New();
+        }
         if (!d || !IS_TYPE(d, PyDict_Type)) fail("reading locals");
     }
     Py_ssize_t n = PyDict_Size(d);
@@ -1609,6 +1671,7 @@ static void dput(PyObject *d, const char *k, PyObject *v) {
 }
 
 static void naive_event(FrameState *st, PyObject *frame, int what, PyObject *arg, int lineno, Py_ssize_t n) {
+    block_signals();
     PyObject *ev = PyDict_New(), *code = PyFrame_GetCode(frame);
     if (!ev || !code) fail("naive event");
     dput(ev, "event", PyUnicode_FromString(event_names[what]));
@@ -1626,7 +1689,7 @@ static void naive_event(FrameState *st, PyObject *frame, int what, PyObject *arg
     if (!names || !locals) fail("naive event");
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (!IS_TYPE(T.sk[i], PyUnicode_Type) || !bytes_len(keyj_of(T.sk[i]))) continue;
+        if (!is_local(st->info, T.sk[i])) continue;
         if (++kept > MAX_NAMES) limit_reached();
         PyObject *r = plain(T.sv[i]);
         if (!r || PyList_Append(names, T.sk[i]) < 0 || PyDict_SetItem(locals, T.sk[i], r) < 0) fail("naive event");
@@ -1674,10 +1737,7 @@ static void trace_event(FrameState *st, PyObject *frame, int what, PyObject *arg
         sb_put(&T.out, st->dstr, st->dlen);
         sb_put(&T.out, lp->b, lp->blen);
         int same = n == st->nkeys && st->keys;
-        for (Py_ssize_t i = 0; same && i < n; i++) {
-            if (T.sk[i] != st->keys[i] && PyObject_RichCompareBool(T.sk[i], st->keys[i], 2) <= 0) same = 0;
-        }
-        PyErr_Clear();
+        for (Py_ssize_t i = 0; same && i < n; i++) same = same_name(T.sk[i], st->keys[i]);
         if (!same) rename_locals(st, T.sk, n);
         sb_puts(&T.out, ",\"locals\":{");
         int nchanged = 0;
@@ -1754,13 +1814,18 @@ static void phase_event(PyObject *frame, int what) {
     }
 }
 
-static void headroom(int on) {
-    if (on) {
-        T.saved_limit = Py_GetRecursionLimit();
-        Py_SetRecursionLimit(T.saved_limit + HEADROOM);
-    } else {
-        Py_SetRecursionLimit(T.saved_limit);
-    }
+/* The tracer starts handling an event: no re-entry, no signal handler of the code's, and room on
+ * the recursion limit (it runs on top of the traced code's deepest frame). */
+static void enter(void) {
+    T.in_event = 1;
+    T.saved_limit = Py_GetRecursionLimit();
+    Py_SetRecursionLimit(T.saved_limit + HEADROOM);
+}
+
+static void leave(void) {
+    Py_SetRecursionLimit(T.saved_limit);
+    unblock_signals();
+    T.in_event = 0;
 }
 
 /* A new (or resumed) frame of traced code. */
@@ -1768,7 +1833,7 @@ static void call_event(FrameState *st, PyObject *frame, PyObject *code, PyObject
     if (!st) {
         CodeInfo *info = pm_get(&T.codes, (uintptr_t)code);
         if (!info) {
-            PyObject *fn = PyObject_GetAttrString(code, "co_filename");
+            PyObject *fn = filename_of(code);
             if (!fn) fail("reading a code object");
             if (!genuine(code, fn)) {
                 Py_DecRef(fn);
@@ -1798,7 +1863,7 @@ static void call_event(FrameState *st, PyObject *frame, PyObject *code, PyObject
         /* Function items: every frame at depth 0 is called from the item's call expression;
          * anything else means the bottom of the stack was rebound. */
         PyObject *bc = back ? PyFrame_GetCode(back) : NULL;
-        int ok = bc == T.entry_code;
+        int ok = codeset_has(&T.entry_codes, bc);
         xdecref(bc);
         if (!ok) {
             xdecref(back);
@@ -1814,11 +1879,10 @@ static void call_event(FrameState *st, PyObject *frame, PyObject *code, PyObject
 
 static PyObject **nt_slot(PyObject *code) { return &T.nt_cache[((uintptr_t)code >> 4) & (NT_CACHE - 1)]; }
 
-/* The trace function (PyEval_SetTrace). It never fails on its own: a failure of the tracer ends
- * the run (fail), tampering ends it as such; -1 only hands the traced code an exception a signal
- * handler raised while the tracer ran. */
+/* The trace function (PyEval_SetTrace). It never fails: a failure of the tracer ends the run
+ * (fail), tampering ends it as such. */
 static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
-    if (what > PyTrace_RETURN || T.ending) return 0;
+    if (what > PyTrace_RETURN || T.ending || T.in_event) return 0;
     if (!arg) arg = Py_None; /* a frame left by an exception returns NULL (Python tracers see None) */
     if (T.dead) {
         stop_tracing();
@@ -1827,7 +1891,7 @@ static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
     FrameState *st = pm_get(&T.frames, (uintptr_t)frame);
     if (st) {
         if (T.recording) {
-            headroom(1);
+            enter();
             if (what == PyTrace_CALL) {
                 PyObject *code = PyFrame_GetCode(frame);
                 call_event(st, frame, code, arg);
@@ -1835,7 +1899,7 @@ static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
             } else {
                 trace_event(st, frame, what, arg);
             }
-            headroom(0);
+            leave();
         }
         if (what == PyTrace_RETURN && (!st->info->genlike || last_opcode(st->info, frame) != cfg.yield_value)) {
             pm_del(&T.frames, (uintptr_t)frame); /* the frame is done */
@@ -1853,19 +1917,17 @@ static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
             if (!T.recording || *slot == code) {
                 set_lines(frame, 0);
             } else if (pm_get(&T.codes, (uintptr_t)code)) {
-                headroom(1);
+                enter();
                 call_event(NULL, frame, code, arg);
-                headroom(0);
+                leave();
             } else {
-                PyObject *fn = PyObject_GetAttrString(code, "co_filename");
-                if (!fn) fail("reading a code object");
-                int yes = file_is_target(fn);
-                Py_DecRef(fn);
-                if (yes) {
-                    headroom(1);
-                    call_event(NULL, frame, code, arg);
-                    headroom(0);
-                } else {
+                enter();
+                PyObject *fn = filename_of(code);
+                int yes = fn && file_is_target(fn);
+                xdecref(fn);
+                if (yes) call_event(NULL, frame, code, arg);
+                leave();
+                if (!yes) {
                     xdecref(*slot);
                     Py_IncRef(code);
                     *slot = code;
@@ -1874,11 +1936,6 @@ static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
             }
         }
         Py_DecRef(code);
-    }
-    if (T.pend_t) {
-        PyErr_Restore(T.pend_t, T.pend_v, T.pend_tb);
-        T.pend_t = T.pend_v = T.pend_tb = NULL;
-        return -1;
     }
     if (PyErr_Occurred()) PyErr_Clear();
     return 0;
@@ -1903,11 +1960,30 @@ static void at_fork_child(void) {
 /* The tracer's functions run only for tracer.py's code, on the item's main thread, in the item
  * process itself, never after tampering. */
 static int refuse_untrusted(void) {
-    PyObject *cur = PyEval_GetFrame();
-    PyObject *code = cur ? PyFrame_GetCode(cur) : NULL;
-    int ok = codeset_has(&trusted_codes, code) && !tampered && T.ready && !T.dead &&
-             PyThread_get_thread_ident() == cfg.main_thread && getpid() == cfg.main_pid;
-    xdecref(code);
+    int ok = !tampered && T.ready && !T.dead && PyThread_get_thread_ident() == cfg.main_thread &&
+             getpid() == cfg.main_pid;
+    /* Every frame on the stack is tracer.py's own code running with tracer.py's globals: nothing
+     * of the traced code's (a __repr__ the tracer renders, a function of tracer.py called by
+     * traced code, one of its code objects given other globals) is between the caller and the
+     * item's bottom frame. */
+    PyObject *f = PyEval_GetFrame(), *globals = NULL;
+    if (f) Py_IncRef(f);
+    if (!f) ok = 0;
+    while (f && ok) {
+        PyObject *code = PyFrame_GetCode(f), *g = PyFrame_GetGlobals(f);
+        ok = codeset_has(&trusted_codes, code) && g && (!globals || g == globals);
+        if (!globals && g) {
+            globals = g;
+            Py_IncRef(globals);
+        }
+        xdecref(code);
+        xdecref(g);
+        PyObject *b = PyFrame_GetBack(f);
+        Py_DecRef(f);
+        f = b;
+    }
+    xdecref(f);
+    xdecref(globals);
     if (!ok) {
         if (T.ready && !T.dead) tracer_tamper("traced code called the tracer");
         PyErr_SetString(PyExc_PermissionError, "ndtrace: the tracer is not available");
@@ -2041,6 +2117,16 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
     T.flush_at = CHUNK;
     cfg.main_thread = PyThread_get_thread_ident();
     cfg.main_pid = getpid();
+    T.timer_sig = SIGRTMAX - 1;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_SIGNAL;
+    sev.sigev_signo = T.timer_sig;
+    if (timer_create(CLOCK_MONOTONIC, &sev, &T.timer) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, T.timer_sig);
+    pthread_sigmask(SIG_BLOCK, &only, NULL); /* unblocked only while a repr is guarded */
     if (pthread_atfork(NULL, NULL, at_fork_child) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "ndtrace: pthread_atfork failed");
         return NULL;
@@ -2053,6 +2139,7 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
  * Never returns. */
 static void end_exception(PyObject *e) __attribute__((noreturn));
 static void end_exception(PyObject *e) {
+    block_signals();
     if (PyErr_GivenExceptionMatches(e, PyExc_MemoryError)) {
         free(T.ballast);
         T.ballast = NULL;
@@ -2076,19 +2163,22 @@ static PyObject *fetch(void) {
     return v;
 }
 
-/* tracer_call(module_code, call_code, namespace, blocks, own_codes): a function item, start to
- * end: the blocks record, the module body (untraced), the traced call, the end record. own_codes
- * are the module code and every code object nested in it: the only ones of the item's file that
- * may be traced. Never returns. */
+/* tracer_call(module_code, call_code, namespace, blocks, own_codes, entry_codes): a function item,
+ * start to end: the blocks record, the module body (untraced), the traced call, the end record.
+ * own_codes are the module code and every code object nested in it (the only ones of the item's
+ * file that may be traced), entry_codes the call expression's (depth-0 frames are called from
+ * them). Never returns. */
 static PyObject *nd_tracer_call(PyObject *self, PyObject *args) {
-    PyObject *mod, *call, *ns, *blocks, *own;
-    if (!PyArg_ParseTuple(args, "O!O!O!UO!", PyCode_Type, &mod, PyCode_Type, &call, PyDict_Type, &ns, &blocks,
-                          PyList_Type, &own) ||
+    PyObject *mod, *call, *ns, *blocks, *own, *entry;
+    if (!PyArg_ParseTuple(args, "O!O!O!UO!O!", PyCode_Type, &mod, PyCode_Type, &call, PyDict_Type, &ns, &blocks,
+                          PyList_Type, &own, PyList_Type, &entry) ||
         refuse_untrusted())
         return NULL;
     if (T.call_used || T.start_used || T.end_used) tracer_tamper("the tracer's entry point ran twice");
-    T.call_used = 1;
-    if (codeset_fill(&T.own_codes, own) < 0 || !T.own_codes.n) fail("the item's code objects");
+    T.call_used = T.end_used = 1;
+    if (codeset_fill(&T.own_codes, own) < 0 || !T.own_codes.n || codeset_fill(&T.entry_codes, entry) < 0 ||
+        !T.entry_codes.n)
+        fail("the item's code objects");
     Py_ssize_t bn;
     const char *bs = PyUnicode_AsUTF8AndSize(blocks, &bn);
     if (!bs || bn < 2 || strncmp(bs, "{\"event\":\"blocks\",", 18) != 0 || memchr(bs, '\n', (size_t)bn - 1) ||
@@ -2107,6 +2197,7 @@ static PyObject *nd_tracer_call(PyObject *self, PyObject *args) {
     start_tracing();
     r = PyEval_EvalCode(call, ns, ns);
     stop_tracing();
+    block_signals(); /* the code's handlers do not run inside the final rendering either */
     if (!r) end_exception(fetch());
     PyObject *rv = render_top(r);
     end_record("ok", rv, NULL, NULL);
@@ -2136,8 +2227,7 @@ static int valid_record(const char *s, Py_ssize_t n) {
 }
 
 /* tracer_end(status, exc_type=None, exc_message=None, record=None): the last record (a test
- * run's test or collection record) and the end record. Status "bug" is tracer.py's own failure:
- * an exception end of type TracerError, exit 70 (Go reports a sandbox error). Never returns. */
+ * run's test or collection record) and the end record. Never returns. */
 static PyObject *nd_tracer_end(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"status", "exc_type", "exc_message", "record", NULL};
     const char *status;
@@ -2149,8 +2239,6 @@ static PyObject *nd_tracer_end(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *cur = PyEval_GetFrame();
     if (cur && traced_on_stack(cur)) tracer_tamper("the run was ended from inside traced code");
     stop_tracing();
-    int bug = strcmp(status, "bug") == 0; /* tracer.py failed: a sandbox error, exit 70 */
-    if (bug) status = "exception";
     if (strcmp(status, "ok") && strcmp(status, "exception") && strcmp(status, "invalid") && strcmp(status, "memory"))
         fail("an unknown end status");
     if (rec != Py_None) {
@@ -2167,11 +2255,6 @@ static PyObject *nd_tracer_end(PyObject *self, PyObject *args, PyObject *kw) {
         Py_IncRef(m);
         m = cut(m);
     }
-    if (bug) {
-        PyObject *tb = PyUnicode_FromString("TracerError");
-        end_record(status, NULL, tb, m);
-        finish(EXIT_TRACER_BUG);
-    }
     end_record(status, NULL, t, m);
     finish(0);
 }
@@ -2187,23 +2270,20 @@ static PyObject *nd_tracer_end_exception(PyObject *self, PyObject *exc) {
     end_exception(exc);
 }
 
-static PyObject *nd_render(PyObject *self, PyObject *v) {
-    if (refuse_untrusted()) return NULL;
-    return render(v);
-}
-
 static PyObject *nd_exc_message(PyObject *self, PyObject *v) {
     if (refuse_untrusted()) return NULL;
-    return exc_message(v);
+    int was = T.sig_blocked;
+    PyObject *r = exc_message(v);
+    if (!was) unblock_signals();
+    return r;
 }
 
 PyMethodDef tracer_methods[] = {
     {"tracer_setup", nd_tracer_setup, METH_VARARGS, "Configure the item's tracer: (config, key, helpers)."},
-    {"tracer_call", nd_tracer_call, METH_VARARGS, "Run a function item: (module_code, call_code, namespace, blocks, own_codes)."},
+    {"tracer_call", nd_tracer_call, METH_VARARGS, "Run a function item: (module_code, call_code, namespace, blocks, own_codes, entry_codes)."},
     {"tracer_start", nd_tracer_start, METH_VARARGS, "A test run starts: (traced)."},
     {"tracer_end", (PyCFunction)(void *)nd_tracer_end, METH_VARARGS | METH_KEYWORDS, "End the run: (status, exc_type, exc_message, record)."},
     {"tracer_end_exception", nd_tracer_end_exception, METH_O, "End the run with an exception."},
-    {"render", nd_render, METH_O, "The tracer's rendering of a value."},
     {"exc_message", nd_exc_message, METH_O, "The tracer's rendering of an exception's message."},
     {NULL, NULL, 0, NULL},
 };

@@ -316,6 +316,31 @@ def f():
     return 1
 `, "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusTampered)
+		// The tracer's own functions made to call it: a module it uses patched, or one of its
+		// functions called from a __repr__ the tracer renders at the end.
+		for _, code := range []string{`import os, sys
+def f():
+    g = sys._getframe(2).f_globals
+    os.close = g["_N"].tracer_end
+    g["_close_all"](["ok"])
+    raise ValueError("the real outcome")
+`, `import sys, types
+class Boom(Exception):
+    def __repr__(self):
+        f = sys._getframe()
+        while f.f_back is not None:
+            f = f.f_back
+        g = f.f_globals
+        g["_test_records"]({"kind": "collect", "dir": "/", "pythonpath": []}, "pytest",
+                           types.SimpleNamespace(tests=[], errors=[], excs=[], fatal=None),
+                           g["_N"].tracer_end, g["_N"].exc_message)
+        return "Boom()"
+def f():
+    raise Boom()
+`} {
+			res = e.Trace(code, "f()", sandbox.Limits{})
+			e.want(res, schemas.StatusTampered)
+		}
 	}},
 	{"code_under_traced_name", func(e *Env) {
 		// Code compiled at run time under the traced file's name: its events would carry the
@@ -334,6 +359,135 @@ def f():
     return types.FunctionType(g.__code__, {"y": 7})()
 `, "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusOK)
+	}},
+	{"native_modules", func(e *Env) {
+		// Extension modules that hand Python raw memory (the interpreter's dist-packages holds
+		// _cffi_backend, and the standard library its test modules): with one, the tracer's key
+		// and buffer would be the code's. They load only from the standard library's own
+		// directory and the configured mounts, whatever the path or name they are loaded under.
+		res := e.Trace(`import glob, importlib.util, os, sys
+def load(name, path):
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        importlib.util.module_from_spec(spec)
+        return "loaded"
+    except ImportError as exc:
+        return "refused" if "ndtrace" in str(exc) else "other: %s" % exc
+def f():
+    out = []
+    for d in sys.path:
+        if d.endswith(("dist-packages", "site-packages")):
+            for so in sorted(glob.glob(d + "/*.so"))[:3]:
+                name = os.path.basename(so).split(".")[0]
+                out.append(load(name, so))
+                os.symlink(so, "/tmp/" + os.path.basename(so))
+                out.append(load(name, "/tmp/" + os.path.basename(so)))
+    dyn = [d for d in sys.path if d.endswith("lib-dynload")][0]
+    for so in glob.glob(dyn + "/_testcapi*.so") + glob.glob(dyn + "/_ctypes.*.so"):
+        out.append(load(os.path.basename(so).split(".")[0], so))
+    for name in ("_testcapi", "_testinternalcapi", "_ctypes"):
+        try:
+            __import__(name)
+            out.append("loaded")
+        except ImportError:
+            out.append("refused")
+    return sorted(set(out))
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusOK)
+		if res.Value != "['refused']" {
+			e.T.Fatalf("native modules: %s", res.Value)
+		}
+	}},
+	{"no_sandbox_error", func(e *Env) {
+		// Programs that make the tracer's own calls fail (a class body's mapping refusing what
+		// CPython writes into it, a file name whose hash raises, a signal handler raising while
+		// the tracer works): the run is the program's, never a sandbox error (e.Trace fails on one).
+		for _, code := range []string{`class M(dict):
+    def __delitem__(self, k):
+        raise ValueError("no")
+    def __setitem__(self, k, v):
+        if k == "__class__":
+            raise ValueError("no")
+        dict.__setitem__(self, k, v)
+class Meta(type):
+    @classmethod
+    def __prepare__(mcs, name, bases):
+        return M()
+def f():
+    class C(metaclass=Meta):
+        x = 1
+        def m(self):
+            return __class__
+        del x
+    return 1
+`, `class S(str):
+    def __hash__(self):
+        raise ValueError("no hash")
+    def __eq__(self, other):
+        raise ValueError("no eq")
+def f():
+    ns = {}
+    exec(compile("def g():\n    return 1\n", S("elsewhere.py"), "exec"), ns)
+    return ns["g"]()
+`, `import signal
+class Tick(Exception):
+    pass
+def h(*a):
+    raise Tick()
+class Big:
+    def __repr__(self):
+        return "0x" + "a" * 20_000_000
+def f():
+    signal.signal(signal.SIGPROF, h)
+    signal.setitimer(signal.ITIMER_PROF, 0.002, 0.002)
+    b = Big()
+    try:
+        for _ in range(20):
+            c = Big()
+    except Tick:
+        pass
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    return 1
+`} {
+			res := e.Trace(code, "f()", sandbox.Limits{WallTime: 20 * time.Second, CPUTime: 20 * time.Second})
+			e.want(res, schemas.StatusOK, schemas.StatusException)
+		}
+	}},
+	{"filename_cache_poisoning", func(e *Env) {
+		// Code under a str subclass that equals (and hashes like) the traced file's name, but
+		// is another file: it must not change whether the traced file is traced.
+		res := e.Trace(`class S(str):
+    def __hash__(self):
+        return hash("main.py")
+    def __eq__(self, other):
+        return True
+def helper():
+    y = 2
+    return y
+def f():
+    ns = {}
+    exec(compile("def g():\n    return 1\n", S("/./elsewhere.py"), "exec"), ns)
+    ns["g"]()
+    return helper()
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusOK)
+		e.wantLocal(res, "y", "2")
+	}},
+	{"ghost_locals", func(e *Env) {
+		// A name written into a function frame's f_locals mapping is no variable of it.
+		res := e.Trace(`import sys
+def f():
+    x = 1
+    sys._getframe().f_locals["ghost"] = "planted"
+    y = 2
+    return x + y
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusOK)
+		for _, ev := range res.Events {
+			if _, ok := ev.Locals.Get("ghost"); ok {
+				e.T.Fatalf("a planted name is reported as a local: %+v", ev)
+			}
+		}
 	}},
 	{"exit_codes", func(e *Env) {
 		// The traced code exits with the codes the tracer uses for its own failures: the run is
@@ -368,6 +522,11 @@ def f():
 		e.want(res, schemas.StatusOK)
 		if res.Value != "3" {
 			e.T.Fatalf("value %s", res.Value)
+		}
+		// Call expressions that call the entry through a comprehension or a generator.
+		for _, call := range []string{"[f(i) for i in range(3)]", "f(sum(f(i) for i in range(3)))"} {
+			res := e.Trace("def f(x):\n    return x + 1\n", call, sandbox.Limits{})
+			e.want(res, schemas.StatusOK)
 		}
 	}}, {"classes_hold_nothing", func(e *Env) {
 		// Every class is reachable through object.__subclasses__(): the tracer's must not lead

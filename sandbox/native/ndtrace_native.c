@@ -438,6 +438,11 @@ static int policy(const char *event, PyObject *args) {
         }
         if (strncmp(event, "sys.monitoring.", 15) == 0)
             return tamper("traced code used sys.monitoring");
+        if (strcmp(event, "sqlite3.enable_load_extension") == 0 || strcmp(event, "sqlite3.load_extension") == 0) {
+            /* A SQLite extension is native code loaded without an import (and its check). */
+            PyErr_SetString(PyExc_PermissionError, "ndtrace: SQLite extensions are not available in the sandbox");
+            return -1;
+        }
         return 0;
     case 'o':
         if (strcmp(event, "object.__setattr__") == 0) {

@@ -364,7 +364,8 @@ def f():
 		// Extension modules that hand Python raw memory (the interpreter's dist-packages holds
 		// _cffi_backend, and the standard library its test modules): with one, the tracer's key
 		// and buffer would be the code's. They load only from the standard library's own
-		// directory and the configured mounts, whatever the path or name they are loaded under.
+		// directory and the configured mounts, whatever the path or name they are loaded under;
+		// SQLite may not load extensions (native code loaded without an import).
 		res := e.Trace(`import glob, importlib.util, os, sys
 def load(name, path):
     try:
@@ -391,6 +392,12 @@ def f():
             out.append("loaded")
         except ImportError:
             out.append("refused")
+    import sqlite3
+    try:
+        sqlite3.connect(":memory:").enable_load_extension(True)
+        out.append("loaded")
+    except PermissionError:
+        out.append("refused")
     return sorted(set(out))
 `, "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusOK)

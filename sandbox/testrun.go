@@ -128,7 +128,10 @@ func (s *Sandbox) CollectTests(ctx context.Context, req CollectRequest) (*Collec
 		c.Tests = []string{}
 	}
 	if c.Status == schemas.StatusOK && dec.collect == nil {
-		c.Status, c.Detail = schemas.StatusSandboxError, "the collection record is missing"
+		// The tracer writes the record with its end record; only the run's own code (rebinding
+		// what tracer.py computes it from) can leave it out: that is the item's doing, not a
+		// failure of the sandbox to retry.
+		c.Status, c.Detail = schemas.StatusTampered, "tampering: the collection record is missing"
 	}
 	if c.Status == schemas.StatusException && len(res.Stderr) > 0 {
 		c.Detail += " (stderr: " + lastLine(res.Stderr) + ")"
@@ -170,9 +173,10 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 	switch {
 	case res.Status != schemas.StatusOK:
 	case w == nil:
-		res.Status, res.Detail = schemas.StatusSandboxError, "the test record is missing"
+		// (as for a collection: only the run's own code can leave the record out)
+		res.Status, res.Detail = schemas.StatusTampered, "tampering: the test record is missing"
 	case !validOutcome(w.Outcome):
-		res.Status, res.Detail = schemas.StatusSandboxError, fmt.Sprintf("unknown test outcome %q", w.Outcome)
+		res.Status, res.Detail = schemas.StatusTampered, fmt.Sprintf("tampering: unknown test outcome %q", w.Outcome)
 	default:
 		tr.Outcome, tr.MissingModule = w.Outcome, w.MissingModule
 		if w.Outcome == OutcomeFailed || w.Outcome == OutcomeError {

@@ -39,6 +39,7 @@ import importlib.util
 import io
 import json
 import linecache
+import math
 import opcode
 import os
 import platform
@@ -270,12 +271,50 @@ def _helpers(req):
             todo.extend(k for k in c.co_consts if _type(k) is _CodeType)
         return out
 
-    return own_lines, read_lines, function_block, file_codes
+    _float, _complex, _tuple, _frozenset, _zip, _all = float, complex, tuple, frozenset, zip, all
+    _copysign = math.copysign
+    _CODE_ATTRS = ("co_code", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_linetable",
+                   "co_exceptiontable", "co_flags", "co_argcount", "co_posonlyargcount",
+                   "co_kwonlyargcount", "co_nlocals", "co_stacksize", "co_firstlineno", "co_name",
+                   "co_qualname")
+
+    def same_const(a, b):
+        if a is b:
+            return True
+        ta = _type(a)
+        if ta is not _type(b):
+            return False
+        if ta is _float:            # by value and sign; a NaN is a NaN (CPython's == says no)
+            return (a == b and _copysign(1.0, a) == _copysign(1.0, b)) or (a != a and b != b)
+        if ta is _complex:
+            return same_const(a.real, b.real) and same_const(a.imag, b.imag)
+        if ta is _tuple or ta is _frozenset:
+            return _len(a) == _len(b) and _all(same_const(x, y) for x, y in _zip(a, b))
+        if ta is _CodeType:
+            return same_code1(a, b)
+        return a == b
+
+    def same_code1(a, b):
+        for attr in _CODE_ATTRS:
+            if _getattr(a, attr, None) != _getattr(b, attr, None):
+                return False
+        return same_const(a.co_consts, b.co_consts)
+
+    def same_code(code, candidates):
+        """Whether code is the same code as one of candidates (compiled from its file): the
+        same bytecode, names, line table and constants, compared by type and value."""
+        first, name = code.co_firstlineno, code.co_name
+        for c in candidates:
+            if c.co_firstlineno == first and c.co_name == name and same_code1(code, c):
+                return True
+        return False
+
+    return own_lines, read_lines, function_block, file_codes, same_code
 
 
 def _setup_tracer(req, key):
     """Configure the item's C tracer (before seal) and install the audit hook."""
-    own_lines, read_lines, function_block, file_codes = _helpers(req)
+    own_lines, read_lines, function_block, file_codes, same_code = _helpers(req)
     limits = req["limits"]
     try:
         proxy_type = type(sys._getframe().f_locals)       # FrameLocalsProxy on 3.13+
@@ -290,7 +329,8 @@ def _setup_tracer(req, key):
            "exclude": tuple(req["exclude"]),
            "normal_exits": sorted(_NORMAL_EXITS), "yield_value": opcode.opmap["YIELD_VALUE"]}
     helpers = {"hmac": _hmac_digest, "enc": _enc, "read_lines": read_lines,
-               "function_block": function_block, "file_codes": file_codes, "addr_sub": _ADDR_RE.sub,
+               "function_block": function_block, "file_codes": file_codes, "same_code": same_code,
+               "addr_sub": _ADDR_RE.sub,
                "dumps": functools.partial(json.dumps, separators=(",", ":")),
                "signal": _csignal.signal, "getsignal": _csignal.getsignal,
                "sig_dfl": _csignal.SIG_DFL,
@@ -770,6 +810,11 @@ def _verdict(verdicts):
 def _pytest_run(req, state, note):
     """Collect or run one test with pytest, in this process."""
     import pytest
+    if req["traced"] and req["kind"] == "test":
+        # Phases start only from pluggy's hook callers (wherever this pytest's pluggy came from).
+        callers = sys.modules.get("pluggy._callers")
+        _N.tracer_phases(_code_objects([v.__code__ for v in vars(callers).values()
+                                        if isinstance(v, types.FunctionType)]) if callers else [])
     d = req["dir"]
     collect = req["kind"] == "collect"
     conftest = []
@@ -898,6 +943,8 @@ def _unittest_run(req, state, note):
         note(e, "collect")
         return
     result = Result()
+    if req["traced"]:
+        _N.tracer_phases(_code_objects([_unittest_run.__code__]))
     phase = _phase() if req["traced"] else None
     if phase is not None:
         next(phase)               # recording from here

@@ -216,6 +216,10 @@ extern PyObject *PyEval_EvalCode(PyObject *, PyObject *, PyObject *);
 extern int Py_EnterRecursiveCall(const char *);
 extern void Py_LeaveRecursiveCall(void);
 extern int Py_GetRecursionLimit(void);
+extern size_t _PyLong_NumBits(PyObject *);
+extern void *PyUnicode_AsUCS4Copy(PyObject *);
+extern int PyUnicode_Compare(PyObject *, PyObject *);
+extern void PyMem_Free(void *);
 extern void Py_SetRecursionLimit(int);
 extern unsigned long PyThread_get_thread_ident(void);
 extern int PySys_AddAuditHook(int (*)(const char *, PyObject *, void *), void *);
@@ -226,7 +230,7 @@ extern PyObject *PyExc_OSError, *PyExc_PermissionError, *PyExc_RuntimeError, *Py
 extern char PyFrame_Type[], PyCode_Type[], PyUnicode_Type[], PyBytes_Type[], PyByteArray_Type[],
     PyLong_Type[], PyBool_Type[], PyFloat_Type[], PyComplex_Type[], PyList_Type[], PyTuple_Type[],
     PyDict_Type[], PySet_Type[], PyFrozenSet_Type[], PyFunction_Type[];
-extern PyObject _Py_NoneStruct;
+extern PyObject _Py_NoneStruct, _Py_TrueStruct;
 
 #define TYPE(o) (((PyObject *)(o))->ob_type)
 #define Py_None (&_Py_NoneStruct)

@@ -374,8 +374,7 @@ static int pyc_allowed(PyObject *pathobj) {
  * directory and the sandbox's configured mounts, never from the interpreter's third-party
  * directories (dist-packages holds modules that read and write any memory, _cffi_backend for
  * one: with them the tracer's key and buffer are the code's), and never the standard library's
- * test modules (_testcapi and the like). The path is resolved first: a symlink in /tmp names a
- * file elsewhere. */
+ * test modules (_testcapi and the like), by a canonical path only. */
 static int ext_allowed(PyObject *pathobj) {
     PyObject *p = PyOS_FSPath(pathobj);
     if (!p) {
@@ -392,7 +391,10 @@ static int ext_allowed(PyObject *pathobj) {
     }
     char real[PATH_MAX];
     int ok = 0;
-    if (s && (Py_ssize_t)strlen(s) == len && realpath(s, real)) {
+    /* Only a path that is its own resolution: the loader opens the path again after this check, and
+     * a symlink anywhere in it (in /tmp, say) could be swapped in between. Below a root, every
+     * directory is on a read-only mount, so nothing of a canonical path can change. */
+    if (s && (Py_ssize_t)strlen(s) == len && realpath(s, real) && strcmp(s, real) == 0) {
         const char *base = strrchr(real, '/');
         base = base ? base + 1 : real;
         Py_ssize_t n = ext_roots ? PyTuple_Size(ext_roots) : 0;

@@ -25,6 +25,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <limits.h>
 
 #include "native.h"
 
@@ -192,7 +194,7 @@ static struct {
     char **prefix_c, **exclude_c;
     size_t *prefix_n, *exclude_n;
     Py_ssize_t nprefix, nexclude;
-    PyObject *key, *hmac, *enc, *read_lines, *function_block, *file_codes, *addr_sub, *dumps;
+    PyObject *key, *hmac, *enc, *read_lines, *function_block, *file_codes, *same_code, *addr_sub, *dumps;
     PyObject *sig_signal, *sig_getsignal, *sig_dfl, *std_flush, *phase_code, *proxy_type;
     unsigned char normal_exit[256];
     int yield_value;
@@ -214,6 +216,13 @@ static struct {
     sigset_t sig_saved;
     int timer_sig;      /* the real-time signal of the repr timer (never SIGALRM: that is the code's) */
     timer_t timer;
+    int headroom;       /* nesting of the tracer's Python calls run with recursion headroom */
+    int spare_fd;       /* /dev/null, released while a helper reads a file (the code may use up its fds) */
+    /* an exception a pending signal handler raised before the tracer ran Python code: raised in
+     * the traced code at its next line or call */
+    PyObject *pend_t, *pend_v, *pend_tb;
+    PyObject *phase_starter; /* the frame that started the running phase: only it may end it */
+    codeset starters;   /* code allowed to start a phase: pluggy's callers, tracer.py's unittest run */
     sbuf out;           /* [0, commit): whole lines; past commit: the line being built */
     size_t commit;
     long long n_events, n_bytes, flush_at;
@@ -237,6 +246,9 @@ static struct {
     Py_ssize_t scap;
     int saved_limit;
 } T;
+
+static void py_enter(void);
+static void py_leave(void);
 
 static void finish(int code) __attribute__((noreturn));
 static void fail(const char *where) __attribute__((noreturn));
@@ -265,6 +277,40 @@ static void unblock_signals(void) {
     pthread_sigmask(SIG_SETMASK, &T.sig_saved, NULL);
 }
 
+/* Handlers of signals that arrived before the tracer started work (Python runs them at its next
+ * check, which would be inside the tracer's Python code): run them now, and keep the exception
+ * one raises for the traced code's next line or call. */
+static void run_pending_signals(void) {
+    if (PyErr_CheckSignals() == 0) return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (T.pend_t) {
+        xdecref(t);
+        xdecref(v);
+        xdecref(tb);
+        return;
+    }
+    T.pend_t = t;
+    T.pend_v = v;
+    T.pend_tb = tb;
+}
+
+/* Around every call of the tracer into Python code (a guarded __repr__, its helpers, the HMAC):
+ * no signal handler of the code's runs inside it, and it has room on the recursion limit (the
+ * tracer runs on top of the traced code's deepest frame). Nested pairs are fine. */
+static void py_enter(void) {
+    block_signals();
+    if (T.headroom++ == 0) {
+        run_pending_signals();
+        T.saved_limit = Py_GetRecursionLimit();
+        if (T.saved_limit < INT_MAX - HEADROOM) Py_SetRecursionLimit(T.saved_limit + HEADROOM);
+    }
+}
+
+static void py_leave(void) {
+    if (--T.headroom == 0 && T.saved_limit < INT_MAX - HEADROOM) Py_SetRecursionLimit(T.saved_limit);
+}
+
 /* ------------------------------------------------------------------ JSON */
 
 static const char hexd[] = "0123456789abcdef";
@@ -279,13 +325,29 @@ static void json_str(sbuf *b, PyObject *s) {
     Py_ssize_t n;
     const unsigned char *u = (const unsigned char *)PyUnicode_AsUTF8AndSize(s, &n);
     if (!u) {
-        /* Lone surrogates have no UTF-8: CPython's own encoder handles them. */
+        /* Lone surrogates have no UTF-8: escape the code points one by one. */
         PyErr_Clear();
-        PyObject *r = PyObject_CallOneArg(cfg.enc, s);
-        const char *a = r ? PyUnicode_AsUTF8AndSize(r, &n) : NULL;
-        if (!a) fail("encoding a string");
-        sb_put(b, a, n);
-        Py_DecRef(r);
+        Py_ssize_t len = PyUnicode_GetLength(s);
+        unsigned int *cps = (unsigned int *)PyUnicode_AsUCS4Copy(s);
+        if (!cps) fail("encoding a string");
+        sb_need(b, (size_t)len * 12 + 2);
+        b->p[b->len++] = '"';
+        for (Py_ssize_t i = 0; i < len; i++) {
+            unsigned c = cps[i];
+            if (c >= ' ' && c <= '~' && c != '"' && c != '\\') {
+                b->p[b->len++] = (char)c;
+            } else if (c == '"' || c == '\\') {
+                b->p[b->len++] = '\\';
+                b->p[b->len++] = (char)c;
+            } else if (c >= 0x10000) {
+                json_cp(b, 0xD800 | ((c - 0x10000) >> 10));
+                json_cp(b, 0xDC00 | ((c - 0x10000) & 0x3FF));
+            } else {
+                json_cp(b, c);
+            }
+        }
+        b->p[b->len++] = '"';
+        PyMem_Free(cps);
         return;
     }
     sb_need(b, (size_t)n * 6 + 2);
@@ -365,7 +427,9 @@ static void flush(void) {
     if (!msg || PyBytes_AsStringAndSize(msg, &mp, &ml) < 0) fail("sealing the trace");
     memcpy(mp, T.prev, 32);
     memcpy(mp + 32, T.out.p, n);
+    py_enter();
     PyObject *tag = PyObject_CallFunction(cfg.hmac, "OOs", cfg.key, msg, "sha256");
+    py_leave();
     Py_DecRef(msg);
     char *tp;
     Py_ssize_t tl;
@@ -636,7 +700,7 @@ static PyObject *guarded(PyObject *obj, int which, const char *what) {
         Py_DecRef(name);
         return r;
     }
-    block_signals();
+    py_enter();
     PyObject *cur = PyObject_CallFunction(cfg.sig_getsignal, "i", T.timer_sig);
     if (!cur) PyErr_Clear();
     if (cur != T.alarm_fn) {
@@ -688,6 +752,7 @@ static PyObject *guarded(PyObject *obj, int which, const char *what) {
     if (failure) {
         xdecref(result);
         Py_DecRef(name);
+        py_leave();
         return failure;
     }
     if (!IS_TYPE(result, PyUnicode_Type)) {
@@ -697,6 +762,7 @@ static PyObject *guarded(PyObject *obj, int which, const char *what) {
             xdecref(q);
             Py_DecRef(result);
             Py_DecRef(name);
+            py_leave();
             return r;
         }
         PyObject *s = PyUnicode_FromObject(result); /* an exact str copy: no user code */
@@ -704,11 +770,25 @@ static PyObject *guarded(PyObject *obj, int which, const char *what) {
         result = s;
         if (!result) {
             Py_DecRef(name);
+            py_leave();
             return NULL;
         }
     }
     Py_DecRef(name);
-    return normalise(result);
+    PyObject *r = normalise(result);
+    py_leave();
+    return r;
+}
+
+/* repr() of a built-in value through its type's slot: PyObject_Repr would first run pending
+ * signal handlers (3.11) and count a recursion level, neither of which the tracer may do. */
+static PyObject *srepr(PyObject *v) {
+    reprfunc f = (reprfunc)PyType_GetSlot(TYPE(v), Py_tp_repr);
+    if (!f) {
+        PyErr_Clear();
+        return PyUnicode_FromString("?");
+    }
+    return f(v);
 }
 
 static int is_container(void *tp) {
@@ -722,12 +802,11 @@ static int is_immutable(void *tp) {
 
 /* An int as repr() gives it, or a placeholder past INT_BITS (int->str is quadratic). */
 static PyObject *int_repr(PyObject *v) {
-    PyObject *b = PyObject_CallMethod(v, "bit_length", NULL);
-    long bits = b ? PyLong_AsLong(b) : -1;
-    xdecref(b);
-    if (bits < 0) return NULL;
+    size_t nb = _PyLong_NumBits(v);
+    long bits = nb == (size_t)-1 ? LONG_MAX : (long)nb;
+    PyErr_Clear();
     if (bits > INT_BITS) return PyUnicode_FromFormat("<int with %ld bits>", bits);
-    PyObject *r = PyObject_Repr(v);
+    PyObject *r = srepr(v);
     if (!r && PyErr_ExceptionMatches(PyExc_ValueError)) { /* past sys.get_int_max_str_digits() */
         PyErr_Clear();
         return PyUnicode_FromFormat("<int with %ld bits>", bits);
@@ -778,15 +857,31 @@ static long long flat_cost_iter(PyObject *it, Py_ssize_t n) {
     return -1;
 }
 
-/* repr() of a flat container of builtin scalars of bounded size (exact output), or NULL with no
- * exception when it does not qualify. */
+static void put_repr(sbuf *b, PyObject *x, int *err) {
+    PyObject *r = srepr(x);
+    Py_ssize_t n;
+    const char *u = r ? PyUnicode_AsUTF8AndSize(r, &n) : NULL;
+    if (!u) {
+        *err = 1;
+        xdecref(r);
+        return;
+    }
+    sb_put(b, u, (size_t)n);
+    Py_DecRef(r);
+}
+
+/* repr() of a flat container of built-in scalars of bounded size (exact output), built element by
+ * element through the types' slots; NULL with no exception when it does not qualify. */
 static PyObject *fast_repr(PyObject *v, void *tp) {
     Py_ssize_t n = PyObject_Size(v);
     if (n < 0) {
         PyErr_Clear();
         return NULL;
     }
-    if (n == 0) return PyObject_Repr(v);
+    if (n == 0) {
+        return PyUnicode_FromString(tp == PyList_Type ? "[]" : tp == PyTuple_Type ? "()" : tp == PyDict_Type ? "{}"
+                                    : tp == PySet_Type ? "set()" : "frozenset()");
+    }
     long long work = 4 * (long long)cfg.vc + 1024;
     if ((long long)n * 3 > work) return NULL;
     long long c;
@@ -812,7 +907,32 @@ static PyObject *fast_repr(PyObject *v, void *tp) {
         }
     }
     if (c > work) return NULL;
-    PyObject *r = PyObject_Repr(v);
+    sbuf b = {0};
+    int err = 0;
+    sb_puts(&b, tp == PyList_Type ? "[" : tp == PyTuple_Type ? "(" : tp == PyFrozenSet_Type ? "frozenset({" : "{");
+    if (tp == PyDict_Type) {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *k, *x;
+        while (!err && PyDict_Next(v, &pos, &k, &x)) {
+            if (i++) sb_puts(&b, ", ");
+            put_repr(&b, k, &err);
+            sb_puts(&b, ": ");
+            put_repr(&b, x, &err);
+        }
+    } else {
+        PyObject *it = PyObject_GetIter(v), *x;
+        Py_ssize_t i = 0;
+        if (!it) err = 1;
+        while (!err && it && (x = PyIter_Next(it))) {
+            if (i++) sb_puts(&b, ", ");
+            put_repr(&b, x, &err);
+            Py_DecRef(x);
+        }
+        xdecref(it);
+    }
+    sb_puts(&b, tp == PyList_Type ? "]" : tp == PyTuple_Type ? (n == 1 ? ",)" : ")") : tp == PyFrozenSet_Type ? "})" : "}");
+    PyObject *r = err || PyErr_Occurred() ? NULL : PyUnicode_FromStringAndSize(b.p, (Py_ssize_t)b.len);
+    free(b.p);
     if (!r && !PyErr_ExceptionMatches(PyExc_MemoryError)) PyErr_Clear();
     return r;
 }
@@ -871,7 +991,8 @@ static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, 
     Py_ssize_t n = PyObject_Size(x);
     if (n < 0) return ROOM_ERR;
     if (n == 0) {
-        PyObject *s = PyObject_Repr(x);
+        PyObject *s = PyUnicode_FromString(tp == PyList_Type ? "[]" : tp == PyTuple_Type ? "()" : tp == PyDict_Type ? "{}"
+                                           : tp == PySet_Type ? "set()" : "frozenset()");
         if (!s) return ROOM_ERR;
         Py_ssize_t len = PyUnicode_GetLength(s);
         if (append(out, s) < 0) return ROOM_ERR;
@@ -935,10 +1056,10 @@ static PyObject *render(PyObject *v) {
         Py_ssize_t n = PyObject_Size(v);
         if (n > cfg.vc) {
             PyObject *h = PySequence_GetSlice(v, 0, cfg.vc);
-            r = h ? PyObject_Repr(h) : NULL;
+            r = h ? srepr(h) : NULL;
             xdecref(h);
         } else {
-            r = PyObject_Repr(v);
+            r = srepr(v);
         }
     } else if (tp == PyLong_Type) {
         int of = 0;
@@ -949,7 +1070,7 @@ static PyObject *render(PyObject *v) {
             r = int_repr(v);
         }
     } else if (tp == PyFloat_Type || tp == PyComplex_Type || tp == PyBool_Type || tp == TYPE(Py_None)) {
-        r = PyObject_Repr(v);
+        r = srepr(v);
     } else if (is_container(tp)) {
         r = fast_repr(v, tp);
         if (!r) {
@@ -990,6 +1111,19 @@ static PyObject *render(PyObject *v) {
         }
     } else {
         r = guarded(v, Py_tp_repr, "repr");
+    }
+    if (!r && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        /* (cannot happen for built-in values; never the tracer's failure) */
+        PyObject *t, *ev, *tb;
+        PyErr_Fetch(&t, &ev, &tb);
+        PyObject *q = qualname(tp), *qe = qualname(t ? t : (void *)PyExc_Exception);
+        r = PyUnicode_FromFormat("<%U object (repr raised %U)>", q, qe);
+        xdecref(q);
+        xdecref(qe);
+        xdecref(t);
+        xdecref(ev);
+        xdecref(tb);
+        return r;
     }
     return cut(r);
 }
@@ -1044,17 +1178,29 @@ static int starts_at(PyObject *line) {
     return *lstrip(s) == '@';
 }
 
+/* helper(arg), one of tracer.py's helpers that read files: with a descriptor free for them (the
+ * traced code may have used up its own) and as any Python call of the tracer's (py_enter). */
+static PyObject *call_helper(PyObject *helper, PyObject *arg) {
+    py_enter();
+    if (T.spare_fd >= 0) {
+        close(T.spare_fd);
+        T.spare_fd = -1;
+    }
+    PyObject *r = PyObject_CallOneArg(helper, arg);
+    T.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    py_leave();
+    return r;
+}
+
 /* The lines of a traced file, read once (helpers.read_lines: Go checks every event's source
  * text against the real file, so nothing here is trusted). */
 static PyObject *file_lines(PyObject *fn) {
-    int eq = PyObject_RichCompareBool(fn, cfg.filename, 2 /* Py_EQ */);
-    if (eq > 0) return cfg.own_lines;
+    if (PyUnicode_Compare(fn, cfg.filename) == 0) return cfg.own_lines;
     PyErr_Clear();
     PyObject *l = PyDict_GetItemWithError(T.file_lines, fn);
     if (l) return l;
     if (PyErr_Occurred()) fail("reading source lines");
-    block_signals();
-    l = PyObject_CallOneArg(cfg.read_lines, fn);
+    l = call_helper(cfg.read_lines, fn);
     if (!l || !IS_TYPE(l, PyList_Type)) {
         if (l == NULL && PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading source lines");
         PyErr_Clear();
@@ -1070,8 +1216,7 @@ static PyObject *file_lines(PyObject *fn) {
 /* A `function` record for a code object's first traced call (test runs): the helper finds the
  * block in the file's AST (and says None for a block already written). */
 static void function_record(PyObject *code, PyObject *fn) {
-    block_signals();
-    PyObject *r = PyObject_CallOneArg(cfg.function_block, code);
+    PyObject *r = call_helper(cfg.function_block, code);
     if (!r) {
         if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("a function record");
         PyErr_Clear();
@@ -1224,16 +1369,12 @@ static int file_is_target(PyObject *fn) {
  * nested in the module code it compiled; for any other, equal (code objects compare by bytecode,
  * constants, names and line table) to one compiled from the file as the import system does. */
 static int genuine(PyObject *code, PyObject *fn) {
-    if (T.own_codes.n) {
-        int own = PyObject_RichCompareBool(fn, cfg.filename, 2);
-        PyErr_Clear();
-        if (own > 0) return codeset_has(&T.own_codes, code);
-    }
+    if (T.own_codes.n && PyUnicode_Compare(fn, cfg.filename) == 0) return codeset_has(&T.own_codes, code);
+    PyErr_Clear();
     PyObject *list = PyDict_GetItemWithError(T.file_codes, fn);
     if (!list) {
         if (PyErr_Occurred()) fail("checking a code object");
-        block_signals();
-        list = PyObject_CallOneArg(cfg.file_codes, fn);
+        list = call_helper(cfg.file_codes, fn);
         if (!list) {
             if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("checking a code object");
             PyErr_Clear();
@@ -1246,13 +1387,18 @@ static int genuine(PyObject *code, PyObject *fn) {
     if (!IS_TYPE(list, PyList_Type)) return 0;
     Py_ssize_t n = PyList_Size(list);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *c = PyList_GetItem(list, i);
-        if (c == code) return 1;
-        int eq = IS_TYPE(c, PyCode_Type) ? PyObject_RichCompareBool(c, code, 2) : 0;
-        if (eq < 0) PyErr_Clear();
-        if (eq > 0) return 1;
+        if (PyList_GetItem(list, i) == code) return 1;
     }
-    return 0;
+    /* Equal to one of them: the same bytecode, names, line table and constants (compared by
+     * type and value, a NaN equal to a NaN: tracer.py's same_code). */
+    py_enter();
+    PyObject *r = PyObject_CallFunctionObjArgs(cfg.same_code, code, list, NULL);
+    py_leave();
+    if (!r && PyErr_ExceptionMatches(PyExc_MemoryError)) fail("checking a code object");
+    int ok = r == (PyObject *)&_Py_TrueStruct;
+    xdecref(r);
+    PyErr_Clear();
+    return ok;
 }
 
 /* ------------------------------------------------------------------ frames */
@@ -1337,9 +1483,9 @@ static PyObject *keyj_of(PyObject *k) {
 static int same_name(PyObject *a, PyObject *b) {
     if (a == b) return 1;
     if (!IS_TYPE(a, PyUnicode_Type) || !IS_TYPE(b, PyUnicode_Type)) return 0;
-    int eq = PyObject_RichCompareBool(a, b, 2);
+    int eq = PyUnicode_Compare(a, b) == 0;
     PyErr_Clear();
-    return eq > 0;
+    return eq;
 }
 
 static size_t bytes_len(PyObject *b) {
@@ -1579,7 +1725,7 @@ static int diff_value(Slot *s, PyObject *v, int *nchanged) {
         sb_put(&T.out, num, (size_t)snprintf(num, sizeof num, "\"%lld\"", x));
     } else if (tp == PyUnicode_Type && PyUnicode_GetLength(v) <= cfg.vc) {
         PyErr_Clear();
-        PyObject *r = cut(PyObject_Repr(v));
+        PyObject *r = cut(srepr(v));
         if (!r) fail("rendering a value");
         json_str(&T.out, r);
         Py_DecRef(r);
@@ -1671,7 +1817,7 @@ static void dput(PyObject *d, const char *k, PyObject *v) {
 }
 
 static void naive_event(FrameState *st, PyObject *frame, int what, PyObject *arg, int lineno, Py_ssize_t n) {
-    block_signals();
+    py_enter();
     PyObject *ev = PyDict_New(), *code = PyFrame_GetCode(frame);
     if (!ev || !code) fail("naive event");
     dput(ev, "event", PyUnicode_FromString(event_names[what]));
@@ -1712,6 +1858,7 @@ static void naive_event(FrameState *st, PyObject *frame, int what, PyObject *arg
     sb_put(&T.out, sp, (size_t)sl);
     sb_putc(&T.out, '\n');
     Py_DecRef(s);
+    py_leave();
 }
 
 /* One event of a traced frame (recording): the line, then the locals diffed against the
@@ -1788,16 +1935,33 @@ static int traced_on_stack(PyObject *frame) {
  * (the `yield`) starts recording, its resumption ends it. */
 static void phase_event(PyObject *frame, int what) {
     if (what == PyTrace_CALL) {
+        PyObject *back = PyFrame_GetBack(frame);
         if (!T.phase_frame) {
+            /* A phase starts from pluggy's hook caller (pytest) or tracer.py's unittest run, with
+             * no recorded frame on the stack; the very frame that started it ends it. */
+            PyObject *bc = back ? PyFrame_GetCode(back) : NULL;
+            int ok = codeset_has(&T.starters, bc);
+            xdecref(bc);
+            if (!ok) {
+                xdecref(back);
+                tracer_tamper("a test phase started outside the test runner");
+            }
             if (traced_on_stack(frame)) tracer_tamper("a test phase started inside traced code");
             Py_IncRef(frame);
             T.phase_frame = frame;
+            T.phase_starter = back; /* the reference is kept */
             T.phase_state = 1;
         } else if (frame == T.phase_frame && T.phase_state == 2) {
+            if (back != T.phase_starter) {
+                xdecref(back);
+                tracer_tamper("a test phase was ended by other code than the one that started it");
+            }
+            xdecref(back);
             if (traced_on_stack(frame)) tracer_tamper("a test phase ended inside traced code");
             T.recording = 0;
             T.phase_state = 3;
         } else {
+            xdecref(back);
             tracer_tamper("a test phase started inside another");
         }
     } else if (what == PyTrace_RETURN && frame == T.phase_frame) {
@@ -1809,21 +1973,17 @@ static void phase_event(PyObject *frame, int what) {
             T.phase_state = 0;
             T.recording = 0;
             T.phase_frame = NULL;
+            xdecref(T.phase_starter);
+            T.phase_starter = NULL;
             Py_DecRef(frame);
         }
     }
 }
 
-/* The tracer starts handling an event: no re-entry, no signal handler of the code's, and room on
- * the recursion limit (it runs on top of the traced code's deepest frame). */
-static void enter(void) {
-    T.in_event = 1;
-    T.saved_limit = Py_GetRecursionLimit();
-    Py_SetRecursionLimit(T.saved_limit + HEADROOM);
-}
+/* The tracer starts handling an event: no re-entry (py_enter guards its Python calls). */
+static void enter(void) { T.in_event = 1; }
 
 static void leave(void) {
-    Py_SetRecursionLimit(T.saved_limit);
     unblock_signals();
     T.in_event = 0;
 }
@@ -1883,6 +2043,12 @@ static PyObject **nt_slot(PyObject *code) { return &T.nt_cache[((uintptr_t)code 
  * (fail), tampering ends it as such. */
 static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
     if (what > PyTrace_RETURN || T.ending || T.in_event) return 0;
+    if (T.pend_t && (what == PyTrace_LINE || what == PyTrace_CALL)) {
+        /* a signal handler's exception, raised where the code next runs */
+        PyErr_Restore(T.pend_t, T.pend_v, T.pend_tb);
+        T.pend_t = T.pend_v = T.pend_tb = NULL;
+        return -1;
+    }
     if (!arg) arg = Py_None; /* a frame left by an exception returns NULL (Python tracers see None) */
     if (T.dead) {
         stop_tracing();
@@ -2086,6 +2252,7 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
         return NULL;
     if (!(cfg.hmac = dict_get(h, "hmac")) || !(cfg.enc = dict_get(h, "enc")) || !(cfg.read_lines = dict_get(h, "read_lines")) ||
         !(cfg.function_block = dict_get(h, "function_block")) || !(cfg.file_codes = dict_get(h, "file_codes")) ||
+        !(cfg.same_code = dict_get(h, "same_code")) ||
         !(cfg.addr_sub = dict_get(h, "addr_sub")) ||
         !(cfg.dumps = dict_get(h, "dumps")) || !(cfg.sig_signal = dict_get(h, "signal")) ||
         !(cfg.sig_getsignal = dict_get(h, "getsignal")) || !(cfg.sig_dfl = dict_get(h, "sig_dfl")) ||
@@ -2114,6 +2281,7 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
         !(T.empty_bytes = PyBytes_FromStringAndSize("", 0)))
         return NULL;
     T.ballast = malloc(256 << 10);
+    T.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     T.flush_at = CHUNK;
     cfg.main_thread = PyThread_get_thread_ident();
     cfg.main_pid = getpid();
@@ -2204,8 +2372,8 @@ static PyObject *nd_tracer_call(PyObject *self, PyObject *args) {
     finish(0);
 }
 
-/* tracer_start(): a test run's code is about to run (sealed marker); traced runs trace from
- * here, recording only inside the test's phases. */
+/* tracer_start(traced): a test run's code is about to run (sealed marker); traced runs trace from
+ * here, recording only inside the test's phases (tracer_phases). */
 static PyObject *nd_tracer_start(PyObject *self, PyObject *args) {
     int traced;
     if (!PyArg_ParseTuple(args, "p", &traced) || refuse_untrusted()) return NULL;
@@ -2216,6 +2384,15 @@ static PyObject *nd_tracer_start(PyObject *self, PyObject *args) {
         if (!cfg.phase_code) fail("no phase marker");
         start_tracing();
     }
+    return none();
+}
+
+/* tracer_phases(starters): the code objects that may start a test phase, once the runner is
+ * imported (pluggy's hook callers, wherever pluggy came from; tracer.py's unittest run). */
+static PyObject *nd_tracer_phases(PyObject *self, PyObject *starters) {
+    if (refuse_untrusted()) return NULL;
+    if (T.starters.v || !T.start_used || !IS_TYPE(starters, PyList_Type)) tracer_tamper("the test phases were declared twice");
+    if (codeset_fill(&T.starters, starters) < 0) fail("the test runner's code objects");
     return none();
 }
 
@@ -2244,7 +2421,7 @@ static PyObject *nd_tracer_end(PyObject *self, PyObject *args, PyObject *kw) {
     if (rec != Py_None) {
         Py_ssize_t rn;
         const char *rs = IS_TYPE(rec, PyUnicode_Type) ? PyUnicode_AsUTF8AndSize(rec, &rn) : NULL;
-        if (!rs || !valid_record(rs, rn)) fail("a malformed record");
+        if (!rs || !valid_record(rs, rn)) tracer_tamper("the run's record was malformed (tracer.py's state was changed)");
         T.out.len = T.commit;
         sb_put(&T.out, rs, (size_t)rn);
         commit_line(0);
@@ -2282,6 +2459,7 @@ PyMethodDef tracer_methods[] = {
     {"tracer_setup", nd_tracer_setup, METH_VARARGS, "Configure the item's tracer: (config, key, helpers)."},
     {"tracer_call", nd_tracer_call, METH_VARARGS, "Run a function item: (module_code, call_code, namespace, blocks, own_codes, entry_codes)."},
     {"tracer_start", nd_tracer_start, METH_VARARGS, "A test run starts: (traced)."},
+    {"tracer_phases", nd_tracer_phases, METH_O, "The code that may start a test phase (once)."},
     {"tracer_end", (PyCFunction)(void *)nd_tracer_end, METH_VARARGS | METH_KEYWORDS, "End the run: (status, exc_type, exc_message, record)."},
     {"tracer_end_exception", nd_tracer_end_exception, METH_O, "End the run with an exception."},
     {"exc_message", nd_exc_message, METH_O, "The tracer's rendering of an exception's message."},

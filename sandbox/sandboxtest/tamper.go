@@ -392,6 +392,9 @@ def f():
             out.append("loaded")
         except ImportError:
             out.append("refused")
+    os.symlink(dyn, "/tmp/dyn")           # an allowed file, by a path that is not its own
+    for so in glob.glob("/tmp/dyn/_json*.so"):
+        out.append(load("_json", so))
     import sqlite3
     try:
         sqlite3.connect(":memory:").enable_load_extension(True)
@@ -408,7 +411,8 @@ def f():
 	{"no_sandbox_error", func(e *Env) {
 		// Programs that make the tracer's own calls fail (a class body's mapping refusing what
 		// CPython writes into it, a file name whose hash raises, a signal handler raising while
-		// the tracer works): the run is the program's, never a sandbox error (e.Trace fails on one).
+		// the tracer works or pending when it starts, a recursion limit at its maximum): the run is
+		// the program's, never a sandbox error (e.Trace fails on one).
 		for _, code := range []string{`class M(dict):
     def __delitem__(self, k):
         raise ValueError("no")
@@ -455,6 +459,29 @@ def f():
         pass
     signal.setitimer(signal.ITIMER_PROF, 0)
     return 1
+`, `import signal
+def on_alarm(signum, frame):
+    raise TimeoutError("budget spent")
+def f():
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.005)
+    rounds = 0
+    try:
+        while True:
+            s = "ab" * 20_000_000
+            rounds += 1
+    except TimeoutError:
+        return "timed out"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+`, `import sys
+class P:
+    def __repr__(self):
+        return "P()"
+def f():
+    sys.setrecursionlimit(2**31 - 1)
+    p = P()
+    return [p, 3]
 `} {
 			res := e.Trace(code, "f()", sandbox.Limits{WallTime: 20 * time.Second, CPUTime: 20 * time.Second})
 			e.want(res, schemas.StatusOK, schemas.StatusException)

@@ -115,8 +115,67 @@ class TestDouble(unittest.TestCase):
 }
 
 // PhaseSuite is a repository whose tests attack the tracer's phase markers (tracer.py's _phase,
-// whose events turn recording on and off in a traced test run).
+// whose events turn recording on and off in a traced test run) and the state tracer.py writes the
+// test record from, and honest tests that once looked like tampering.
 var PhaseSuite = map[string]string{
+	"nanmod.py": "def g():\n    return 1e400 * 0\n",
+	"fdutil.py": "def report(n):\n    return \"opened %d files\" % n\n",
+	"test_honest.py": `import os
+
+import fdutil
+import nanmod
+
+
+def test_nan_constant():
+    # a NaN folded into a constant: NaN != NaN, but it is the file's own code
+    x = nanmod.g()
+    assert x != x
+
+
+def test_emfile():
+    # the first call into another module while no descriptor is free
+    fds = []
+    try:
+        while True:
+            fds.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        msg = fdutil.report(len(fds))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert msg.startswith("opened")
+`,
+	"finalize/conftest.py": `import sys
+import weakref
+
+import pytest
+
+
+class _Box:
+    pass
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    # End the running phase from a finalizer that runs as this frame is cleared (after its
+    # return event): nothing traced is on the stack then, but it is not the phase's own caller.
+    f = sys._getframe(1)
+    while f is not None and "teardowns" not in f.f_locals:
+        f = f.f_back
+    if f is None:
+        return
+    gens = [g for g in f.f_locals["teardowns"] if getattr(g, "gi_code", None) and g.gi_code.co_name == "_phase"]
+    if gens:
+        weakref.finalize(_Box(), next, gens[0], None)
+`,
+	"finalize/test_fin.py": `def helper(n):
+    return n * 2
+
+
+def test_y():
+    secret = helper(21)
+    assert secret == 42
+`,
 	"test_phase.py": `import sys
 import types
 
@@ -151,6 +210,14 @@ def test_recompiled_file():
     with open(__file__, "rb") as fh:
         exec(compile(fh.read(), __file__, "exec", dont_inherit=True), ns)
     assert ns["_bottom_globals"] is not _bottom_globals
+
+
+def test_record_state():
+    # What tracer.py writes the test record from, changed by the test: never a sandbox error.
+    f = sys._getframe()
+    while f is not None and "req" not in f.f_locals:
+        f = f.f_back
+    f.f_locals["req"]["kind"] = "collect"
 
 
 def test_resume_early():
@@ -283,6 +350,9 @@ def test_triple():
 			{"test_phase.py::test_phase_code", false, []schemas.Status{schemas.StatusTampered}},
 			{"test_phase.py::test_resume_early", true, []schemas.Status{schemas.StatusTampered}},
 			{"test_phase.py::test_compiled_under_name", true, []schemas.Status{schemas.StatusTampered}},
+			{"test_phase.py::test_record_state", true, []schemas.Status{schemas.StatusTampered}},
+			{"test_phase.py::test_record_state", false, []schemas.Status{schemas.StatusTampered}},
+			{"finalize/test_fin.py::test_y", true, []schemas.Status{schemas.StatusTampered}},
 		} {
 			r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: phase, Test: tc.test, Traced: tc.traced})
 			if err != nil {
@@ -296,12 +366,14 @@ def test_triple():
 			}
 			env.assertNoStrays()
 		}
-		r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: phase, Test: "test_phase.py::test_recompiled_file", Traced: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Result.Status != schemas.StatusOK || r.Outcome != sandbox.OutcomePassed {
-			t.Errorf("test_recompiled_file: %s (%s) outcome %q, want a pass", r.Result.Status, r.Result.Detail, r.Outcome)
+		for _, id := range []string{"test_phase.py::test_recompiled_file", "test_honest.py::test_nan_constant", "test_honest.py::test_emfile"} {
+			r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: phase, Test: id, Traced: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Result.Status != schemas.StatusOK || r.Outcome != sandbox.OutcomePassed {
+				t.Errorf("%s: %s (%s) outcome %q, want a pass", id, r.Result.Status, r.Result.Detail, r.Outcome)
+			}
 		}
 	})
 	t.Run("unittest", func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"sort"
 	"strings"
 	"sync"
@@ -98,11 +99,11 @@ func badInput(format string, args ...any) error {
 // spec (what changes rows) and its items' content, so an unchanged batch is found again by a
 // re-run and its shard reused.
 func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanResult, error) {
-	store, err := dataset.Open(ctx, in.Dataset)
+	st, err := store.Open(ctx, in.Dataset)
 	if err != nil {
 		return PlanResult{}, badInput("output %s: %v", in.Dataset, err)
 	}
-	defer store.Close()
+	defer st.Close()
 	specHash := in.Spec.Hash()
 	var items []crawl.Item
 	p := plan{SpecHash: specHash}
@@ -148,7 +149,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanResult, error)
 	for start := 0; start < len(fns); start += size {
 		p.Batches = append(p.Batches, newBatch(specHash, fns[start:min(start+size, len(fns))]))
 	}
-	key, err := storePlan(ctx, store, p)
+	key, err := storePlan(ctx, st, p)
 	if err != nil {
 		return PlanResult{}, err
 	}
@@ -166,21 +167,21 @@ func newBatch(specHash string, items []crawl.Item) planBatch {
 }
 
 // storePlan stores a plan in the work area under a key derived from its content.
-func storePlan(ctx context.Context, store *dataset.Store, p plan) (string, error) {
+func storePlan(ctx context.Context, st *store.Store, p plan) (string, error) {
 	data, err := json.Marshal(p)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(data)
 	key := workDir + "plan-" + hex.EncodeToString(sum[:8]) + ".json"
-	if _, err := store.PutOnce(ctx, key, data, manifestType, nil); err != nil {
+	if _, err := st.PutOnce(ctx, key, data, manifestType, nil); err != nil {
 		return "", fmt.Errorf("store plan: %w", err)
 	}
 	return key, nil
 }
 
-func readPlan(ctx context.Context, store *dataset.Store, key string) (*plan, error) {
-	data, err := store.ReadAll(ctx, key)
+func readPlan(ctx context.Context, st *store.Store, key string) (*plan, error) {
+	data, err := st.ReadAll(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
@@ -230,12 +231,12 @@ func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (TraceResult
 	if a.Sandboxes == nil {
 		return TraceResult{}, errors.New("this worker has no sandboxes")
 	}
-	store, err := dataset.Open(ctx, in.Dataset)
+	st, err := store.Open(ctx, in.Dataset)
 	if err != nil {
 		return TraceResult{}, err
 	}
-	defer store.Close()
-	p, err := readPlan(ctx, store, in.PlanKey)
+	defer st.Close()
+	p, err := readPlan(ctx, st, in.PlanKey)
 	if err != nil {
 		return TraceResult{}, err
 	}
@@ -244,7 +245,7 @@ func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (TraceResult
 	}
 	b := p.Batches[in.Index]
 	res := TraceResult{Hash: b.Hash, Items: len(b.Items), Chunks: (len(b.Items) + traceChunk - 1) / traceChunk}
-	if done, err := store.Exists(ctx, batchKey(b.Hash)); err != nil {
+	if done, err := st.Exists(ctx, batchKey(b.Hash)); err != nil {
 		return res, err
 	} else if done {
 		res.Done = true
@@ -261,12 +262,12 @@ func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (TraceResult
 	hb := &chunkHeartbeat{ctx: ctx, stored: first}
 	g, gctx := errgroup.WithContext(ctx)
 	chunks := make(chan tracedChunk, 1)
-	g.Go(func() error { return storeChunks(gctx, store, chunks, hb) })
+	g.Go(func() error { return storeChunks(gctx, st, chunks, hb) })
 	g.Go(func() error {
 		defer close(chunks)
 		for c := first; c < res.Chunks; c++ {
 			ch := tracedChunk{index: c, key: chunkKey(b.Hash, c)}
-			if ok, err := store.Exists(gctx, ch.key); err != nil {
+			if ok, err := st.Exists(gctx, ch.key); err != nil {
 				return err
 			} else if !ok {
 				for _, it := range b.Items[c*traceChunk : min((c+1)*traceChunk, len(b.Items))] {
@@ -302,10 +303,10 @@ type tracedChunk struct {
 
 // storeChunks encodes and stores the chunks in the order they come and heartbeats the number
 // stored after each.
-func storeChunks(ctx context.Context, store *dataset.Store, chunks <-chan tracedChunk, hb *chunkHeartbeat) error {
+func storeChunks(ctx context.Context, st *store.Store, chunks <-chan tracedChunk, hb *chunkHeartbeat) error {
 	for ch := range chunks {
 		if !ch.stored {
-			if err := writeChunk(ctx, store, ch.key, ch.items); err != nil {
+			if err := writeChunk(ctx, st, ch.key, ch.items); err != nil {
 				return err
 			}
 		}
@@ -315,7 +316,7 @@ func storeChunks(ctx context.Context, store *dataset.Store, chunks <-chan traced
 }
 
 // writeChunk stores traced items as one chunk of traces: JSON Lines, one item a line.
-func writeChunk(ctx context.Context, store *dataset.Store, key string, items []traced) error {
+func writeChunk(ctx context.Context, st *store.Store, key string, items []traced) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	for _, t := range items {
@@ -323,7 +324,7 @@ func writeChunk(ctx context.Context, store *dataset.Store, key string, items []t
 			return fmt.Errorf("encode traces of %s: %w", t.Item.Key, err)
 		}
 	}
-	if err := store.Put(ctx, key, buf.Bytes(), nil); err != nil {
+	if err := st.Put(ctx, key, buf.Bytes(), nil); err != nil {
 		return fmt.Errorf("store traces: %w", err)
 	}
 	return nil
@@ -421,7 +422,7 @@ type BatchRecord struct {
 // packBatch packs a batch's rows into sequences of n tokens (dataset.Pack, padded with the
 // tokenizer's end-of-text id) and writes them as the packed shard name. Rows longer than n are
 // counted as packing_too_long; it returns nil when no row fits.
-func packBatch(ctx context.Context, store *dataset.Store, tok tokenize.Tokenizer, name string, rows []schemas.Row, n int, counts map[string]int64) (*dataset.ShardInfo, error) {
+func packBatch(ctx context.Context, st *store.Store, tok tokenize.Tokenizer, name string, rows []schemas.Row, n int, counts map[string]int64) (*dataset.ShardInfo, error) {
 	pad, ok := tok.SpecialID(tokenize.EndOfText)
 	if !ok {
 		return nil, badInput("tokenizer %s has no id for %s to pad packed sequences with", tok.Name(), tokenize.EndOfText)
@@ -436,7 +437,7 @@ func packBatch(ctx context.Context, store *dataset.Store, tok tokenize.Tokenizer
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	info, err := dataset.WritePackedShard(ctx, store, name, seqs, n)
+	info, err := dataset.WritePackedShard(ctx, st, name, seqs, n)
 	if err != nil {
 		return nil, fmt.Errorf("write packed shard: %w", err)
 	}
@@ -455,14 +456,14 @@ type BatchSummary struct {
 // BuildShard turns a batch's traces into trajectories, tokenizes them and writes the batch's shard
 // and record. A batch whose record exists is reused as it is.
 func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResult) (BatchSummary, error) {
-	store, err := dataset.Open(ctx, in.Dataset)
+	st, err := store.Open(ctx, in.Dataset)
 	if err != nil {
 		return BatchSummary{}, err
 	}
-	defer store.Close()
-	if rec, err := readBatch(ctx, store, tr.Hash); err == nil {
+	defer st.Close()
+	if rec, err := readBatch(ctx, st, tr.Hash); err == nil {
 		return summary(rec, true), nil
-	} else if !dataset.IsNotExist(err) {
+	} else if !store.IsNotExist(err) {
 		return BatchSummary{}, err
 	}
 	tok, err := a.Tokenizers(in.Spec.Tokenizer)
@@ -478,7 +479,7 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResu
 	rec := &BatchRecord{Index: in.Index, Hash: tr.Hash, Counts: map[string]int64{}}
 	var rows []schemas.Row
 	for c := 0; c < tr.Chunks; c++ {
-		ts, err := readChunk(ctx, store, chunkKey(tr.Hash, c))
+		ts, err := readChunk(ctx, st, chunkKey(tr.Hash, c))
 		if err != nil {
 			return BatchSummary{}, err
 		}
@@ -514,13 +515,13 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResu
 		a.Metrics.built(rows, classes)
 	}
 	if len(rows) > 0 {
-		info, err := dataset.WriteShard(ctx, store, "part-"+tr.Hash[:24], rows)
+		info, err := dataset.WriteShard(ctx, st, "part-"+tr.Hash[:24], rows)
 		if err != nil {
 			return BatchSummary{}, fmt.Errorf("write shard: %w", err)
 		}
 		rec.Shard = &info
 		if n := in.Spec.PackLength; n > 0 {
-			if rec.Packed, err = packBatch(ctx, store, tok, "part-"+tr.Hash[:24], rows, n, rec.Counts); err != nil {
+			if rec.Packed, err = packBatch(ctx, st, tok, "part-"+tr.Hash[:24], rows, n, rec.Counts); err != nil {
 				return BatchSummary{}, err
 			}
 		}
@@ -529,7 +530,7 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr TraceResu
 	if err != nil {
 		return BatchSummary{}, err
 	}
-	if _, err := store.PutOnce(ctx, batchKey(tr.Hash), data, manifestType, nil); err != nil {
+	if _, err := st.PutOnce(ctx, batchKey(tr.Hash), data, manifestType, nil); err != nil {
 		return BatchSummary{}, fmt.Errorf("write batch record: %w", err)
 	}
 	return summary(rec, false), nil
@@ -543,8 +544,8 @@ func summary(rec *BatchRecord, reused bool) BatchSummary {
 	return s
 }
 
-func readBatch(ctx context.Context, store *dataset.Store, hash string) (*BatchRecord, error) {
-	data, err := store.ReadAll(ctx, batchKey(hash))
+func readBatch(ctx context.Context, st *store.Store, hash string) (*BatchRecord, error) {
+	data, err := st.ReadAll(ctx, batchKey(hash))
 	if err != nil {
 		return nil, err
 	}
@@ -635,18 +636,18 @@ type FinalizeResult struct {
 
 // Finalize gathers every batch record, writes the rejects and the manifest (the commit point).
 func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeResult, error) {
-	store, err := dataset.Open(ctx, in.Dataset)
+	st, err := store.Open(ctx, in.Dataset)
 	if err != nil {
 		return FinalizeResult{}, err
 	}
-	defer store.Close()
+	defer st.Close()
 	counts := map[string]int64{}
 	var rejects []crawl.Reject
 	var shards, packed []dataset.ShardInfo
 	items := int64(0)
 	var plans []*plan
 	for _, key := range append([]string{in.PlanKey}, in.MorePlans...) {
-		p, err := readPlan(ctx, store, key)
+		p, err := readPlan(ctx, st, key)
 		if err != nil {
 			return FinalizeResult{}, err
 		}
@@ -654,7 +655,7 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 		rejects = append(rejects, p.Rejects...)
 		items += int64(len(p.Rejects))
 		for _, b := range p.Batches {
-			rec, err := readBatch(ctx, store, b.Hash)
+			rec, err := readBatch(ctx, st, b.Hash)
 			if err != nil {
 				return FinalizeResult{}, fmt.Errorf("batch %s is not finished: %w", b.Hash[:12], err)
 			}
@@ -688,10 +689,10 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 	}
 	counts["items"] = items
 	counts["rejects"] = int64(len(rejects))
-	if err := store.Put(ctx, rejectsKey, buf.Bytes(), nil); err != nil {
+	if err := st.Put(ctx, rejectsKey, buf.Bytes(), nil); err != nil {
 		return FinalizeResult{}, fmt.Errorf("write rejects: %w", err)
 	}
-	if err := writeDedupKeys(ctx, store, plans); err != nil {
+	if err := writeDedupKeys(ctx, st, plans); err != nil {
 		return FinalizeResult{}, err
 	}
 	cfg, err := json.Marshal(in.Spec)
@@ -709,20 +710,20 @@ func (a *Activities) Finalize(ctx context.Context, in FinalizeInput) (FinalizeRe
 		pad, _ := tok.SpecialID(tokenize.EndOfText)
 		man.Packing = &dataset.Packing{Length: n, PadID: pad, Shards: packed}
 	}
-	m, err := dataset.CommitVersion(ctx, store, man)
+	m, err := dataset.CommitVersion(ctx, st, man)
 	if err != nil {
 		return FinalizeResult{}, fmt.Errorf("commit dataset: %w", err)
 	}
 	// Statistics next to the manifest (dashboards read them; ndtrace stats recomputes them if they
 	// are missing or stale). A retry after a failure here commits the same manifest again.
-	st, err := dataset.ComputeStats(ctx, store, m)
+	stats, err := dataset.ComputeStats(ctx, st, m)
 	if err != nil {
 		return FinalizeResult{}, fmt.Errorf("statistics: %w", err)
 	}
-	if err := dataset.WriteStats(ctx, store, st); err != nil {
+	if err := dataset.WriteStats(ctx, st, stats); err != nil {
 		return FinalizeResult{}, fmt.Errorf("statistics: %w", err)
 	}
-	return FinalizeResult{Manifest: store.URL(), Totals: m.Totals, Counts: counts}, nil
+	return FinalizeResult{Manifest: st.URL(), Totals: m.Totals, Counts: counts}, nil
 }
 
 func tokName(a *Activities, name string) string {

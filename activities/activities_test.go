@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	_ "github.com/ndtrace/ndtrace/store/drivers"
 	"os"
 	"path/filepath"
 	"strings"

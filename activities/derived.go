@@ -6,9 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 
 	"github.com/ndtrace/ndtrace/crawl"
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -94,12 +94,12 @@ type PlanFunctionsInput struct {
 // chunks of the new batches, so the batches only build rows. It returns the new plan (zero batches
 // if there is nothing to add).
 func (a *Activities) PlanFunctions(ctx context.Context, in PlanFunctionsInput) (PlanResult, error) {
-	store, err := dataset.Open(ctx, in.Dataset)
+	st, err := store.Open(ctx, in.Dataset)
 	if err != nil {
 		return PlanResult{}, err
 	}
-	defer store.Close()
-	p, err := readPlan(ctx, store, in.PlanKey)
+	defer st.Close()
+	p, err := readPlan(ctx, st, in.PlanKey)
 	if err != nil {
 		return PlanResult{}, err
 	}
@@ -121,7 +121,7 @@ func (a *Activities) PlanFunctions(ctx context.Context, in PlanFunctionsInput) (
 			continue
 		}
 		for c := 0; c*traceChunk < len(b.Items); c++ {
-			ts, err := readChunk(ctx, store, chunkKey(b.Hash, c))
+			ts, err := readChunk(ctx, st, chunkKey(b.Hash, c))
 			if err != nil {
 				return PlanResult{}, err
 			}
@@ -149,14 +149,14 @@ func (a *Activities) PlanFunctions(ctx context.Context, in PlanFunctionsInput) (
 		}
 		b := newBatch(p.SpecHash+"functions from repositories", batchItems)
 		for c := 0; c*traceChunk < len(ts); c++ {
-			if err := writeChunk(ctx, store, chunkKey(b.Hash, c), ts[c*traceChunk:min((c+1)*traceChunk, len(ts))]); err != nil {
+			if err := writeChunk(ctx, st, chunkKey(b.Hash, c), ts[c*traceChunk:min((c+1)*traceChunk, len(ts))]); err != nil {
 				return PlanResult{}, err
 			}
 		}
 		items += len(ts)
 		out.Batches = append(out.Batches, b)
 	}
-	key, err := storePlan(ctx, store, out)
+	key, err := storePlan(ctx, st, out)
 	if err != nil {
 		return PlanResult{}, err
 	}
@@ -183,8 +183,8 @@ func hasRepo(items []crawl.Item) bool {
 }
 
 // readChunk reads one stored chunk of traces.
-func readChunk(ctx context.Context, store *dataset.Store, key string) ([]traced, error) {
-	data, err := store.ReadAll(ctx, key)
+func readChunk(ctx context.Context, st *store.Store, key string) ([]traced, error) {
+	data, err := st.ReadAll(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("read traces: %w", err)
 	}
@@ -214,7 +214,7 @@ type dedupKeys struct {
 }
 
 // writeDedupKeys stores the dedup keys of the function-level items of plans.
-func writeDedupKeys(ctx context.Context, store *dataset.Store, plans []*plan) error {
+func writeDedupKeys(ctx context.Context, st *store.Store, plans []*plan) error {
 	d := dedupKeys{Format: "ndtrace-dedup-keys", Keys: map[string]string{}}
 	for _, p := range plans {
 		for _, b := range p.Batches {
@@ -231,7 +231,7 @@ func writeDedupKeys(ctx context.Context, store *dataset.Store, plans []*plan) er
 	if err != nil {
 		return err
 	}
-	if err := store.Put(ctx, dedupKeysKey, data, nil); err != nil {
+	if err := st.Put(ctx, dedupKeysKey, data, nil); err != nil {
 		return fmt.Errorf("write %s: %w", dedupKeysKey, err)
 	}
 	return nil
@@ -239,14 +239,14 @@ func writeDedupKeys(ctx context.Context, store *dataset.Store, plans []*plan) er
 
 // readDedupKeys reads the dedup keys of the dataset at url.
 func readDedupKeys(ctx context.Context, url string) (map[string]string, error) {
-	store, err := dataset.Open(ctx, url)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
-	data, err := store.ReadAll(ctx, dedupKeysKey)
+	defer st.Close()
+	data, err := st.ReadAll(ctx, dedupKeysKey)
 	if err != nil {
-		if dataset.IsNotExist(err) {
+		if store.IsNotExist(err) {
 			return nil, fmt.Errorf("%s has no %s (not an ndtrace dataset, or not committed)", url, dedupKeysKey)
 		}
 		return nil, err

@@ -6,11 +6,12 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	_ "gocloud.dev/blob/memblob" // the built-in example repository is served from a mem:// store
 	"io/fs"
 	"sync"
 	"time"
 
-	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/store"
 )
 
 // examplesCode is ndtrace's built-in function-level examples (written for the project).
@@ -82,13 +83,13 @@ var ExamplesRepoTar = sync.OnceValue(func() []byte {
 // NewFetcher returns a Fetcher that also serves the built-in example repository (ExamplesRepoURL).
 // Close the returned store when done.
 func NewFetcher(ctx context.Context) (*Fetcher, func() error, error) {
-	store, err := dataset.Open(ctx, examplesStoreURL)
+	st, err := store.Open(ctx, examplesStoreURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("crawl: example repository store: %w", err)
 	}
-	if err := store.Put(ctx, "textstats.tar", ExamplesRepoTar(), nil); err != nil {
-		store.Close()
+	if err := st.Put(ctx, "textstats.tar", ExamplesRepoTar(), nil); err != nil {
+		st.Close()
 		return nil, nil, fmt.Errorf("crawl: example repository store: %w", err)
 	}
-	return &Fetcher{Stores: map[string]*dataset.Store{examplesStoreURL: store}}, store.Close, nil
+	return &Fetcher{Stores: map[string]*store.Store{examplesStoreURL: st}}, st.Close, nil
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	_ "gocloud.dev/blob/fileblob"
+	_ "github.com/ndtrace/ndtrace/store/drivers"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )

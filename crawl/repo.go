@@ -12,7 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/store"
 )
 
 // RepoKind says how a repository reference is materialized.
@@ -41,7 +41,7 @@ const (
 //	./dir, /abs/dir                     a local directory (its .git, if any, is ignored)
 //	/abs/x.tar.gz, file:///abs/x.tgz    a tarball (.tar, .tar.gz or .tgz) in a local folder
 //	s3://bucket/key.tgz?region=…        a tarball in a bucket: mem, s3, gs and azblob URLs, with the
-//	                                    query parameters dataset.Open takes
+//	                                    query parameters store.Open takes
 //
 // Ref applies to git only: a branch, a tag, a full ref name (refs/…), HEAD, or a full commit hash.
 // Empty means the remote's HEAD.
@@ -171,9 +171,9 @@ type Fetcher struct {
 	// (e.g. "mem://", "s3://bucket/prefix?region=eu-west-1"). A tarball URL that, ignoring query
 	// strings, starts with a key followed by "/" (or with a key ending in "/") is read from that store,
 	// the rest of its path being the object key; the longest matching key wins. Other bucket URLs are
-	// opened with dataset.Open for each read. A mem:// tarball can only be read through Stores, as
-	// every dataset.Open("mem://…") is a new, empty bucket.
-	Stores map[string]*dataset.Store
+	// opened with store.Open for each read. A mem:// tarball can only be read through Stores, as
+	// every store.Open("mem://…") is a new, empty bucket.
+	Stores map[string]*store.Store
 	// Git is the git binary; empty means "git" on the PATH.
 	Git string
 }

@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/store"
 )
 
 // maxTrailing bounds the bytes read after a tar archive's end-of-archive marker (normally zero
@@ -25,7 +25,7 @@ import (
 const maxTrailing = 1 << 20
 
 // openTar opens the tarball r names: a plain path, a file URL (read from the file system), or a bucket
-// URL (read from a store in f.Stores, or else opened with dataset.Open).
+// URL (read from a store in f.Stores, or else opened with store.Open).
 func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
 	if !strings.Contains(r.URL, "://") {
 		return openLocalTar(r, r.URL)
@@ -38,7 +38,7 @@ func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
 		return openLocalTar(r, u.Path)
 	}
 	target := storeName(u)
-	var st *dataset.Store
+	var st *store.Store
 	var key, matched string
 	for k, s := range f.Stores {
 		ku, err := url.Parse(k)
@@ -56,7 +56,7 @@ func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
 	closeStore := func() error { return nil }
 	if st == nil {
 		bucket := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: u.RawQuery}
-		if st, err = dataset.Open(ctx, bucket.String()); err != nil {
+		if st, err = store.Open(ctx, bucket.String()); err != nil {
 			return nil, fmt.Errorf("open the bucket of %s: %w", redactURL(r.URL), err)
 		}
 		key, closeStore = strings.TrimPrefix(u.Path, "/"), st.Close
@@ -64,7 +64,7 @@ func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
 	rd, err := st.Bucket().NewReader(ctx, key, nil)
 	if err != nil {
 		closeStore()
-		if dataset.IsNotExist(err) {
+		if store.IsNotExist(err) {
 			return nil, &RepoError{Repo: r, Reason: "archive not found", Err: err}
 		}
 		return nil, fmt.Errorf("read %s: %w", redactURL(r.URL), err)

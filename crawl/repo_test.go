@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
+	"github.com/ndtrace/ndtrace/store"
 )
 
 func TestParseRepoList(t *testing.T) {
@@ -517,7 +517,7 @@ func TestTarRepo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mem, err := dataset.Open(ctx, "mem://")
+	mem, err := store.Open(ctx, "mem://")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +525,7 @@ func TestTarRepo(t *testing.T) {
 	if _, err := mem.PutOnce(ctx, "repos/p.tgz", tgz, "application/gzip", nil); err != nil {
 		t.Fatal(err)
 	}
-	withStores := &Fetcher{Stores: map[string]*dataset.Store{"mem://": mem}}
+	withStores := &Fetcher{Stores: map[string]*store.Store{"mem://": mem}}
 
 	tests := []struct {
 		name    string
@@ -854,12 +854,12 @@ func TestClassifyGit(t *testing.T) {
 func TestStoresPrefix(t *testing.T) {
 	ctx := context.Background()
 	tgz := testrepos.Tarball(t, "passing", "")
-	a, err := dataset.Open(ctx, "mem://a")
+	a, err := store.Open(ctx, "mem://a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := dataset.Open(ctx, "mem://a/deeper")
+	b, err := store.Open(ctx, "mem://a/deeper")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -868,7 +868,7 @@ func TestStoresPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The longest matching store wins; a query string on either side is ignored.
-	f := &Fetcher{Stores: map[string]*dataset.Store{"mem://a?nomd5": a, "mem://a/deeper/": b}}
+	f := &Fetcher{Stores: map[string]*store.Store{"mem://a?nomd5": a, "mem://a/deeper/": b}}
 	res, err := f.Resolve(ctx, Repo{URL: "mem://a/deeper/p.tgz?x=1"})
 	if err != nil || res.ContentHash != sha(tgz) {
 		t.Fatalf("resolve: %+v, %v", res, err)

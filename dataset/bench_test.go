@@ -3,6 +3,7 @@ package dataset
 import (
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"hash/fnv"
 	"math/rand/v2"
 	"strings"
@@ -98,7 +99,7 @@ func BenchmarkWriteShard(b *testing.B) {
 			if kind == "file" {
 				url = b.TempDir()
 			}
-			s, err := Open(context.Background(), url)
+			s, err := store.Open(context.Background(), url)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -123,7 +124,7 @@ func BenchmarkValidate(b *testing.B) {
 	for i := range rows {
 		rows[i] = makeRow(b, i, strings.Repeat(trajectoryText(i, 3), 20))
 	}
-	s, err := Open(context.Background(), "mem://")
+	s, err := store.Open(context.Background(), "mem://")
 	if err != nil {
 		b.Fatal(err)
 	}

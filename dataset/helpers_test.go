@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
-	"net/url"
+	"github.com/ndtrace/ndtrace/store"
+	_ "github.com/ndtrace/ndtrace/store/drivers"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -153,18 +150,18 @@ func makeRows(t testing.TB, first, n int) []schemas.Row {
 }
 
 // writeTestDataset writes shards part-00000… of rowsPerShard rows each and commits the manifest.
-func writeTestDataset(t testing.TB, store *Store, shards, rowsPerShard int) *Manifest {
+func writeTestDataset(t testing.TB, st *store.Store, shards, rowsPerShard int) *Manifest {
 	t.Helper()
 	ctx := context.Background()
 	var infos []ShardInfo
 	for s := range shards {
-		info, err := WriteShard(ctx, store, fmt.Sprintf("part-%05d", s), makeRows(t, s*rowsPerShard, rowsPerShard))
+		info, err := WriteShard(ctx, st, fmt.Sprintf("part-%05d", s), makeRows(t, s*rowsPerShard, rowsPerShard))
 		if err != nil {
 			t.Fatal(err)
 		}
 		infos = append(infos, info)
 	}
-	m, err := WriteManifest(ctx, store, Manifest{
+	m, err := WriteManifest(ctx, st, Manifest{
 		CreatedAt: testCreated,
 		Config:    []byte(`{"seed": 7, "mask": "states", "policy": {"name": "paper"}}`),
 		Versions:  testVersions,
@@ -177,68 +174,10 @@ func writeTestDataset(t testing.TB, store *Store, shards, rowsPerShard int) *Man
 	return m
 }
 
-// setAWSEnv points the AWS SDK at static test credentials and turns off the EC2 metadata service,
-// so that no request leaves loopback.
-func setAWSEnv(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "ndtrace-test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "ndtrace-test-secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-}
-
-// s3URL returns an s3:// dataset URL for an S3-compatible server at endpoint.
-func s3URL(bucket, prefix, endpoint string) string {
-	q := url.Values{}
-	q.Set("endpoint", endpoint)
-	q.Set("use_path_style", "true")
-	q.Set("disable_https", "true")
-	q.Set("region", "us-east-1")
-	// gofakes3 and versitygw return no response checksums; don't ask for them.
-	q.Set("response_checksum_validation", "when_required")
-	q.Set("request_checksum_calculation", "when_required")
-	return "s3://" + bucket + "/" + prefix + "?" + q.Encode()
-}
-
-// startFakeS3 starts an in-process S3 server (gofakes3 on 127.0.0.1) with bucket and returns its
-// endpoint.
-func startFakeS3(t *testing.T, bucket string) string {
-	t.Helper()
-	setAWSEnv(t)
-	backend := s3mem.New()
-	if err := backend.CreateBucket(bucket); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gofakes3.New(backend).Server())
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// storeKind is one kind of store every store test runs against.
-type storeKind struct {
-	name string
-	open func(t *testing.T) *Store
-}
-
-// storeKinds returns the stores of the conformance suite: memory, a local folder by file URL and by
-// plain path, and S3 through an in-process S3 server.
-func storeKinds() []storeKind {
-	return []storeKind{
-		{"mem", func(t *testing.T) *Store { return openTest(t, "mem://") }},
-		{"file", func(t *testing.T) *Store { return openTest(t, "file://"+t.TempDir()+"/ds") }},
-		{"path", func(t *testing.T) *Store { return openTest(t, t.TempDir()+"/a/b") }},
-		{"s3", func(t *testing.T) *Store {
-			return openTest(t, s3URL("ndtrace", "datasets/run-1", startFakeS3(t, "ndtrace")))
-		}},
-	}
-}
-
 // openTest opens a store that is closed when the test ends.
-func openTest(t *testing.T, rawURL string) *Store {
+func openTest(t *testing.T, rawURL string) *store.Store {
 	t.Helper()
-	s, err := Open(context.Background(), rawURL)
+	s, err := store.Open(context.Background(), rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"math"
 	"regexp"
@@ -295,14 +296,14 @@ func ParseManifest(data []byte) (*Manifest, error) {
 
 // ReadManifest reads and checks the manifest of the dataset in store (see ParseManifest). A missing
 // manifest (no dataset, or one that was never committed) gives an error for which IsNotExist is true.
-func ReadManifest(ctx context.Context, store *Store) (*Manifest, error) {
-	data, err := store.readLimited(ctx, ManifestKey, MaxManifestBytes)
+func ReadManifest(ctx context.Context, st *store.Store) (*Manifest, error) {
+	data, err := st.ReadLimit(ctx, ManifestKey, MaxManifestBytes)
 	if err != nil {
 		return nil, err
 	}
 	m, err := ParseManifest(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s in %s: %w", ManifestKey, store.URL(), err)
+		return nil, fmt.Errorf("%s in %s: %w", ManifestKey, st.URL(), err)
 	}
 	return m, nil
 }
@@ -313,14 +314,14 @@ func ReadManifest(ctx context.Context, store *Store) (*Manifest, error) {
 // has returned. It is idempotent: committing the same manifest again succeeds, while committing a
 // different one over an existing manifest fails with an error wrapping ErrConflict (a committed
 // dataset is immutable; write a new one under another prefix). It returns the manifest as written.
-func WriteManifest(ctx context.Context, store *Store, m Manifest) (*Manifest, error) {
-	data, md, err := prepareManifest(ctx, store, &m)
+func WriteManifest(ctx context.Context, st *store.Store, m Manifest) (*Manifest, error) {
+	data, md, err := prepareManifest(ctx, st, &m)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := store.PutOnce(ctx, ManifestKey, data, manifestContentType, md); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return nil, fmt.Errorf("dataset: %s is already committed with a different manifest (a committed dataset is immutable): %w", store.URL(), ErrConflict)
+	if _, err := st.PutOnce(ctx, ManifestKey, data, manifestContentType, md); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, fmt.Errorf("dataset: %s is already committed with a different manifest (a committed dataset is immutable): %w", st.URL(), store.ErrConflict)
 		}
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func WriteManifest(ctx context.Context, store *Store, m Manifest) (*Manifest, er
 
 // prepareManifest fills m's computed fields, checks it and the shards it lists, and returns its
 // bytes and object metadata.
-func prepareManifest(ctx context.Context, store *Store, m *Manifest) ([]byte, map[string]string, error) {
+func prepareManifest(ctx context.Context, st *store.Store, m *Manifest) ([]byte, map[string]string, error) {
 	if err := m.normalize(); err != nil {
 		return nil, nil, fmt.Errorf("dataset: manifest: %w", err)
 	}
@@ -345,11 +346,11 @@ func prepareManifest(ctx context.Context, store *Store, m *Manifest) ([]byte, ma
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkStored(ctx, store, m.Shards); err != nil {
+	if err := checkStored(ctx, st, m.Shards); err != nil {
 		return nil, nil, err
 	}
 	if m.Packing != nil {
-		if err := checkStored(ctx, store, m.Packing.Shards); err != nil {
+		if err := checkStored(ctx, st, m.Packing.Shards); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -357,14 +358,14 @@ func prepareManifest(ctx context.Context, store *Store, m *Manifest) ([]byte, ma
 }
 
 // checkStored checks, a few at a time, that every shard is stored with its listed size and sha256.
-func checkStored(ctx context.Context, store *Store, shards []ShardInfo) error {
+func checkStored(ctx context.Context, st *store.Store, shards []ShardInfo) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for _, s := range shards {
 		g.Go(func() error {
-			ok, err := store.holds(ctx, s.Path, s.Bytes, s.SHA256)
-			if IsNotExist(err) {
-				return fmt.Errorf("dataset: manifest names %s, which is not in %s", s.Path, store.URL())
+			ok, err := st.Holds(ctx, s.Path, s.Bytes, s.SHA256)
+			if store.IsNotExist(err) {
+				return fmt.Errorf("dataset: manifest names %s, which is not in %s", s.Path, st.URL())
 			}
 			if err != nil {
 				return err

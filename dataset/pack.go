@@ -3,6 +3,7 @@ package dataset
 import (
 	"context"
 	"errors"
+	"github.com/ndtrace/ndtrace/store"
 	"regexp"
 	"strconv"
 
@@ -175,7 +176,7 @@ func EncodePackedShard(seqs []schemas.PackedRow, seqLen int) ([]byte, ShardInfo,
 // WritePackedShard writes packed sequences as packed/<name>.parquet of the dataset in store, with
 // the same idempotence as WriteShard: the same sequences always land on the same key with the same
 // bytes, and other content under an existing key fails with ErrConflict.
-func WritePackedShard(ctx context.Context, store *Store, name string, seqs []schemas.PackedRow, seqLen int) (ShardInfo, error) {
+func WritePackedShard(ctx context.Context, st *store.Store, name string, seqs []schemas.PackedRow, seqLen int) (ShardInfo, error) {
 	if err := CheckShardName(name); err != nil {
 		return ShardInfo{}, err
 	}
@@ -184,14 +185,14 @@ func WritePackedShard(ctx context.Context, store *Store, name string, seqs []sch
 		return ShardInfo{}, fmt.Errorf("dataset: packed shard %s: %w", name, err)
 	}
 	info.Path = PackedShardPath(name)
-	return info, putShard(ctx, store, info, data, map[string]string{"pack_length": strconv.Itoa(seqLen)})
+	return info, putShard(ctx, st, info, data, map[string]string{"pack_length": strconv.Itoa(seqLen)})
 }
 
 // ReadPackedRows reads up to limit sequences (all if limit <= 0) of the packed shard at path
 // (relative to the dataset root, as in the manifest's packing section).
-func ReadPackedRows(ctx context.Context, store *Store, shardPath string, limit int) ([]schemas.PackedRow, error) {
+func ReadPackedRows(ctx context.Context, st *store.Store, shardPath string, limit int) ([]schemas.PackedRow, error) {
 	if !packedPathRE.MatchString(shardPath) {
 		return nil, fmt.Errorf("dataset: bad packed shard path %q (want %s)", shardPath, PackedShardPath("NAME"))
 	}
-	return readShard[schemas.PackedRow](ctx, store, "packed shard", shardPath, packedSchema, limit)
+	return readShard[schemas.PackedRow](ctx, st, "packed shard", shardPath, packedSchema, limit)
 }

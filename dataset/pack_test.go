@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 
 // writePackedDataset writes two shards of rows, their packed sequences of length n in one packed
 // shard, and commits both.
-func writePackedDataset(t testing.TB, s *Store, n int, edit func(seqs []schemas.PackedRow)) *Manifest {
+func writePackedDataset(t testing.TB, s *store.Store, n int, edit func(seqs []schemas.PackedRow)) *Manifest {
 	t.Helper()
 	ctx := context.Background()
 	var infos []ShardInfo
@@ -89,7 +90,7 @@ func TestPackedShardRoundTrip(t *testing.T) {
 	if again, err := WritePackedShard(ctx, s, "part-x", seqs, 2048); err != nil || again != info {
 		t.Errorf("rewrite = %+v, %v; want %+v", again, err, info)
 	}
-	if _, err := WritePackedShard(ctx, s, "part-x", seqs[:1], 2048); !errors.Is(err, ErrConflict) {
+	if _, err := WritePackedShard(ctx, s, "part-x", seqs[:1], 2048); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("other sequences under the same name: %v, want ErrConflict", err)
 	}
 	if _, err := ReadPackedRows(ctx, s, "shards/part-x.parquet", 0); err == nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"regexp"
 	"strconv"
@@ -196,7 +197,7 @@ func encodeParquet[T any](rows []T, groups []int, opts ...parquet.WriterOption) 
 // error wrapping ErrConflict that names the shard. The shard is encoded in memory first (the checksum
 // must be known before the upload starts), then uploaded in one write: a failed or cancelled write
 // leaves no partial object. A shard is not part of the dataset until a manifest names it.
-func WriteShard(ctx context.Context, store *Store, name string, rows []schemas.Row) (ShardInfo, error) {
+func WriteShard(ctx context.Context, st *store.Store, name string, rows []schemas.Row) (ShardInfo, error) {
 	if err := CheckShardName(name); err != nil {
 		return ShardInfo{}, err
 	}
@@ -205,7 +206,7 @@ func WriteShard(ctx context.Context, store *Store, name string, rows []schemas.R
 		return ShardInfo{}, fmt.Errorf("dataset: shard %s: %w", name, err)
 	}
 	info.Path = ShardPath(name)
-	return info, putShard(ctx, store, info, data, map[string]string{
+	return info, putShard(ctx, st, info, data, map[string]string{
 		"tokens":         strconv.FormatInt(info.Tokens, 10),
 		"learned_tokens": strconv.FormatInt(info.LearnedTokens, 10),
 	})
@@ -213,15 +214,15 @@ func WriteShard(ctx context.Context, store *Store, name string, rows []schemas.R
 
 // putShard stores an encoded shard at info.Path once, with its row count, sha256 and schema version
 // (and md) as object metadata; other content already under the key is an ErrConflict naming it.
-func putShard(ctx context.Context, store *Store, info ShardInfo, data []byte, md map[string]string) error {
+func putShard(ctx context.Context, st *store.Store, info ShardInfo, data []byte, md map[string]string) error {
 	meta := map[string]string{"rows": strconv.FormatInt(info.Rows, 10), "schema_version": schemas.RowSchemaVersion}
 	for k, v := range md {
 		meta[k] = v
 	}
-	if _, err := store.PutOnce(ctx, info.Path, data, ShardContentType, meta); err != nil {
-		if errors.Is(err, ErrConflict) {
+	if _, err := st.PutOnce(ctx, info.Path, data, ShardContentType, meta); err != nil {
+		if errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("dataset: shard %s in %s already exists with other content (sha256 %s): %w",
-				info.Path, store.URL(), info.SHA256, ErrConflict)
+				info.Path, st.URL(), info.SHA256, store.ErrConflict)
 		}
 		return err
 	}
@@ -230,17 +231,17 @@ func putShard(ctx context.Context, store *Store, info ShardInfo, data []byte, md
 
 // ReadRows reads up to limit rows (all if limit <= 0) of the shard at path (relative to the dataset
 // root, as in the manifest).
-func ReadRows(ctx context.Context, store *Store, shardPath string, limit int) ([]schemas.Row, error) {
+func ReadRows(ctx context.Context, st *store.Store, shardPath string, limit int) ([]schemas.Row, error) {
 	if !shardPathRE.MatchString(shardPath) {
 		return nil, fmt.Errorf("dataset: bad shard path %q (want %s)", shardPath, ShardPath("NAME"))
 	}
-	return readShard[schemas.Row](ctx, store, "shard", shardPath, expectedSchema, limit)
+	return readShard[schemas.Row](ctx, st, "shard", shardPath, expectedSchema, limit)
 }
 
 // readShard reads up to limit rows (all if limit <= 0) of type T from the shard at path, after
 // checking that its schema is want; kind names the shard in errors.
-func readShard[T any](ctx context.Context, store *Store, kind, path string, want *parquet.Schema, limit int) ([]T, error) {
-	data, err := store.ReadAll(ctx, path)
+func readShard[T any](ctx context.Context, st *store.Store, kind, path string, want *parquet.Schema, limit int) ([]T, error) {
+	data, err := st.ReadAll(ctx, path)
 	if err != nil {
 		return nil, err
 	}

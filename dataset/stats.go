@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"math"
 	"slices"
@@ -422,12 +423,12 @@ func orUnknown(s string) string {
 // needs from every shard m names (a few shards at a time, counted in manifest order), the counts in
 // m, and rejects.jsonl if the dataset has one. Memory grows with the number of distinct traces
 // (about 100 bytes each) and distinct metric values, not with the number of rows.
-func ComputeStats(ctx context.Context, store *Store, m *Manifest) (*Stats, error) {
+func ComputeStats(ctx context.Context, st *store.Store, m *Manifest) (*Stats, error) {
 	acc := &statsAcc{fine: map[fineKey]int{}, sources: map[sourceKey]int{}, traces: map[[16]byte]*traceInfo{}}
-	if err := readStatRows(ctx, store, m.Shards, acc.add); err != nil {
+	if err := readStatRows(ctx, st, m.Shards, acc.add); err != nil {
 		return nil, err
 	}
-	rejects, haveRejects, err := readRejects(ctx, store)
+	rejects, haveRejects, err := readRejects(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +443,7 @@ type shardRows struct {
 
 // readStatRows reads the stat columns of shards, up to statsReadAhead at a time, and calls fn for
 // every row in manifest and file order.
-func readStatRows(ctx context.Context, store *Store, shards []ShardInfo, fn func(*statRow) error) error {
+func readStatRows(ctx context.Context, st *store.Store, shards []ShardInfo, fn func(*statRow) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make([]chan shardRows, len(shards))
@@ -458,7 +459,7 @@ func readStatRows(ctx context.Context, store *Store, shards []ShardInfo, fn func
 				return
 			}
 			go func() {
-				rows, err := readShardStatRows(ctx, store, s.Path)
+				rows, err := readShardStatRows(ctx, st, s.Path)
 				slots[i] <- shardRows{rows, err}
 			}()
 		}
@@ -484,11 +485,11 @@ func readStatRows(ctx context.Context, store *Store, shards []ShardInfo, fn func
 }
 
 // readShardStatRows reads the stat columns of one shard after checking its schema.
-func readShardStatRows(ctx context.Context, store *Store, path string) ([]statRow, error) {
+func readShardStatRows(ctx context.Context, st *store.Store, path string) ([]statRow, error) {
 	if !shardPathRE.MatchString(path) {
 		return nil, fmt.Errorf("dataset: statistics: bad shard path %q", path)
 	}
-	data, err := store.ReadAll(ctx, path)
+	data, err := st.ReadAll(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: statistics: %w", err)
 	}
@@ -511,13 +512,13 @@ func readShardStatRows(ctx context.Context, store *Store, path string) ([]statRo
 }
 
 // readRejects reads rejects.jsonl; ok is false if the dataset has none.
-func readRejects(ctx context.Context, store *Store) (rejects []Reject, ok bool, err error) {
-	r, err := store.Bucket().NewReader(ctx, RejectsKey, nil)
+func readRejects(ctx context.Context, st *store.Store) (rejects []Reject, ok bool, err error) {
+	r, err := st.NewRangeReader(ctx, RejectsKey, 0, -1)
 	if err != nil {
-		if IsNotExist(err) {
+		if store.IsNotExist(err) {
 			return nil, false, nil
 		}
-		return nil, false, store.wrap("read", RejectsKey, err)
+		return nil, false, err
 	}
 	defer r.Close()
 	sc := bufio.NewScanner(r)
@@ -531,12 +532,12 @@ func readRejects(ctx context.Context, store *Store) (rejects []Reject, ok bool, 
 		}
 		var rej Reject
 		if err := json.Unmarshal(b, &rej); err != nil {
-			return nil, false, fmt.Errorf("dataset: statistics: %s line %d in %s: %w", RejectsKey, line, store.URL(), err)
+			return nil, false, fmt.Errorf("dataset: statistics: %s line %d in %s: %w", RejectsKey, line, st.URL(), err)
 		}
 		rejects = append(rejects, rej)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, false, fmt.Errorf("dataset: statistics: %s in %s: %w", RejectsKey, store.URL(), err)
+		return nil, false, fmt.Errorf("dataset: statistics: %s in %s: %w", RejectsKey, st.URL(), err)
 	}
 	return rejects, true, nil
 }
@@ -1000,36 +1001,36 @@ func ParseStats(data []byte) (*Stats, error) {
 
 // ReadStats reads stats.json from the dataset in store. If there is none, the error satisfies
 // IsNotExist.
-func ReadStats(ctx context.Context, store *Store) (*Stats, error) {
-	data, err := store.readLimited(ctx, StatsKey, MaxStatsBytes)
+func ReadStats(ctx context.Context, st *store.Store) (*Stats, error) {
+	data, err := st.ReadLimit(ctx, StatsKey, MaxStatsBytes)
 	if err != nil {
 		return nil, err
 	}
 	s, err := ParseStats(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", store.URL(), err)
+		return nil, fmt.Errorf("%s: %w", st.URL(), err)
 	}
 	return s, nil
 }
 
 // LoadStats returns the statistics of the dataset whose manifest is m: stats.json if it exists
 // and Matches m, otherwise freshly computed (computed is then true). Nothing is written.
-func LoadStats(ctx context.Context, store *Store, m *Manifest) (s *Stats, computed bool, err error) {
-	s, err = ReadStats(ctx, store)
+func LoadStats(ctx context.Context, st *store.Store, m *Manifest) (s *Stats, computed bool, err error) {
+	s, err = ReadStats(ctx, st)
 	switch {
 	case err == nil && s.Matches(m):
 		return s, false, nil
-	case err != nil && !IsNotExist(err) && ctx.Err() != nil:
+	case err != nil && !store.IsNotExist(err) && ctx.Err() != nil:
 		return nil, false, ctx.Err()
 	}
-	s, err = ComputeStats(ctx, store, m)
+	s, err = ComputeStats(ctx, st, m)
 	return s, true, err
 }
 
 // WriteStats writes s as stats.parquet, then stats.json (the file readers check against the
 // manifest), next to the manifest in store, replacing earlier ones (a dataset that gets a new
 // version gets new statistics).
-func WriteStats(ctx context.Context, store *Store, s *Stats) error {
+func WriteStats(ctx context.Context, st *store.Store, s *Stats) error {
 	pq, err := s.EncodeParquet()
 	if err != nil {
 		return err
@@ -1038,13 +1039,10 @@ func WriteStats(ctx context.Context, store *Store, s *Stats) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Put(ctx, StatsParquetKey, pq, &blob.WriterOptions{ContentType: ShardContentType}); err != nil {
-		return store.wrap("write", StatsParquetKey, err)
+	if err := st.Put(ctx, StatsParquetKey, pq, &blob.WriterOptions{ContentType: ShardContentType}); err != nil {
+		return err
 	}
-	if err := store.Put(ctx, StatsKey, js, &blob.WriterOptions{ContentType: manifestContentType}); err != nil {
-		return store.wrap("write", StatsKey, err)
-	}
-	return nil
+	return st.Put(ctx, StatsKey, js, &blob.WriterOptions{ContentType: manifestContentType})
 }
 
 // StatsRecord is one row of stats.parquet, a long table: a distribution (kind "distribution": one

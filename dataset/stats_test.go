@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"reflect"
 	"strings"
 	"testing"
@@ -140,7 +141,7 @@ const statsRejects = `{"source":"corpus/a.jsonl","key":"corpus/a.jsonl#4","reaso
 
 // writeStatsDataset writes the statistics test dataset into store, with rejects.jsonl if rejects
 // is not empty, and returns its manifest.
-func writeStatsDataset(t testing.TB, store *Store, rejects string, counts map[string]int64) *Manifest {
+func writeStatsDataset(t testing.TB, st *store.Store, rejects string, counts map[string]int64) *Manifest {
 	t.Helper()
 	ctx := context.Background()
 	var infos []ShardInfo
@@ -151,18 +152,18 @@ func writeStatsDataset(t testing.TB, store *Store, rejects string, counts map[st
 			rows = append(rows, statsTestRow(i, sp))
 			i++
 		}
-		info, err := WriteShard(ctx, store, fmt.Sprintf("part-%05d", s), rows)
+		info, err := WriteShard(ctx, st, fmt.Sprintf("part-%05d", s), rows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		infos = append(infos, info)
 	}
 	if rejects != "" {
-		if err := store.Bucket().WriteAll(ctx, RejectsKey, []byte(rejects), nil); err != nil {
+		if err := st.Bucket().WriteAll(ctx, RejectsKey, []byte(rejects), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m, err := WriteManifest(ctx, store, Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: infos, Counts: counts})
+	m, err := WriteManifest(ctx, st, Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: infos, Counts: counts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,9 +178,9 @@ var statsCounts = map[string]int64{
 
 func TestComputeStats(t *testing.T) {
 	ctx := context.Background()
-	store := openTest(t, "mem://")
-	m := writeStatsDataset(t, store, statsRejects, statsCounts)
-	s, err := ComputeStats(ctx, store, m)
+	st := openTest(t, "mem://")
+	m := writeStatsDataset(t, st, statsRejects, statsCounts)
+	s, err := ComputeStats(ctx, st, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,9 +333,9 @@ func TestComputeStats(t *testing.T) {
 }
 
 func TestComputeStatsWithoutRejectsFile(t *testing.T) {
-	store := openTest(t, "mem://")
-	m := writeStatsDataset(t, store, "", map[string]int64{"rejects:timeout": 2, "rejects:syntax": 5})
-	s, err := ComputeStats(context.Background(), store, m)
+	st := openTest(t, "mem://")
+	m := writeStatsDataset(t, st, "", map[string]int64{"rejects:timeout": 2, "rejects:syntax": 5})
+	s, err := ComputeStats(context.Background(), st, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,12 +347,12 @@ func TestComputeStatsWithoutRejectsFile(t *testing.T) {
 
 func TestComputeStatsEmpty(t *testing.T) {
 	ctx := context.Background()
-	store := openTest(t, "mem://")
-	m, err := WriteManifest(ctx, store, Manifest{CreatedAt: testCreated, Versions: testVersions})
+	st := openTest(t, "mem://")
+	m, err := WriteManifest(ctx, st, Manifest{CreatedAt: testCreated, Versions: testVersions})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ComputeStats(ctx, store, m)
+	s, err := ComputeStats(ctx, st, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,9 +365,9 @@ func TestComputeStatsEmpty(t *testing.T) {
 }
 
 func TestComputeStatsBadRejects(t *testing.T) {
-	store := openTest(t, "mem://")
-	m := writeStatsDataset(t, store, "{\"source\":\"a\"}\nnot json\n", nil)
-	_, err := ComputeStats(context.Background(), store, m)
+	st := openTest(t, "mem://")
+	m := writeStatsDataset(t, st, "{\"source\":\"a\"}\nnot json\n", nil)
+	_, err := ComputeStats(context.Background(), st, m)
 	if err == nil || !strings.Contains(err.Error(), "rejects.jsonl line 2") {
 		t.Errorf("error %v, want one naming rejects.jsonl line 2", err)
 	}
@@ -380,9 +381,9 @@ func TestStatsDeterminism(t *testing.T) {
 		if kind == "file" {
 			u = "file://" + t.TempDir() + "/ds"
 		}
-		store := openTest(t, u)
-		m := writeStatsDataset(t, store, statsRejects, statsCounts)
-		s, err := ComputeStats(ctx, store, m)
+		st := openTest(t, u)
+		m := writeStatsDataset(t, st, statsRejects, statsCounts)
+		s, err := ComputeStats(ctx, st, m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,21 +398,21 @@ func TestStatsDeterminism(t *testing.T) {
 		jsons, pqs = append(jsons, js), append(pqs, pq)
 
 		// Round trip through the store.
-		if err := WriteStats(ctx, store, s); err != nil {
+		if err := WriteStats(ctx, st, s); err != nil {
 			t.Fatal(err)
 		}
-		back, err := ReadStats(ctx, store)
+		back, err := ReadStats(ctx, st)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(back, s) {
 			t.Errorf("%s: ReadStats differs from what WriteStats wrote", kind)
 		}
-		loaded, computed, err := LoadStats(ctx, store, m)
+		loaded, computed, err := LoadStats(ctx, st, m)
 		if err != nil || computed || !reflect.DeepEqual(loaded, s) {
 			t.Errorf("%s: LoadStats computed=%v err=%v", kind, computed, err)
 		}
-		stored, err := store.ReadAll(ctx, StatsParquetKey)
+		stored, err := st.ReadAll(ctx, StatsParquetKey)
 		if err != nil || !bytes.Equal(stored, pq) {
 			t.Errorf("%s: stats.parquet differs (%v)", kind, err)
 		}
@@ -440,8 +441,8 @@ func TestStatsDeterminism(t *testing.T) {
 	if !found {
 		t.Error("stats.parquet has no correct function/forward tokens row")
 	}
-	store := openTest(t, "mem://")
-	s, err := ComputeStats(ctx, store, writeStatsDataset(t, store, statsRejects, statsCounts))
+	st := openTest(t, "mem://")
+	s, err := ComputeStats(ctx, st, writeStatsDataset(t, st, statsRejects, statsCounts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,18 +453,18 @@ func TestStatsDeterminism(t *testing.T) {
 
 func TestLoadStatsStale(t *testing.T) {
 	ctx := context.Background()
-	store := openTest(t, "mem://")
-	m := writeStatsDataset(t, store, statsRejects, statsCounts)
-	s, err := ComputeStats(ctx, store, m)
+	st := openTest(t, "mem://")
+	m := writeStatsDataset(t, st, statsRejects, statsCounts)
+	s, err := ComputeStats(ctx, st, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Totals.Rows++ // stats of another version
 	s.Dataset.Trajectories = 999
-	if err := WriteStats(ctx, store, s); err != nil {
+	if err := WriteStats(ctx, st, s); err != nil {
 		t.Fatal(err)
 	}
-	got, computed, err := LoadStats(ctx, store, m)
+	got, computed, err := LoadStats(ctx, st, m)
 	if err != nil || !computed || got.Dataset.Trajectories != 10 {
 		t.Errorf("LoadStats with stale stats.json: computed=%v err=%v trajectories=%d", computed, err, got.Dataset.Trajectories)
 	}

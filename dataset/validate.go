@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -75,8 +76,8 @@ type CheckOptions struct {
 // Validate checks the dataset in store like Check and returns nil if it is valid, or the first
 // problem found (a *Problem naming the shard, row and column). Errors of the context are returned
 // as they are.
-func Validate(ctx context.Context, store *Store, lookup TokenizerLookup) error {
-	rep, err := Check(ctx, store, lookup, CheckOptions{MaxProblems: 1})
+func Validate(ctx context.Context, st *store.Store, lookup TokenizerLookup) error {
+	rep, err := Check(ctx, st, lookup, CheckOptions{MaxProblems: 1})
 	if err != nil {
 		return err
 	}
@@ -99,19 +100,19 @@ func Validate(ctx context.Context, store *Store, lookup TokenizerLookup) error {
 //     may give Normalize(text) instead.
 //
 // It only reads what the manifest names, in manifest order. The error is non-nil only if ctx ends.
-func Check(ctx context.Context, store *Store, lookup TokenizerLookup, opts CheckOptions) (*Report, error) {
+func Check(ctx context.Context, st *store.Store, lookup TokenizerLookup, opts CheckOptions) (*Report, error) {
 	if opts.MaxProblems <= 0 {
 		opts.MaxProblems = 1000
 	}
-	c := &checker{store: store, lookup: lookup, max: opts.MaxProblems, rep: &Report{}, toks: map[string]tokenize.Tokenizer{}, bad: map[string]bool{}}
-	m, err := ReadManifest(ctx, store)
+	c := &checker{st: st, lookup: lookup, max: opts.MaxProblems, rep: &Report{}, toks: map[string]tokenize.Tokenizer{}, bad: map[string]bool{}}
+	m, err := ReadManifest(ctx, st)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		msg := err.Error()
-		if IsNotExist(err) {
-			msg = "missing: no committed dataset at " + store.URL()
+		if store.IsNotExist(err) {
+			msg = "missing: no committed dataset at " + st.URL()
 		}
 		c.add("", -1, "", msg)
 		return c.rep, nil
@@ -147,7 +148,7 @@ func Check(ctx context.Context, store *Store, lookup TokenizerLookup, opts Check
 
 // checker holds the state of one Check.
 type checker struct {
-	store  *Store
+	st     *store.Store
 	lookup TokenizerLookup
 	max    int
 	rep    *Report
@@ -273,12 +274,12 @@ func scanShard[T any](ctx context.Context, c *checker, path string, f *parquet.F
 // open reads the shard s names and checks its size and sha256; it returns the file, or nil (with the
 // problem recorded, or the context's error) if the shard cannot be checked further.
 func (c *checker) open(ctx context.Context, s ShardInfo) (*parquet.File, error) {
-	data, err := c.store.ReadAll(ctx, s.Path)
+	data, err := c.st.ReadAll(ctx, s.Path)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if IsNotExist(err) {
+		if store.IsNotExist(err) {
 			c.add(s.Path, -1, "", "missing: the manifest names it but it is not stored")
 		} else {
 			c.add(s.Path, -1, "", err.Error())

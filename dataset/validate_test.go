@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"github.com/ndtrace/ndtrace/store"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func rawShard(t testing.TB, rows []schemas.Row) ([]byte, ShardInfo) {
 }
 
 // commitFiles stores shard files (name → content, info) and commits a manifest naming them.
-func commitFiles(t testing.TB, s *Store, names []string, files [][]byte, infos []ShardInfo) {
+func commitFiles(t testing.TB, s *store.Store, names []string, files [][]byte, infos []ShardInfo) {
 	t.Helper()
 	ctx := context.Background()
 	for i, name := range names {
@@ -48,8 +49,8 @@ func commitFiles(t testing.TB, s *Store, names []string, files [][]byte, infos [
 }
 
 // badRowDataset writes a good shard part-00000 and a shard part-00001 whose row 2 is edited.
-func badRowDataset(edit func(r *schemas.Row)) func(t *testing.T, s *Store) {
-	return func(t *testing.T, s *Store) {
+func badRowDataset(edit func(r *schemas.Row)) func(t *testing.T, s *store.Store) {
+	return func(t *testing.T, s *store.Store) {
 		good, goodInfo := rawShard(t, makeRows(t, 0, 3))
 		rows := makeRows(t, 3, 4)
 		edit(&rows[2])
@@ -59,8 +60,8 @@ func badRowDataset(edit func(r *schemas.Row)) func(t *testing.T, s *Store) {
 }
 
 // tamperManifest commits a good dataset, then rewrites its manifest with old replaced by new.
-func tamperManifest(old, new string) func(t *testing.T, s *Store) {
-	return func(t *testing.T, s *Store) {
+func tamperManifest(old, new string) func(t *testing.T, s *store.Store) {
+	return func(t *testing.T, s *store.Store) {
 		writeTestDataset(t, s, 2, 3)
 		ctx := context.Background()
 		data, err := s.ReadAll(ctx, ManifestKey)
@@ -87,53 +88,53 @@ func TestValidateFindsProblems(t *testing.T) {
 	const shard1 = "shards/part-00001.parquet"
 	tests := []struct {
 		name   string
-		setup  func(t *testing.T, s *Store)
+		setup  func(t *testing.T, s *store.Store)
 		shard  string
 		row    int64
 		column string
 		msg    string
 	}{
-		{"no manifest", func(t *testing.T, s *Store) {}, "", -1, "", "missing: no committed dataset"},
-		{"malformed manifest", func(t *testing.T, s *Store) {
+		{"no manifest", func(t *testing.T, s *store.Store) {}, "", -1, "", "missing: no committed dataset"},
+		{"malformed manifest", func(t *testing.T, s *store.Store) {
 			if err := s.Bucket().WriteAll(context.Background(), ManifestKey, []byte(`{"format":`), nil); err != nil {
 				t.Fatal(err)
 			}
 		}, "", -1, "", "malformed manifest"},
 		{"schema version", tamperManifest(`"schema_version": "1"`, `"schema_version": "0"`), "", -1, "", `schema_version is "0"`},
-		{"missing shard", func(t *testing.T, s *Store) {
+		{"missing shard", func(t *testing.T, s *store.Store) {
 			writeTestDataset(t, s, 2, 3)
 			if err := s.Bucket().Delete(context.Background(), shard1); err != nil {
 				t.Fatal(err)
 			}
 		}, shard1, -1, "", "missing"},
-		{"size and sha256", func(t *testing.T, s *Store) {
+		{"size and sha256", func(t *testing.T, s *store.Store) {
 			writeTestDataset(t, s, 2, 3)
 			if err := s.Bucket().WriteAll(context.Background(), shard1, []byte("not parquet"), nil); err != nil {
 				t.Fatal(err)
 			}
 		}, shard1, -1, "", "size is 11 bytes"},
 		{"rows", tamperManifest(`"rows": 3,`, `"rows": 4,`), "", -1, "", "totals"},
-		{"not parquet", func(t *testing.T, s *Store) {
+		{"not parquet", func(t *testing.T, s *store.Store) {
 			data := []byte("PAR1 this is not a parquet file PAR1")
 			commitFiles(t, s, []string{"part-00001"}, [][]byte{data},
 				[]ShardInfo{{Rows: 1, Bytes: int64(len(data)), SHA256: hexSHA256(sha256.Sum256(data))}})
 		}, shard1, -1, "", "malformed Parquet"},
-		{"schema", func(t *testing.T, s *Store) {
+		{"schema", func(t *testing.T, s *store.Store) {
 			data := parquetRows(t, []otherRow{{ID: "x", InputIDs: []int64{1}}})
 			commitFiles(t, s, []string{"part-00001"}, [][]byte{data},
 				[]ShardInfo{{Rows: 1, Tokens: 1, Bytes: int64(len(data)), SHA256: hexSHA256(sha256.Sum256(data))}})
 		}, shard1, -1, "level", "expected here"},
-		{"row count", func(t *testing.T, s *Store) {
+		{"row count", func(t *testing.T, s *store.Store) {
 			data, info := rawShard(t, makeRows(t, 0, 3))
 			info.Rows = 4
 			commitFiles(t, s, []string{"part-00001"}, [][]byte{data}, []ShardInfo{info})
 		}, shard1, -1, "", "3 rows, the manifest says 4"},
-		{"token sum", func(t *testing.T, s *Store) {
+		{"token sum", func(t *testing.T, s *store.Store) {
 			data, info := rawShard(t, makeRows(t, 0, 3))
 			info.Tokens++
 			commitFiles(t, s, []string{"part-00001"}, [][]byte{data}, []ShardInfo{info})
 		}, shard1, -1, "num_tokens", "the manifest says"},
-		{"learned sum", func(t *testing.T, s *Store) {
+		{"learned sum", func(t *testing.T, s *store.Store) {
 			data, info := rawShard(t, makeRows(t, 0, 3))
 			info.LearnedTokens--
 			commitFiles(t, s, []string{"part-00001"}, [][]byte{data}, []ShardInfo{info})

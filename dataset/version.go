@@ -3,6 +3,7 @@ package dataset
 import (
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"time"
 
 	"gocloud.dev/blob"
@@ -21,16 +22,16 @@ func VersionKey(t time.Time) string {
 // manifest.json is replaced by it. manifest.json stays the commit point and is written last, so a
 // reader sees the previous complete version or this one, never a mix. Versions share the shards
 // they have in common; nothing is copied.
-func CommitVersion(ctx context.Context, store *Store, m Manifest) (*Manifest, error) {
-	data, md, err := prepareManifest(ctx, store, &m)
+func CommitVersion(ctx context.Context, st *store.Store, m Manifest) (*Manifest, error) {
+	data, md, err := prepareManifest(ctx, st, &m)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := store.PutOnce(ctx, VersionKey(m.CreatedAt), data, manifestContentType, md); err != nil {
+	if _, err := st.PutOnce(ctx, VersionKey(m.CreatedAt), data, manifestContentType, md); err != nil {
 		return nil, fmt.Errorf("dataset: version %s: %w", m.CreatedAt.UTC().Format(time.RFC3339Nano), err)
 	}
-	if err := store.Put(ctx, ManifestKey, data, &blob.WriterOptions{ContentType: manifestContentType, Metadata: md}); err != nil {
-		return nil, fmt.Errorf("dataset: write %s in %s: %w", ManifestKey, store.URL(), err)
+	if err := st.Put(ctx, ManifestKey, data, &blob.WriterOptions{ContentType: manifestContentType, Metadata: md}); err != nil {
+		return nil, fmt.Errorf("dataset: write %s in %s: %w", ManifestKey, st.URL(), err)
 	}
 	return ParseManifest(data)
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	_ "github.com/ndtrace/ndtrace/store/drivers"
 	"sync"
 	"testing"
 	"time"

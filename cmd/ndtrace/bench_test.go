@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,12 +103,12 @@ func BenchmarkRepositories(b *testing.B) {
 func benchManifest(b *testing.B, url string) *dataset.Manifest {
 	b.Helper()
 	ctx := context.Background()
-	store, err := dataset.Open(ctx, url)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer store.Close()
-	m, err := dataset.ReadManifest(ctx, store)
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
 	if err != nil {
 		b.Fatal(err)
 	}

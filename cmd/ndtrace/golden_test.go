@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"os"
 	"path/filepath"
 	"testing"
@@ -88,12 +89,12 @@ created_at: 2026-11-22T00:00:00Z
 func goldenShards(t *testing.T, url string) []goldenShard {
 	t.Helper()
 	ctx := context.Background()
-	store, err := dataset.Open(ctx, url)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	m, err := dataset.ReadManifest(ctx, store)
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"os"
 	"sort"
@@ -61,12 +62,12 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("--color must be auto, always or never, not %q", *color)
 	}
 
-	store, err := dataset.Open(ctx, url)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	m, err := dataset.ReadManifest(ctx, store)
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if *nrows > 0 {
 			limit = left
 		}
-		rows, err := dataset.ReadRows(ctx, store, s.Path, limit)
+		rows, err := dataset.ReadRows(ctx, st, s.Path, limit)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	_ "github.com/ndtrace/ndtrace/store/drivers" // every storage URL scheme
 	"io"
 	"log/slog"
 	"os"

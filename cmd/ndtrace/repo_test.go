@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,15 +62,15 @@ created_at: 2026-11-22T00:00:00Z
 	t.Logf("counts: %v; rows %d", m.Counts, m.Totals.Rows)
 
 	ctx := context.Background()
-	store, err := dataset.Open(ctx, out)
+	st, err := store.Open(ctx, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	levels := map[string]int{}
 	repos := map[string]bool{}
 	for _, s := range m.Shards {
-		rows, err := dataset.ReadRows(ctx, store, s.Path, 0)
+		rows, err := dataset.ReadRows(ctx, st, s.Path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,10 +148,10 @@ func TestRunDedupAgainst(t *testing.T) {
 		t.Errorf("rejects do not name the earlier dataset:\n%s", data)
 	}
 	ctx := context.Background()
-	store, _ := dataset.Open(ctx, second)
-	defer store.Close()
+	st, _ := store.Open(ctx, second)
+	defer st.Close()
 	for _, s := range m2.Shards {
-		rows, err := dataset.ReadRows(ctx, store, s.Path, 0)
+		rows, err := dataset.ReadRows(ctx, st, s.Path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,22 +33,22 @@ func writeSpec(t *testing.T, dir, body string) string {
 func checkDataset(t *testing.T, url string) (*dataset.Manifest, []string) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := dataset.Open(ctx, url)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	var vout, verr bytes.Buffer
 	if code := run([]string{"validate", url}, &vout, &verr); code != 0 {
 		t.Fatalf("ndtrace validate %s: exit %d: %s%s", url, code, vout.String(), verr.String())
 	}
-	m, err := dataset.ReadManifest(ctx, store)
+	m, err := dataset.ReadManifest(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
 	for _, s := range m.Shards {
-		rows, err := dataset.ReadRows(ctx, store, s.Path, -1)
+		rows, err := dataset.ReadRows(ctx, st, s.Path, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,10 +98,10 @@ func TestRunCruxEvalEndToEnd(t *testing.T) {
 	}
 	members := m.Counts["packing_too_long"]
 	ctx := context.Background()
-	store, _ := dataset.Open(ctx, out)
-	defer store.Close()
+	st, _ := store.Open(ctx, out)
+	defer st.Close()
 	for _, s := range m.Packing.Shards {
-		seqs, err := dataset.ReadPackedRows(ctx, store, s.Path, 0)
+		seqs, err := dataset.ReadPackedRows(ctx, st, s.Path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

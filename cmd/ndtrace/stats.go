@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"math"
 	"sort"
@@ -68,26 +69,26 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // loadDatasetStats opens the dataset at url and returns its statistics and where they came from
 // ("stats.json" or "computed"). A missing manifest is an error saying so.
 func loadDatasetStats(ctx context.Context, url string) (*dataset.Stats, string, error) {
-	store, err := dataset.Open(ctx, url)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, "", err
 	}
-	defer store.Close()
-	m, err := dataset.ReadManifest(ctx, store)
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
 	if err != nil {
-		if dataset.IsNotExist(err) {
+		if store.IsNotExist(err) {
 			return nil, "", fmt.Errorf("%s: no %s: not a committed dataset (run 'ndtrace run' or check the URL): %w", url, dataset.ManifestKey, err)
 		}
 		return nil, "", err
 	}
-	st, computed, err := dataset.LoadStats(ctx, store, m)
+	stats, computed, err := dataset.LoadStats(ctx, st, m)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: statistics: %w", url, err)
 	}
 	if computed {
-		return st, "computed from the shards", nil
+		return stats, "computed from the shards", nil
 	}
-	return st, "from " + dataset.StatsKey, nil
+	return stats, "from " + dataset.StatsKey, nil
 }
 
 // printStats prints the statistics as readable tables.

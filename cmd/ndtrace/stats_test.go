@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -54,11 +55,11 @@ func writeStatsCLIDataset(t *testing.T, dir, name string, scale int) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
 	ctx := context.Background()
-	store, err := dataset.Open(ctx, path)
+	st, err := store.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	var infos []dataset.ShardInfo
 	i := 0
 	for s, specs := range statsCLIRows {
@@ -89,16 +90,16 @@ func writeStatsCLIDataset(t *testing.T, dir, name string, scale int) string {
 			rows = append(rows, r)
 			i++
 		}
-		info, err := dataset.WriteShard(ctx, store, fmt.Sprintf("part-%05d", s), rows)
+		info, err := dataset.WriteShard(ctx, st, fmt.Sprintf("part-%05d", s), rows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		infos = append(infos, info)
 	}
-	if err := store.Bucket().WriteAll(ctx, dataset.RejectsKey, []byte(statsCLIRejects), nil); err != nil {
+	if err := st.Bucket().WriteAll(ctx, dataset.RejectsKey, []byte(statsCLIRejects), nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err = dataset.WriteManifest(ctx, store, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
+	_, err = dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
 		Versions: dataset.Versions{Tracer: "t1", Pipeline: "p1", Tokenizer: "bytes"},
 		Counts: map[string]int64{"items": 20, "rejects": 5, "rejects:timeout": 2, "rejects:malformed": 1,
 			"rejects:quarantined": 1, "rejects:decontaminated": 1, "quarantined": 1, "decontaminated:cruxeval": 1,
@@ -114,23 +115,23 @@ func writeStatsCLIDataset(t *testing.T, dir, name string, scale int) string {
 func writeStoredStats(t *testing.T, path string, edit func(*dataset.Stats)) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := dataset.Open(ctx, path)
+	st, err := store.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	m, err := dataset.ReadManifest(ctx, store)
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := dataset.ComputeStats(ctx, store, m)
+	stats, err := dataset.ComputeStats(ctx, st, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if edit != nil {
-		edit(st)
+		edit(stats)
 	}
-	if err := dataset.WriteStats(ctx, store, st); err != nil {
+	if err := dataset.WriteStats(ctx, st, stats); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -223,12 +224,12 @@ func TestStatsCommand(t *testing.T) {
 // readFileFromStore reads key from the dataset at path.
 func readFileFromStore(path, key string) ([]byte, error) {
 	ctx := context.Background()
-	store, err := dataset.Open(ctx, path)
+	st, err := store.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
-	return store.ReadAll(ctx, key)
+	defer st.Close()
+	return st.ReadAll(ctx, key)
 }
 
 func TestStatsDecimal(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"strconv"
 	"strings"
@@ -43,16 +44,16 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *maxProblems < 1 {
 		return usagef("--max-problems must be at least 1")
 	}
-	store, err := dataset.Open(ctx, url)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer st.Close()
 	limit := 1
 	if *all {
 		limit = *maxProblems
 	}
-	rep, err := dataset.Check(ctx, store, tokenizerLookup, dataset.CheckOptions{MaxProblems: limit})
+	rep, err := dataset.Check(ctx, st, tokenizerLookup, dataset.CheckOptions{MaxProblems: limit})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ndtrace/ndtrace/store"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,11 +54,11 @@ func writeCLIDataset(t *testing.T, edit func(shard int, rows []schemas.Row)) str
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ds")
 	ctx := context.Background()
-	store, err := dataset.Open(ctx, dir)
+	st, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	var infos []dataset.ShardInfo
 	for s, n := range []int{3, 2} {
 		rows := make([]schemas.Row, n)
@@ -67,13 +68,13 @@ func writeCLIDataset(t *testing.T, edit func(shard int, rows []schemas.Row)) str
 		if edit != nil {
 			edit(s, rows)
 		}
-		info, err := dataset.WriteShard(ctx, store, fmt.Sprintf("part-%05d", s), rows)
+		info, err := dataset.WriteShard(ctx, st, fmt.Sprintf("part-%05d", s), rows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		infos = append(infos, info)
 	}
-	_, err = dataset.WriteManifest(ctx, store, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
+	_, err = dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
 		Versions: dataset.Versions{Tracer: "t1", Pipeline: "p1", Tokenizer: "bytes"},
 		Counts:   map[string]int64{"rejects.timeout": 2}})
 	if err != nil {

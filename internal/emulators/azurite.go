@@ -1,8 +1,7 @@
-package dataset
+package emulators
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -12,11 +11,10 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"gocloud.dev/blob"
 )
 
-// azuriteInstall is the command that installs Azurite where TestAzurite looks for it first.
-const azuriteInstall = "(cd dataset/testdata/azurite && npm ci --no-audit --no-fund)"
+// azuriteInstall is the command that installs Azurite where Azurite looks for it first.
+const azuriteInstall = "(cd internal/emulators/testdata/azurite && npm ci --no-audit --no-fund)"
 
 // Azurite's well-known development account (public, documented by Microsoft; not a secret).
 const (
@@ -24,13 +22,15 @@ const (
 	azuriteKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 
-// TestAzurite runs the store conformance cases, the conditional-write checks and the dataset
-// integration checks through azblob:// against Azurite's blob service (npm azurite, pinned by
-// testdata/azurite/package-lock.json; in memory, plain HTTP, on loopback, telemetry off).
-// gocloud.dev's azureblob takes the account and key from AZURE_STORAGE_ACCOUNT/AZURE_STORAGE_KEY
-// and the endpoint from the URL: with domain=127.0.0.1:PORT&protocol=http it addresses
-// http://127.0.0.1:PORT/ACCOUNT, the emulator's path-style URL.
-func TestAzurite(t *testing.T) {
+// Azurite runs Azurite's blob service (npm azurite, pinned by testdata/azurite/package-lock.json;
+// in memory, plain HTTP, telemetry off) on a free loopback port with an empty container named
+// BucketName, and gives the Azure SDK the emulator's development account for the rest of the test.
+// gocloud.dev's azureblob takes the account and key from AZURE_STORAGE_ACCOUNT/AZURE_STORAGE_KEY and
+// the endpoint from the URL: with domain=127.0.0.1:PORT&protocol=http it addresses
+// http://127.0.0.1:PORT/ACCOUNT, the emulator's path-style URL. See azuriteScript for where Azurite
+// is found; without node (or npm, when it must install) the test is skipped, or fails when CI is set.
+func Azurite(t testing.TB) *Bucket {
+	t.Helper()
 	node, script := azuriteScript(t)
 	addr := freeLoopbackAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
@@ -40,44 +40,42 @@ func TestAzurite(t *testing.T) {
 	cmd.Dir = t.TempDir()
 	startLoopbackServer(t, "azurite", cmd, addr)
 	setAzureEnv(t)
-
-	urlFor := func(prefix string) string {
-		q := url.Values{}
-		q.Set("domain", addr)
-		q.Set("protocol", "http")
-		return "azblob://ndtrace/" + prefix + "?" + q.Encode()
+	createAzureContainer(t, "http://"+addr+"/"+azuriteAccount+"/"+BucketName)
+	return &Bucket{
+		Server: "azurite",
+		url: func(prefix string) string {
+			q := url.Values{}
+			q.Set("domain", addr)
+			q.Set("protocol", "http")
+			return "azblob://" + BucketName + "/" + prefix + "?" + q.Encode()
+		},
 	}
-	createAzureContainer(t, urlFor(""))
-	runEmulatorSuite(t, "azurite", urlFor)
 }
 
 // azuriteScript returns node and Azurite's blob service script: $NDTRACE_AZURITE (the script, or an
-// installation folder holding node_modules), else testdata/azurite/node_modules (see
-// azuriteInstall), else a fresh npm ci of testdata/azurite into a temporary folder. Without node
-// (or npm, when it must install) the test is skipped, or fails when CI is set.
-func azuriteScript(t *testing.T) (node, script string) {
+// installation folder holding node_modules), else internal/emulators/testdata/azurite/node_modules
+// at the module root (see azuriteInstall), else a fresh npm ci of that folder into a temporary
+// folder (not with -short).
+func azuriteScript(t testing.TB) (node, script string) {
 	t.Helper()
-	node = requireTool(t, "node", "Azurite runs under Node.js")
+	node = RequireTool(t, "node", "Azurite runs under Node.js")
 	const rel = "node_modules/azurite/dist/src/blob/main.js"
 	if env := os.Getenv("NDTRACE_AZURITE"); env != "" {
 		for _, p := range []string{env, filepath.Join(env, rel)} {
-			if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			if fileExists(p) {
 				return node, p
 			}
 		}
 		t.Fatalf("NDTRACE_AZURITE=%s is neither Azurite's blob script nor a folder holding %s", env, rel)
 	}
-	src, err := filepath.Abs(filepath.Join("testdata", "azurite"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := filepath.Join(moduleRoot(t), "internal", "emulators", "testdata", "azurite")
 	if p := filepath.Join(src, rel); fileExists(p) {
 		return node, p
 	}
 	if testing.Short() {
 		t.Skipf("Azurite is not installed (install it at the module root with: %s); -short does not install it", azuriteInstall)
 	}
-	npm := requireTool(t, "npm", "Azurite is installed with npm")
+	npm := RequireTool(t, "npm", "Azurite is installed with npm")
 	work := t.TempDir()
 	for _, f := range []string{"package.json", "package-lock.json"} {
 		data, err := os.ReadFile(filepath.Join(src, f))
@@ -111,7 +109,7 @@ func fileExists(p string) bool {
 // setAzureEnv gives the Azure SDK Azurite's development account as a shared key, and clears every
 // other credential source, so that no request leaves loopback. gocloud.dev's azureblob reads these
 // variables once per process, on its first azblob:// URL.
-func setAzureEnv(t *testing.T) {
+func setAzureEnv(t testing.TB) {
 	t.Setenv("AZURE_STORAGE_ACCOUNT", azuriteAccount)
 	t.Setenv("AZURE_STORAGE_KEY", azuriteKey)
 	for _, v := range []string{"AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGEBLOB_CONNECTIONSTRING",
@@ -120,29 +118,28 @@ func setAzureEnv(t *testing.T) {
 	}
 }
 
-// createAzureContainer creates the container of rawURL with the Azure SDK client under the gocloud
-// bucket (gocloud.dev has no bucket creation).
-func createAzureContainer(t *testing.T, rawURL string) {
+// createAzureContainer creates the container at containerURL with the Azure SDK (gocloud.dev has
+// no bucket creation) and checks that it is empty and listable.
+func createAzureContainer(t testing.TB, containerURL string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := blob.OpenBucket(ctx, rawURL)
+	cred, err := container.NewSharedKeyCredential(azuriteAccount, azuriteKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	var c *container.Client
-	if !b.As(&c) {
-		t.Fatal("the azblob bucket is not an Azure container client")
+	c, err := container.NewClientWithSharedKeyCredential(containerURL, cred, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if _, err := c.Create(ctx, nil); err != nil {
-		t.Fatalf("create container %s: %v", c.URL(), err)
+		t.Fatalf("create container %s: %v", containerURL, err)
 	}
-	// Sanity check: the container is empty and listable.
-	it := b.List(nil)
-	if obj, err := it.Next(ctx); err == nil {
-		t.Fatalf("new container holds %s", obj.Key)
-	} else if err != io.EOF {
-		t.Fatalf("list new container: %v", err)
+	page, err := c.NewListBlobsFlatPager(nil).NextPage(ctx)
+	if err != nil {
+		t.Fatalf("list new container %s: %v", containerURL, err)
+	}
+	if n := len(page.Segment.BlobItems); n > 0 {
+		t.Fatalf("new container %s holds %d blobs", containerURL, n)
 	}
 }

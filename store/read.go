@@ -1,0 +1,163 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gocloud.dev/blob"
+)
+
+// ObjectInfo describes a stored object.
+type ObjectInfo struct {
+	Size int64
+	// Metadata is the user metadata stored with the object (keys lowercase).
+	Metadata map[string]string
+}
+
+// ReadAll returns the content of key. A missing key gives an error for which IsNotExist is true.
+func (s *Store) ReadAll(ctx context.Context, key string) ([]byte, error) {
+	data, err := s.bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, s.wrap("read", key, err)
+	}
+	return data, nil
+}
+
+// ReadLimit returns the content of key, refusing objects larger than limit bytes (for objects read
+// whole into memory whose size a writer controls: manifests, statistics). A missing key gives an
+// error for which IsNotExist is true.
+func (s *Store) ReadLimit(ctx context.Context, key string, limit int64) ([]byte, error) {
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, s.wrap("read", key, err)
+	}
+	defer r.Close()
+	if r.Size() > limit {
+		return nil, fmt.Errorf("store: read %s in %s: %d bytes, more than the limit of %d", key, s.url, r.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, s.wrap("read", key, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("store: read %s in %s: more than the limit of %d bytes", key, s.url, limit)
+	}
+	return data, nil
+}
+
+// NewRangeReader returns a reader of length bytes of key from offset on; a negative length reads to
+// the end of the object. A range that extends past the end is cut short. A missing key gives an
+// error for which IsNotExist is true. The caller closes the reader.
+func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	r, err := s.bucket.NewRangeReader(ctx, key, offset, length, nil)
+	if err != nil {
+		return nil, s.wrap("read", key, err)
+	}
+	return &rangeReader{r: r, s: s, key: key}, nil
+}
+
+// rangeReader wraps the errors of a blob.Reader (other than io.EOF) with the key and the store.
+type rangeReader struct {
+	r   *blob.Reader
+	s   *Store
+	key string
+}
+
+func (rr *rangeReader) Read(p []byte) (int, error) {
+	n, err := rr.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = rr.s.wrap("read", rr.key, err)
+	}
+	return n, err
+}
+
+func (rr *rangeReader) Close() error {
+	if err := rr.r.Close(); err != nil {
+		return rr.s.wrap("read", rr.key, err)
+	}
+	return nil
+}
+
+// Stat returns the size and metadata of key. A missing key gives an error for which IsNotExist is true.
+func (s *Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	a, err := s.bucket.Attributes(ctx, key)
+	if err != nil {
+		return ObjectInfo{}, s.wrap("stat", key, err)
+	}
+	return ObjectInfo{Size: a.Size, Metadata: a.Metadata}, nil
+}
+
+// Exists reports whether key exists.
+func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	ok, err := s.bucket.Exists(ctx, key)
+	if err != nil {
+		return false, s.wrap("stat", key, err)
+	}
+	return ok, nil
+}
+
+// List calls fn with every key that starts with prefix (a plain string prefix relative to the
+// store's root: "a/" lists a/1 and a/2 but not ab/x; "" lists everything) and its size, in lexical
+// order of the keys' bytes. It stops at fn's first error and returns that error as it is. Object
+// stores are listed page by page as fn goes; a local folder is walked whole first (fileblob walks in
+// directory order, not key order), and the temporary files of writes in progress are left out.
+func (s *Store) List(ctx context.Context, prefix string, fn func(key string, size int64) error) error {
+	if s.local() {
+		return s.listLocal(ctx, prefix, fn)
+	}
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("store: list %q in %s: %w", prefix, s.url, err)
+		}
+		if obj.IsDir {
+			continue
+		}
+		if err := fn(obj.Key, obj.Size); err != nil {
+			return err
+		}
+	}
+}
+
+// fileblobTemp matches the name of a temporary file fileblob writes next to its target (with
+// no_tmp_dir): the target's name, a dot, the time in hexadecimal nanoseconds, ".tmp".
+var fileblobTemp = regexp.MustCompile(`.\.[0-9a-f]+\.tmp$`)
+
+// listLocal lists a local folder whole, then calls fn in key order (see List). (Not ListPage with a
+// huge page size: fileblob allocates a slice of the page size's capacity up front.)
+func (s *Store) listLocal(ctx context.Context, prefix string, fn func(key string, size int64) error) error {
+	var objs []*blob.ListObject
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("store: list %q in %s: %w", prefix, s.url, err)
+		}
+		if !o.IsDir && !fileblobTemp.MatchString(path.Base(o.Key)) {
+			objs = append(objs, o)
+		}
+	}
+	slices.SortFunc(objs, func(a, b *blob.ListObject) int { return strings.Compare(a.Key, b.Key) })
+	for _, o := range objs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("store: list %q in %s: %w", prefix, s.url, err)
+		}
+		if err := fn(o.Key, o.Size); err != nil {
+			return err
+		}
+	}
+	return nil
+}

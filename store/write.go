@@ -1,0 +1,212 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// uploadBuffer is the upload buffer of immutable writes: objects up to this size go up in one
+// request, larger ones as a multipart (S3), resumable (GCS) or block (Azure) upload.
+const uploadBuffer = 8 << 20
+
+// PutOnce writes data under key unless the key exists, with a conditional write (IfNotExist), with
+// the given content type and metadata plus "sha256" (the hex SHA-256 of data). If the key already
+// holds the same bytes (by its sha256 metadata, or by hashing it when the backend kept no metadata)
+// PutOnce succeeds without writing (created is false); if it holds other bytes the error wraps
+// ErrConflict. It looks before writing (so a retry uploads nothing) and the write itself is
+// conditional (so two writers racing for a key cannot both win). The object is readable only once
+// complete: a failed or cancelled write leaves nothing.
+//
+// The check is atomic on S3, GCS, Azure and memory; on a local folder it is atomic only within one
+// process (fileblob checks, then renames; the Store serializes conditional writes of a file in one
+// process), so processes sharing a folder must write distinct keys.
+func (s *Store) PutOnce(ctx context.Context, key string, data []byte, contentType string, metadata map[string]string) (created bool, err error) {
+	digest := sha256Hex(data)
+	md := make(map[string]string, len(metadata)+1)
+	for k, v := range metadata {
+		md[strings.ToLower(k)] = v
+	}
+	md["sha256"] = digest
+	// A retry of a completed write finds the object and uploads nothing.
+	switch same, err := s.Holds(ctx, key, int64(len(data)), digest); {
+	case err == nil && same:
+		return false, nil
+	case err == nil:
+		return false, s.conflict(key)
+	case !IsNotExist(err):
+		return false, err
+	}
+	opts := &blob.WriterOptions{
+		ContentType: contentType,
+		Metadata:    md,
+		IfNotExist:  true,
+		BufferSize:  uploadBuffer,
+	}
+	err = s.putObject(ctx, key, data, opts)
+	if err == nil {
+		return true, nil
+	}
+	if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+		return false, s.wrap("write", key, err)
+	}
+	same, err := s.Holds(ctx, key, int64(len(data)), digest)
+	if err != nil {
+		return false, err
+	}
+	if !same {
+		return false, s.conflict(key)
+	}
+	return false, nil
+}
+
+// PutFirst writes data under key unless the key exists, with a conditional write (IfNotExist), with
+// the given content type and the metadata "sha256" (the hex SHA-256 of data): the first writer
+// wins. If the key already exists, PutFirst returns created=false and a nil error whatever the key
+// holds (it compares nothing: use PutOnce for content-addressed objects). It looks before writing,
+// and the write itself is conditional, so of writers racing for a key exactly one creates it. The
+// object is readable only once complete. Atomicity is as for PutOnce.
+func (s *Store) PutFirst(ctx context.Context, key string, data []byte, contentType string) (created bool, err error) {
+	switch ok, err := s.Exists(ctx, key); {
+	case err != nil:
+		return false, err
+	case ok:
+		return false, nil
+	}
+	opts := &blob.WriterOptions{
+		ContentType: contentType,
+		Metadata:    map[string]string{"sha256": sha256Hex(data)},
+		IfNotExist:  true,
+		BufferSize:  uploadBuffer,
+	}
+	err = s.putObject(ctx, key, data, opts)
+	switch {
+	case err == nil:
+		return true, nil
+	case gcerrors.Code(err) == gcerrors.FailedPrecondition:
+		return false, nil
+	default:
+		return false, s.wrap("write", key, err)
+	}
+}
+
+// Put writes data under key, replacing what is there (for objects that are not content-addressed:
+// the manifest, statistics, rejects, the work area). opts may be nil. Use it rather than
+// Bucket().WriteAll, which panics on Azure when a write fails (see putObject). The object is
+// replaced only once the write is complete: a failed or cancelled write leaves the key as it was.
+func (s *Store) Put(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
+	if err := s.putObject(ctx, key, data, opts); err != nil {
+		return s.wrap("write", key, err)
+	}
+	return nil
+}
+
+// Delete removes key. Deleting a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.bucket.Delete(ctx, key); err != nil && !IsNotExist(err) {
+		return s.wrap("delete", key, err)
+	}
+	return nil
+}
+
+// putObject writes data under key. On Azure it uses Bucket.Upload rather than WriteAll: in
+// gocloud.dev v0.47.0 the azureblob writer panics (nil *io.PipeReader in Close) when an upload that
+// went through Write fails, as a write refused by IfNotExist does; Upload takes another path, which
+// gocloud uses only when no ContentMD5 is set (WriteAll always sets one). Elsewhere WriteAll also
+// sends the MD5 of data for the server to check.
+//
+// On a local folder a conditional write (IfNotExist) holds a lock on the file for the whole write:
+// fileblob checks that the file is missing and then renames its temporary file over it, with nothing
+// in between to stop a second writer doing the same.
+func (s *Store) putObject(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
+	if s.local() && opts != nil && opts.IfNotExist {
+		unlock := fileLocks.lock(filepath.Join(s.dir, filepath.FromSlash(key)))
+		defer unlock()
+	}
+	if !s.azure {
+		return s.bucket.WriteAll(ctx, key, data, opts)
+	}
+	var o blob.WriterOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.ContentType == "" {
+		o.ContentType = http.DetectContentType(data) // what WriteAll would have detected
+	}
+	return s.bucket.Upload(ctx, key, bytes.NewReader(data), &o)
+}
+
+// Holds reports whether key holds size bytes with the given hex SHA-256 (by the object's sha256
+// metadata, which PutOnce and PutFirst write, or by hashing it). A missing key gives an error for
+// which IsNotExist is true.
+func (s *Store) Holds(ctx context.Context, key string, size int64, digest string) (bool, error) {
+	info, err := s.Stat(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if info.Size != size {
+		return false, nil
+	}
+	if got, ok := info.Metadata["sha256"]; ok {
+		return got == digest, nil
+	}
+	// No metadata (fileblob with metadata=skip, or an object written by someone else): hash it.
+	data, err := s.ReadAll(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	return sha256Hex(data) == digest, nil
+}
+
+func (s *Store) conflict(key string) error {
+	return fmt.Errorf("store: write %s in %s: the key exists with different content: %w", key, s.url, ErrConflict)
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// fileLocks serializes the conditional writes of one file within this process, across Stores.
+var fileLocks = keyedMutex{locks: map[string]*refMutex{}}
+
+// keyedMutex is a set of mutexes by name, each kept only while someone holds or waits for it.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*refMutex
+}
+
+type refMutex struct {
+	sync.Mutex
+	refs int
+}
+
+// lock locks name and returns the function that unlocks it.
+func (k *keyedMutex) lock(name string) (unlock func()) {
+	k.mu.Lock()
+	m := k.locks[name]
+	if m == nil {
+		m = &refMutex{}
+		k.locks[name] = m
+	}
+	m.refs++
+	k.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		k.mu.Lock()
+		if m.refs--; m.refs == 0 {
+			delete(k.locks, name)
+		}
+		k.mu.Unlock()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ndtrace/ndtrace/internal/metrics"
+	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -23,7 +24,7 @@ var killStatuses = map[schemas.Status]bool{
 }
 
 // traced records one traced item.
-func (m *Metrics) traced(t traced, d time.Duration) {
+func (m *Metrics) traced(t pipeline.TracedItem, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -49,7 +50,7 @@ func (m *Metrics) traced(t traced, d time.Duration) {
 }
 
 // built records a built batch.
-func (m *Metrics) built(rows []schemas.Row, rejects map[string]int) {
+func (m *Metrics) built(rows []schemas.Row, rejects []schemas.Reject) {
 	if m == nil {
 		return
 	}
@@ -57,8 +58,8 @@ func (m *Metrics) built(rows []schemas.Row, rejects map[string]int) {
 		m.reg.Counter("ndtrace_trajectories_total", "Trajectories written, by level and direction.", metrics.Labels{"level": r.Level, "direction": r.Direction}).Inc()
 		m.reg.Counter("ndtrace_tokens_total", "Tokens written.", nil).Add(float64(r.NumTokens))
 	}
-	for class, n := range rejects {
-		m.reg.Counter("ndtrace_rejects_total", "Items rejected, by reason class.", metrics.Labels{"reason": class}).Add(float64(n))
+	for _, r := range rejects {
+		m.reg.Counter("ndtrace_rejects_total", "Items rejected, by reason class.", metrics.Labels{"reason": string(r.Class)}).Inc()
 	}
 }
 

@@ -1,12 +1,10 @@
 package crawl
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -89,121 +87,6 @@ func (it Item) Source() string {
 		return it.Func
 	}
 	return it.Code
-}
-
-// Reject is an input that gives no item, and why.
-type Reject struct {
-	Source string `json:"source"`
-	Key    string `json:"key"`
-	Reason string `json:"reason"`
-}
-
-// Items reads one source of a spec. Malformed entries (a row that is not JSON, a row without code)
-// become rejects; an unreadable source is an error.
-func Items(ctx context.Context, src schemas.SourceSpec) ([]Item, []Reject, error) {
-	var items []Item
-	var rejects []Reject
-	switch src.Kind {
-	case "examples":
-		for i, c := range exampleCalls {
-			items = append(items, Item{Key: fmt.Sprintf("examples#%d", i), Path: "examples/functions.py",
-				SourceID: fmt.Sprint(i), Code: examplesCode, Filename: "functions.py", Call: c, QualName: funcName(c)})
-		}
-		sum := sha256.Sum256(ExamplesRepoTar())
-		res := Resolved{Repo: Repo{URL: ExamplesRepoURL}, Kind: KindTar, ContentHash: hex.EncodeToString(sum[:])}
-		res.setKey()
-		items = append(items, repoItem(res, src))
-	case "python":
-		data, err := ReadFile(ctx, src.Path)
-		if err != nil {
-			return nil, nil, err
-		}
-		for i, c := range src.Calls {
-			items = append(items, Item{Key: fmt.Sprintf("%s#%d", src.Path, i), Path: src.Path, SourceID: fmt.Sprint(i),
-				Code: string(data), Filename: path.Base(src.Path), Call: c, QualName: funcName(c)})
-		}
-	case "jsonl":
-		data, err := ReadFile(ctx, src.Path)
-		if err != nil {
-			return nil, nil, err
-		}
-		err = EachLine(bytes.NewReader(data), func(line int, text []byte) error {
-			key := fmt.Sprintf("%s:%d", src.Path, line)
-			var row struct {
-				ID, Code, Input string
-			}
-			if err := json.Unmarshal(text, &row); err != nil {
-				rejects = append(rejects, Reject{Source: src.Path, Key: key, Reason: "malformed JSON: " + err.Error()})
-				return nil
-			}
-			if row.ID != "" {
-				key = src.Path + "#" + row.ID
-			}
-			if strings.TrimSpace(row.Code) == "" {
-				rejects = append(rejects, Reject{Source: src.Path, Key: key, Reason: "missing code"})
-				return nil
-			}
-			id := row.ID
-			if id == "" {
-				id = fmt.Sprintf("line-%d", line)
-			}
-			items = append(items, Item{Key: key, Path: src.Path, SourceID: id, Code: row.Code, Filename: "main.py",
-				Call: fmt.Sprintf("%s(%s)", src.Func, row.Input), QualName: src.Func})
-			return nil
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("read %s: %w", src.Path, err)
-		}
-	case "repository":
-		return nil, nil, fmt.Errorf("crawl: repository sources are read with Fetcher.Items")
-	default:
-		return nil, nil, fmt.Errorf("crawl: unsupported source kind %q", src.Kind)
-	}
-	if src.Limit > 0 && len(items) > src.Limit {
-		items = items[:src.Limit]
-	}
-	return items, rejects, nil
-}
-
-// Items reads one source of a spec, like the function Items, and also repository sources: every
-// repository (src.URL and src.Ref, or each line of the crawl list src.List) is resolved to a commit
-// or content hash (Resolve) and becomes one repository-level item. A repository that cannot be
-// resolved (not found, unknown ref, bad URL) becomes a reject with the reason; a transient failure
-// (network) is an error, so the caller retries.
-func (f *Fetcher) Items(ctx context.Context, src schemas.SourceSpec) ([]Item, []Reject, error) {
-	if src.Kind != "repository" {
-		return Items(ctx, src)
-	}
-	repos := []Repo{{URL: src.URL, Ref: src.Ref}}
-	listed := src.URL
-	if src.List != "" {
-		data, err := ReadFile(ctx, src.List)
-		if err != nil {
-			return nil, nil, err
-		}
-		if repos, err = ParseRepoList(data); err != nil {
-			return nil, nil, fmt.Errorf("crawl list %s: %w", src.List, err)
-		}
-		listed = src.List
-	}
-	var items []Item
-	var rejects []Reject
-	for _, r := range repos {
-		if src.Limit > 0 && len(items) >= src.Limit {
-			break
-		}
-		res, err := f.Resolve(ctx, r)
-		var re *RepoError
-		switch {
-		case errors.As(err, &re) && !re.Transient:
-			rejects = append(rejects, Reject{Source: listed, Key: r.String(), Reason: re.Reason})
-			continue
-		case err != nil:
-			return nil, nil, err
-		}
-		items = append(items, repoItem(res, src))
-	}
-	return items, rejects, nil
 }
 
 // repoItem is the repository-level item of a resolved repository.

@@ -48,6 +48,7 @@ func TestItems(t *testing.T) {
 					t.Errorf("items %+v", items)
 				}
 			}},
+		// The limit counts items: the rejects past it are still given, as they always were.
 		{name: "jsonl_limit", src: schemas.SourceSpec{Kind: "jsonl", Path: corpus, Func: "f", Limit: 1}, items: 1, rejects: 2},
 		{name: "python", src: schemas.SourceSpec{Kind: "python", Path: py, Calls: []string{"g(1)", "g('x')"}}, items: 2,
 			check: func(t *testing.T, items []Item) {
@@ -67,8 +68,8 @@ func TestItems(t *testing.T) {
 				t.Fatalf("%d items, %d rejects (%v)", len(items), len(rejects), rejects)
 			}
 			for _, r := range rejects {
-				if r.Reason == "" {
-					t.Errorf("reject without reason: %+v", r)
+				if r.Reason == "" || r.Class != schemas.RejectMalformed || r.Source != tc.src.Path {
+					t.Errorf("reject %+v: want a reason, class %q and source %s", r, schemas.RejectMalformed, tc.src.Path)
 				}
 			}
 			if tc.check != nil {

@@ -6,7 +6,8 @@ import (
 	"io"
 )
 
-// MaxLine is the longest line EachLine reads (a JSONL row of a corpus).
+// MaxLine is the longest line EachLine and Scan read (a JSONL row of a corpus, a repository list
+// line).
 const MaxLine = 64 << 20
 
 // EachLine calls fn with the 1-based number and the space-trimmed text of every non-blank line of r

@@ -374,31 +374,18 @@ func checkResolved(r Resolved) error {
 // ParseRepoList parses a crawl list: one repository per line, its URL optionally followed by
 // whitespace and a ref. Blank lines are skipped, and a field starting with '#' starts a comment that
 // runs to the end of the line. Each reference's syntax is checked as [Repo.Kind] does; the first bad
-// line gives an error naming it ("line 3: …").
+// line gives an error naming it ("line 3: …"). Each line is read as ParseRepoLine reads it; Scan
+// reads lists line by line, a bad line there being a reject.
 func ParseRepoList(data []byte) ([]Repo, error) {
 	var repos []Repo
 	for i, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		for j, f := range fields {
-			if strings.HasPrefix(f, "#") {
-				fields = fields[:j]
-				break
-			}
+		r, ok, err := ParseRepoLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("crawl: repository list line %d: %w", i+1, err)
 		}
-		if len(fields) == 0 {
-			continue
+		if ok {
+			repos = append(repos, r)
 		}
-		if len(fields) > 2 {
-			return nil, fmt.Errorf("crawl: repository list line %d: want URL [REF], got %d fields", i+1, len(fields))
-		}
-		r := Repo{URL: fields[0]}
-		if len(fields) == 2 {
-			r.Ref = fields[1]
-		}
-		if _, err := r.Kind(); err != nil {
-			return nil, fmt.Errorf("crawl: repository list line %d: %s: %w", i+1, redactURL(r.URL), err)
-		}
-		repos = append(repos, r)
 	}
 	return repos, nil
 }

@@ -106,6 +106,10 @@ func FuzzParseRepoList(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		repos, err := ParseRepoList(data)
+		// ParseRepoList now reads each line with ParseRepoLine, as Scan does: it must be the old one.
+		if old, oldErr := legacyParseRepoList(data); !reflect.DeepEqual(repos, old) || fmt.Sprint(err) != fmt.Sprint(oldErr) {
+			t.Fatalf("ParseRepoList = %+v, %v; the old one %+v, %v", repos, err, old, oldErr)
+		}
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "crawl: repository list line ") {
 				t.Fatalf("error without a line number: %v", err)

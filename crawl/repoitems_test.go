@@ -48,6 +48,9 @@ func TestFetcherItems(t *testing.T) {
 				if i < len(tc.rejects) && !strings.Contains(r.Reason, tc.rejects[i]) {
 					t.Errorf("reject %d = %+v, want reason with %q", i, r, tc.rejects[i])
 				}
+				if r.Class != schemas.RejectRepository || r.Source != list {
+					t.Errorf("reject %d = %+v, want class %q and source %s", i, r, schemas.RejectRepository, list)
+				}
 			}
 		})
 	}

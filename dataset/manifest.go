@@ -31,8 +31,9 @@ const (
 	// Format is the manifest's format field.
 	Format = "ndtrace-dataset"
 	// FormatVersion is the version of the manifest's layout; any change to its fields bumps it.
-	// Version 2 added the packing section; version 1 manifests (which have none) are still read.
-	FormatVersion = 2
+	// Version 2 added the packing section; version 3 the version's id, its rejects, dedup keys
+	// and statistics by sha256, and its failed batches. Older manifests are still read.
+	FormatVersion = 3
 	// MaxManifestBytes is the largest manifest ReadManifest accepts (~250 bytes per shard).
 	MaxManifestBytes = 64 << 20
 	// manifestContentType is the content type the manifest is stored with.
@@ -55,14 +56,59 @@ type Manifest struct {
 	Config json.RawMessage `json:"config"`
 	// Versions records what produced the dataset.
 	Versions Versions `json:"versions"`
-	// Shards lists the dataset's shards, sorted by path (sorted by WriteManifest).
+	// Shards lists the dataset's shards, sorted by path (sorted by WriteManifest). A version with a
+	// ShardIndex lists none here: read them with AllShards.
 	Shards []ShardInfo `json:"shards"`
+	// ShardIndex are the pages that list the shards of a format 3 version, each a JSON Lines object
+	// of ShardInfo sorted by path, with its totals: a manifest stays small at a million shards.
+	ShardIndex []ShardPage `json:"shard_index,omitempty"`
 	// Totals sums the shards (computed).
 	Totals Totals `json:"totals"`
 	// Counts holds the caller's counters: rejects by reason, rows dropped as too long, and so on.
 	Counts map[string]int64 `json:"counts,omitempty"`
 	// Packing describes the dataset's packed shards, if it was written with packing on.
 	Packing *Packing `json:"packing,omitempty"`
+	// Version names the version (format 3): its objects live under VersionPrefix(Version).
+	Version string `json:"version,omitempty"`
+	// Rejects are the objects that hold the version's rejects, JSON Lines of schemas.Reject
+	// (format 3; older versions have rejects.jsonl at the root).
+	Rejects []ObjectRef `json:"rejects,omitempty"`
+	// DedupKeys are the version's dedup key shards, sorted runs by first byte (format 3; older
+	// versions have dedup_keys.json at the root).
+	DedupKeys []ObjectRef `json:"dedup_keys,omitempty"`
+	// Stats and StatsParquet are the version's statistics (stats.json and stats.parquet, format 3),
+	// computed from its batches' statistics when it was committed.
+	Stats        *ObjectRef `json:"stats,omitempty"`
+	StatsParquet *ObjectRef `json:"stats_parquet,omitempty"`
+	// FailedBatches lists the batches that failed on every attempt: their items are rejects of
+	// class batch_failed, and ndtrace retry re-runs them into a new version.
+	FailedBatches []FailedBatch `json:"failed_batches,omitempty"`
+}
+
+// ObjectRef names a stored object of a version by key, size and content: a reader checks the
+// sha256 of what it reads.
+type ObjectRef struct {
+	Key    string `json:"key"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+	// Count is how many records the object holds, where that means something (rejects).
+	Count int64 `json:"count,omitempty"`
+}
+
+// ShardPage is one page of a shard index: an object of JSON Lines of ShardInfo, sorted by path,
+// and the totals of its shards.
+type ShardPage struct {
+	Key    string `json:"key"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+	Totals Totals `json:"totals"`
+}
+
+// FailedBatch is a batch a version was committed without.
+type FailedBatch struct {
+	Batch  string `json:"batch"`
+	Items  int    `json:"items"`
+	Reason string `json:"reason"`
 }
 
 // Packing is the manifest's section on packed shards: the same trajectories as the shards, laid end
@@ -72,8 +118,10 @@ type Packing struct {
 	Length int   `json:"length"`
 	PadID  int32 `json:"pad_id"`
 	// Shards lists the packed shards, sorted by path: Rows counts sequences, Tokens their real
-	// (non-padding) tokens (sorted by WriteManifest).
+	// (non-padding) tokens (sorted by WriteManifest). With an Index, none are listed here.
 	Shards []ShardInfo `json:"shards"`
+	// Index are the pages that list the packed shards (format 3), as Manifest.ShardIndex.
+	Index []ShardPage `json:"index,omitempty"`
 	// Totals sums the packed shards (computed).
 	Totals Totals `json:"totals"`
 }
@@ -100,12 +148,18 @@ var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // shards and totals, canonical config.
 func (m *Manifest) normalize() error {
 	m.Format = Format
-	m.FormatVersion = FormatVersion
+	// A manifest without the fields of format 3 is written as format 2, readable by older ndtrace.
+	m.FormatVersion = 2
+	if m.Version != "" || len(m.Rejects) > 0 || len(m.DedupKeys) > 0 || len(m.FailedBatches) > 0 || len(m.ShardIndex) > 0 || m.Stats != nil {
+		m.FormatVersion = FormatVersion
+	}
 	m.SchemaVersion = schemas.RowSchemaVersion
 	m.CreatedAt = m.CreatedAt.UTC().Truncate(time.Microsecond)
 	m.Shards = slices.Clone(m.Shards)
 	slices.SortFunc(m.Shards, func(a, b ShardInfo) int { return strings.Compare(a.Path, b.Path) })
-	t, err := sumShards(m.Shards)
+	m.ShardIndex = slices.Clone(m.ShardIndex)
+	slices.SortFunc(m.ShardIndex, func(a, b ShardPage) int { return strings.Compare(a.Key, b.Key) })
+	t, err := sumAll(m.Shards, m.ShardIndex)
 	if err != nil {
 		return err
 	}
@@ -114,12 +168,33 @@ func (m *Manifest) normalize() error {
 		p := *m.Packing
 		p.Shards = slices.Clone(p.Shards)
 		slices.SortFunc(p.Shards, func(a, b ShardInfo) int { return strings.Compare(a.Path, b.Path) })
-		if p.Totals, err = sumShards(p.Shards); err != nil {
+		p.Index = slices.Clone(p.Index)
+		slices.SortFunc(p.Index, func(a, b ShardPage) int { return strings.Compare(a.Key, b.Key) })
+		if p.Totals, err = sumAll(p.Shards, p.Index); err != nil {
 			return err
 		}
 		m.Packing = &p
 	}
 	return nil
+}
+
+// sumAll adds up listed shards and the totals of index pages, failing on overflow.
+func sumAll(shards []ShardInfo, pages []ShardPage) (Totals, error) {
+	t, err := sumShards(shards)
+	if err != nil {
+		return Totals{}, err
+	}
+	for _, p := range pages {
+		var ok [4]bool
+		t.Rows, ok[0] = addInt64(t.Rows, p.Totals.Rows)
+		t.Tokens, ok[1] = addInt64(t.Tokens, p.Totals.Tokens)
+		t.LearnedTokens, ok[2] = addInt64(t.LearnedTokens, p.Totals.LearnedTokens)
+		t.Shards, ok[3] = addInt64(t.Shards, p.Totals.Shards)
+		if !ok[0] || !ok[1] || !ok[2] || !ok[3] {
+			return Totals{}, errors.New("totals overflow int64")
+		}
+	}
+	return t, nil
 }
 
 // sumShards adds up shards, failing on overflow.
@@ -166,7 +241,13 @@ func (m *Manifest) check() error {
 	if err := checkShards("shards", m.Shards, shardPathRE, ShardPath("NAME")); err != nil {
 		return err
 	}
-	t, err := sumShards(m.Shards)
+	if len(m.ShardIndex) > 0 && (len(m.Shards) > 0 || m.FormatVersion < 3) {
+		return errors.New("shard_index: only in format_version 3, with no shards listed inline")
+	}
+	if err := checkPages("shard_index", m.ShardIndex); err != nil {
+		return err
+	}
+	t, err := sumAll(m.Shards, m.ShardIndex)
 	if err != nil {
 		return err
 	}
@@ -188,7 +269,13 @@ func (m *Manifest) check() error {
 		if err := checkShards("packing.shards", p.Shards, packedPathRE, PackedShardPath("NAME")); err != nil {
 			return err
 		}
-		t, err := sumShards(p.Shards)
+		if len(p.Index) > 0 && (len(p.Shards) > 0 || m.FormatVersion < 3) {
+			return errors.New("packing.index: only in format_version 3, with no shards listed inline")
+		}
+		if err := checkPages("packing.index", p.Index); err != nil {
+			return err
+		}
+		t, err := sumAll(p.Shards, p.Index)
 		if err != nil {
 			return err
 		}
@@ -200,6 +287,23 @@ func (m *Manifest) check() error {
 				return fmt.Errorf("packed shard %s: %d tokens do not fit %d sequences of %d", s.Path, s.Tokens, s.Rows, p.Length)
 			}
 		}
+	}
+	return nil
+}
+
+// checkPages checks the entries of a shard index: a key, a sha256, a size, consistent totals.
+func checkPages(field string, pages []ShardPage) error {
+	seen := map[string]bool{}
+	for i, p := range pages {
+		switch {
+		case p.Key == "" || seen[p.Key]:
+			return fmt.Errorf("%s[%d]: empty or repeated key %q", field, i, p.Key)
+		case !sha256RE.MatchString(p.SHA256) || p.Bytes < 1:
+			return fmt.Errorf("%s[%d]: bad sha256 %q or size %d", field, i, p.SHA256, p.Bytes)
+		case p.Totals.Shards < 1 || p.Totals.Rows < p.Totals.Shards || p.Totals.LearnedTokens > p.Totals.Tokens || p.Totals.LearnedTokens < 0:
+			return fmt.Errorf("%s[%d]: inconsistent totals %+v", field, i, p.Totals)
+		}
+		seen[p.Key] = true
 	}
 	return nil
 }
@@ -346,19 +450,19 @@ func prepareManifest(ctx context.Context, st *store.Store, m *Manifest) ([]byte,
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkStored(ctx, st, m.Shards); err != nil {
+	if err := CheckStored(ctx, st, m.Shards); err != nil {
 		return nil, nil, err
 	}
 	if m.Packing != nil {
-		if err := checkStored(ctx, st, m.Packing.Shards); err != nil {
+		if err := CheckStored(ctx, st, m.Packing.Shards); err != nil {
 			return nil, nil, err
 		}
 	}
-	return data, map[string]string{"format_version": strconv.Itoa(FormatVersion)}, nil
+	return data, map[string]string{"format_version": strconv.Itoa(m.FormatVersion)}, nil
 }
 
-// checkStored checks, a few at a time, that every shard is stored with its listed size and sha256.
-func checkStored(ctx context.Context, st *store.Store, shards []ShardInfo) error {
+// CheckStored checks, a few at a time, that every shard is stored with its listed size and sha256.
+func CheckStored(ctx context.Context, st *store.Store, shards []ShardInfo) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for _, s := range shards {

@@ -1,13 +1,12 @@
 package dataset
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"math"
@@ -24,7 +23,8 @@ import (
 // Dataset statistics: stats.json and stats.parquet next to the manifest (see docs/dataset.md,
 // "Statistics"). ComputeStats reads only the columns it needs from the shards the manifest names,
 // plus the manifest's counts and rejects.jsonl; the result is a pure function of those, so the same
-// dataset always gives the same bytes.
+// dataset always gives the same bytes. The same statistics come without reading the shards from
+// the merged StatsPart of every batch (statspart.go).
 const (
 	// StatsKey and StatsParquetKey are the statistics' keys relative to the dataset root.
 	StatsKey        = "stats.json"
@@ -174,13 +174,14 @@ type RejectClass struct {
 	// Class is the reason's first word ("timeout", "malformed", ...); Count the rejects.
 	Class string `json:"class"`
 	Count int64  `json:"count"`
-	// Examples are the first MaxRejectExamples rejects of the class in rejects.jsonl (reasons cut
-	// to 300 characters); empty when the counts come from the manifest alone.
-	Examples []Reject `json:"examples"`
+	// Examples are the first MaxRejectExamples rejects of the class by key (the order in which the
+	// pipeline writes rejects.jsonl; ties by source, then reason), reasons cut to 300 characters;
+	// empty when the counts come from the manifest alone.
+	Examples []RejectExample `json:"examples"`
 }
 
-// Reject is one line of rejects.jsonl: an input item that gave no rows, and why.
-type Reject struct {
+// RejectExample is one line of rejects.jsonl: an input item that gave no rows, and why.
+type RejectExample struct {
 	Source string `json:"source"`
 	Key    string `json:"key"`
 	Reason string `json:"reason"`
@@ -278,40 +279,6 @@ func traceKey(r *statRow) [16]byte {
 	return k
 }
 
-// traceInfo is what ComputeStats keeps per distinct trace.
-type traceInfo struct {
-	groups uint64   // bit i: the trace has trajectories in fine group i
-	source int32    // index of its source
-	events [4]int32 // its events per type
-}
-
-// fineKey is a (level, direction) pair: the finest grouping, from which the others are merged.
-type fineKey struct{ level, direction string }
-
-// fineGroup accumulates the trajectories of one level and direction.
-type fineGroup struct {
-	rows    RowCounts
-	metrics [numMetrics]valueCounts
-}
-
-// sourceAcc accumulates one source.
-type sourceAcc struct {
-	key  sourceKey
-	rows RowCounts
-}
-
-// statsAcc accumulates a dataset's statistics, shard by shard in manifest order.
-type statsAcc struct {
-	fine      map[fineKey]int // index into groups
-	groups    []*fineGroup
-	groupKeys []fineKey
-	sources   map[sourceKey]int
-	srcs      []*sourceAcc
-	traces    map[[16]byte]*traceInfo
-	lo, hi    [numMetrics]int64 // dataset-wide minimum and maximum per metric
-	rows      int64
-}
-
 func newRowCounts() RowCounts {
 	r := RowCounts{Directions: map[string]int64{}, Actions: map[string]int64{}, Events: map[string]int64{}, Exits: map[string]int64{}}
 	for _, a := range ActionTypes {
@@ -327,91 +294,6 @@ func newInputCounts() InputCounts {
 	return InputCounts{RejectsByClass: map[string]int64{}, Decontaminated: map[string]int64{}}
 }
 
-// addRow adds a row's trajectory counters (not traces or events) to c.
-func (c *RowCounts) addRow(r *statRow) {
-	c.Trajectories++
-	c.Tokens += int64(r.NumTokens)
-	c.LearnedTokens += int64(r.NumLearned)
-	c.Directions[r.Direction]++
-	for i, n := range r.actions() {
-		c.Actions[ActionTypes[i]] += n
-	}
-	c.Exits[r.Exit]++
-}
-
-// merge adds o's trajectory counters (not traces or events) to c.
-func (c *RowCounts) merge(o *RowCounts) {
-	c.Trajectories += o.Trajectories
-	c.Tokens += o.Tokens
-	c.LearnedTokens += o.LearnedTokens
-	for k, v := range o.Directions {
-		c.Directions[k] += v
-	}
-	for k, v := range o.Actions {
-		c.Actions[k] += v
-	}
-	for k, v := range o.Exits {
-		c.Exits[k] += v
-	}
-}
-
-// addTrace counts one trace with its events in c.
-func (c *RowCounts) addTrace(t *traceInfo) {
-	c.Traces++
-	for i, n := range t.events {
-		c.Events[EventTypes[i]] += int64(n)
-	}
-}
-
-func (a *statsAcc) add(r *statRow) error {
-	fk := fineKey{orUnknown(r.Level), orUnknown(r.Direction)}
-	gi, ok := a.fine[fk]
-	if !ok {
-		if len(a.groups) == 64 {
-			return errors.New("more than 64 level/direction pairs")
-		}
-		gi = len(a.groups)
-		a.fine[fk] = gi
-		g := &fineGroup{rows: newRowCounts()}
-		a.groups = append(a.groups, g)
-		a.groupKeys = append(a.groupKeys, fk)
-	}
-	g := a.groups[gi]
-	g.rows.addRow(r)
-	var v [numMetrics]int64
-	r.metricValues(&v)
-	for i := range numMetrics {
-		g.metrics[i].add(v[i])
-		if a.rows == 0 || v[i] < a.lo[i] {
-			a.lo[i] = v[i]
-		}
-		if a.rows == 0 || v[i] > a.hi[i] {
-			a.hi[i] = v[i]
-		}
-	}
-	a.rows++
-
-	sk := sourceOf(r)
-	si, ok := a.sources[sk]
-	if !ok {
-		si = len(a.srcs)
-		a.sources[sk] = si
-		a.srcs = append(a.srcs, &sourceAcc{key: sk, rows: newRowCounts()})
-	}
-	a.srcs[si].rows.addRow(r)
-
-	tk := traceKey(r)
-	t, ok := a.traces[tk]
-	if !ok {
-		// The first row of a trace (in manifest and file order) gives its events; every row of a
-		// trace carries the same.
-		t = &traceInfo{source: int32(si), events: [4]int32{r.EvCall, r.EvLine, r.EvReturn, r.EvException}}
-		a.traces[tk] = t
-	}
-	t.groups |= 1 << uint(gi)
-	return nil
-}
-
 func orUnknown(s string) string {
 	if s == "" {
 		return "unknown"
@@ -421,18 +303,37 @@ func orUnknown(s string) string {
 
 // ComputeStats computes the statistics of the dataset whose manifest is m: it reads the columns it
 // needs from every shard m names (a few shards at a time, counted in manifest order), the counts in
-// m, and rejects.jsonl if the dataset has one. Memory grows with the number of distinct traces
-// (about 100 bytes each) and distinct metric values, not with the number of rows.
+// m, and rejects.jsonl if the dataset has one. It accumulates every row into one StatsPart (so a
+// trace whose rows span shards still counts once), adds the rejects and returns the part's Stats:
+// the same code and result as merging the parts of the dataset's batches. Memory grows with the
+// number of distinct traces (about 100 bytes each), sources and metric values (at most
+// MaxPartValues per metric and level/direction group), not with the number of rows.
 func ComputeStats(ctx context.Context, st *store.Store, m *Manifest) (*Stats, error) {
-	acc := &statsAcc{fine: map[fineKey]int{}, sources: map[sourceKey]int{}, traces: map[[16]byte]*traceInfo{}}
-	if err := readStatRows(ctx, st, m.Shards, acc.add); err != nil {
-		return nil, err
-	}
-	rejects, haveRejects, err := readRejects(ctx, st)
+	acc := newStatsAcc()
+	shards, err := m.AllShards(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	return acc.stats(m, rejects, haveRejects), nil
+	if err := readStatRows(ctx, st, shards, acc.add); err != nil {
+		return nil, err
+	}
+	p := acc.part()
+	// The rejects, a few thousand at a time.
+	var batch []schemas.Reject
+	haveRejects, err := EachReject(ctx, st, m, func(r schemas.Reject) error {
+		if batch = append(batch, r); len(batch) == 4096 {
+			p.AddRejects(batch)
+			batch = batch[:0]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dataset: statistics: %w", err)
+	}
+	if haveRejects {
+		p.AddRejects(batch)
+	}
+	return p.Stats(m), nil
 }
 
 // shardRows is the outcome of reading one shard's stat columns.
@@ -511,187 +412,12 @@ func readShardStatRows(ctx context.Context, st *store.Store, path string) ([]sta
 	return rows, nil
 }
 
-// readRejects reads rejects.jsonl; ok is false if the dataset has none.
-func readRejects(ctx context.Context, st *store.Store) (rejects []Reject, ok bool, err error) {
-	r, err := st.NewRangeReader(ctx, RejectsKey, 0, -1)
-	if err != nil {
-		if store.IsNotExist(err) {
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxRejectLine)
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		var rej Reject
-		if err := json.Unmarshal(b, &rej); err != nil {
-			return nil, false, fmt.Errorf("dataset: statistics: %s line %d in %s: %w", RejectsKey, line, st.URL(), err)
-		}
-		rejects = append(rejects, rej)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, false, fmt.Errorf("dataset: statistics: %s in %s: %w", RejectsKey, st.URL(), err)
-	}
-	return rejects, true, nil
-}
-
 // ReasonClass is a reject reason's class: its first word (up to the first ':' or space).
 func ReasonClass(reason string) string {
 	if i := strings.IndexAny(reason, ": "); i >= 0 {
 		return reason[:i]
 	}
 	return reason
-}
-
-// countReject counts one reject of a source: its class, and quarantined, duplicate and
-// decontaminated items when the reason says so ("quarantined…", "duplicate…",
-// "decontaminated:<set>…").
-func (c *InputCounts) countReject(rej *Reject) {
-	class := ReasonClass(rej.Reason)
-	c.Rejects++
-	c.RejectsByClass[class]++
-	switch class {
-	case "quarantined":
-		c.Quarantined++
-	case "duplicate", "duplicates":
-		c.Duplicates++
-	case "decontaminated":
-		set := strings.TrimPrefix(rej.Reason, "decontaminated")
-		set = strings.TrimPrefix(set, ":")
-		if i := strings.IndexAny(set, ": "); i >= 0 {
-			set = set[:i]
-		}
-		if set == "" {
-			set = "unknown"
-		}
-		c.Decontaminated[set]++
-	}
-}
-
-// stats turns the accumulated counts into Stats.
-func (a *statsAcc) stats(m *Manifest, rejects []Reject, haveRejects bool) *Stats {
-	s := &Stats{
-		Format: StatsFormat, FormatVersion: StatsFormatVersion,
-		CreatedAt: m.CreatedAt.UTC(), Totals: m.Totals, Versions: m.Versions,
-		Counts: map[string]int64{}, Groups: []Group{}, Sources: []SourceStats{}, Rejects: []RejectClass{},
-	}
-	for k, v := range m.Counts {
-		s.Counts[k] = v
-	}
-
-	// Sources: those with rows, then those found only in rejects.jsonl.
-	srcs := make([]SourceStats, len(a.srcs))
-	for i, sa := range a.srcs {
-		srcs[i] = SourceStats{Level: sa.key.level, Source: sa.key.source, RowCounts: sa.rows, InputCounts: newInputCounts()}
-	}
-	for _, t := range a.traces {
-		srcs[t.source].addTrace(t)
-	}
-	bySource := map[string]int{} // reject source -> index; the first level in sorted order wins
-	order := make([]int, len(srcs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(i, j int) int { return compareSource(&srcs[i], &srcs[j]) })
-	for _, i := range order {
-		if _, ok := bySource[srcs[i].Source]; !ok {
-			bySource[srcs[i].Source] = i
-		}
-	}
-	dsInputs := newInputCounts()
-	classes := map[string]*RejectClass{}
-	for k := range rejects {
-		rej := &rejects[k]
-		dsInputs.countReject(rej)
-		i, ok := bySource[rej.Source]
-		if !ok {
-			i = len(srcs)
-			bySource[rej.Source] = i
-			srcs = append(srcs, SourceStats{Source: rej.Source, RowCounts: newRowCounts(), InputCounts: newInputCounts()})
-		}
-		srcs[i].countReject(rej)
-		class := ReasonClass(rej.Reason)
-		rc := classes[class]
-		if rc == nil {
-			rc = &RejectClass{Class: class, Examples: []Reject{}}
-			classes[class] = rc
-		}
-		rc.Count++
-		if len(rc.Examples) < MaxRejectExamples {
-			ex := *rej
-			ex.Reason = cut(ex.Reason, maxExampleReason)
-			rc.Examples = append(rc.Examples, ex)
-		}
-	}
-	for i := range srcs {
-		srcs[i].Items = srcs[i].Traces + srcs[i].Rejects
-	}
-	slices.SortFunc(srcs, func(x, y SourceStats) int { return compareSource(&x, &y) })
-	s.Sources = srcs
-
-	// The dataset: rows from every group, inputs from the manifest's counts where it has them.
-	ds := SourceStats{RowCounts: newRowCounts(), InputCounts: dsInputs}
-	for _, g := range a.groups {
-		ds.merge(&g.rows)
-	}
-	for _, t := range a.traces {
-		ds.addTrace(t)
-	}
-	if !haveRejects {
-		ds.RejectsByClass = map[string]int64{}
-		for k, v := range m.Counts {
-			if class, ok := strings.CutPrefix(k, "rejects:"); ok && class != "" {
-				ds.RejectsByClass[class] = v
-				classes[class] = &RejectClass{Class: class, Count: v, Examples: []Reject{}}
-			}
-		}
-		ds.Rejects = 0
-		for _, v := range ds.RejectsByClass {
-			ds.Rejects += v
-		}
-	}
-	if v, ok := m.Counts["rejects"]; ok {
-		ds.Rejects = v
-	}
-	if v, ok := m.Counts["quarantined"]; ok {
-		ds.Quarantined = v
-	}
-	if v, ok := m.Counts["duplicates"]; ok {
-		ds.Duplicates = v
-	}
-	for k, v := range m.Counts {
-		if set, ok := strings.CutPrefix(k, "decontaminated:"); ok && set != "" {
-			ds.Decontaminated[set] = v
-		}
-	}
-	ds.Items = ds.Traces + ds.Rejects
-	if v, ok := m.Counts["items"]; ok {
-		ds.Items = v
-	}
-	s.Dataset = ds
-
-	for _, rc := range classes {
-		s.Rejects = append(s.Rejects, *rc)
-	}
-	slices.SortFunc(s.Rejects, func(x, y RejectClass) int {
-		if x.Count != y.Count {
-			if x.Count > y.Count {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(x.Class, y.Class)
-	})
-
-	s.Groups = a.groupStats()
-	return s
 }
 
 // compareSource orders sources by level, then source.
@@ -709,74 +435,6 @@ func cut(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
-}
-
-// groupStats merges the fine groups into every group: all, per direction, per level, per pair.
-func (a *statsAcc) groupStats() []Group {
-	levels, dirs := map[string]bool{}, map[string]bool{}
-	for _, k := range a.groupKeys {
-		levels[k.level] = true
-		dirs[k.direction] = true
-	}
-	type spec struct{ level, dir string }
-	specs := []spec{{"", ""}}
-	for _, d := range sortedKeys(dirs) {
-		specs = append(specs, spec{"", d})
-	}
-	for _, l := range sortedKeys(levels) {
-		specs = append(specs, spec{l, ""})
-		for _, d := range sortedKeys(dirs) {
-			if _, ok := a.fine[fineKey{l, d}]; ok {
-				specs = append(specs, spec{l, d})
-			}
-		}
-	}
-	widths := a.histogramWidths()
-	var out []Group
-	for _, sp := range specs {
-		g := Group{Level: sp.level, Direction: sp.dir, RowCounts: newRowCounts(), Metrics: make([]Metric, numMetrics)}
-		switch {
-		case sp.level == "" && sp.dir == "":
-			g.Name = "all"
-		case sp.level == "":
-			g.Name = sp.dir
-		case sp.dir == "":
-			g.Name = sp.level
-		default:
-			g.Name = sp.level + "/" + sp.dir
-		}
-		var mask uint64
-		var vcs [numMetrics]valueCounts
-		for i, k := range a.groupKeys {
-			if (sp.level == "" || sp.level == k.level) && (sp.dir == "" || sp.dir == k.direction) {
-				mask |= 1 << uint(i)
-				g.merge(&a.groups[i].rows)
-				for j := range numMetrics {
-					vcs[j].merge(&a.groups[i].metrics[j])
-				}
-			}
-		}
-		for _, t := range a.traces {
-			if t.groups&mask != 0 {
-				g.addTrace(t)
-			}
-		}
-		for j := range numMetrics {
-			g.Metrics[j] = vcs[j].metric(StatsMetrics[j], a.lo[j], widths[j])
-		}
-		out = append(out, g)
-	}
-	return out
-}
-
-// histogramWidths returns each metric's bin width: the smallest power of two that covers the
-// dataset's range in at most MaxHistogramBins bins aligned on multiples of the width.
-func (a *statsAcc) histogramWidths() [numMetrics]int64 {
-	var w [numMetrics]int64
-	for i := range numMetrics {
-		w[i] = HistogramWidth(a.lo[i], a.hi[i])
-	}
-	return w
 }
 
 // HistogramWidth returns the bin width for values in [lo, hi]: the smallest power of two w for
@@ -806,70 +464,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// denseValues is the range of small values valueCounts keeps in a slice instead of a map.
-const denseValues = 4096
-
-// valueCounts counts how often each integer value occurs: exact percentiles in memory that grows
-// with the number of distinct values, not of rows.
-type valueCounts struct {
-	dense  []int64 // dense[v] for 0 <= v < denseValues
-	sparse map[int64]int64
-}
-
-func (c *valueCounts) add(v int64) { c.addN(v, 1) }
-
-func (c *valueCounts) addN(v, n int64) {
-	if v >= 0 && v < denseValues {
-		if c.dense == nil {
-			c.dense = make([]int64, denseValues)
-		}
-		c.dense[v] += n
-		return
-	}
-	if c.sparse == nil {
-		c.sparse = map[int64]int64{}
-	}
-	c.sparse[v] += n
-}
-
-func (c *valueCounts) merge(o *valueCounts) {
-	for v, n := range o.dense {
-		if n != 0 {
-			c.addN(int64(v), n)
-		}
-	}
-	for v, n := range o.sparse {
-		c.addN(v, n)
-	}
-}
-
-// valueCount is one distinct value and how often it occurs.
-type valueCount struct{ v, n int64 }
-
-// sorted returns the distinct values in increasing order.
-func (c *valueCounts) sorted() []valueCount {
-	var out []valueCount
-	for v, n := range c.sparse {
-		if v < 0 {
-			out = append(out, valueCount{v, n})
-		}
-	}
-	slices.SortFunc(out, func(a, b valueCount) int { return cmpInt64(a.v, b.v) })
-	for v, n := range c.dense {
-		if n != 0 {
-			out = append(out, valueCount{int64(v), n})
-		}
-	}
-	var big []valueCount
-	for v, n := range c.sparse {
-		if v >= denseValues {
-			big = append(big, valueCount{v, n})
-		}
-	}
-	slices.SortFunc(big, func(a, b valueCount) int { return cmpInt64(a.v, b.v) })
-	return append(out, big...)
-}
-
 func cmpInt64(a, b int64) int {
 	switch {
 	case a < b:
@@ -878,32 +472,6 @@ func cmpInt64(a, b int64) int {
 		return 1
 	}
 	return 0
-}
-
-// metric summarizes the counted values; the histogram starts at the multiple of width at or below
-// lo (the dataset's minimum).
-func (c *valueCounts) metric(name string, lo, width int64) Metric {
-	vals := c.sorted()
-	m := Metric{Name: name, Histogram: Histogram{Width: width, Counts: []int64{}}}
-	for _, vc := range vals {
-		m.Count += vc.n
-		m.Sum += vc.v * vc.n
-	}
-	if m.Count == 0 {
-		return m
-	}
-	m.Mean = round6(float64(m.Sum) / float64(m.Count))
-	m.Min, m.Max = vals[0].v, vals[len(vals)-1].v
-	m.P25 = round6(percentile(vals, m.Count, 0.25))
-	m.P50 = round6(percentile(vals, m.Count, 0.50))
-	m.P90 = round6(percentile(vals, m.Count, 0.90))
-	first := floorDiv(lo, width)
-	m.Histogram.Lo = first * width
-	m.Histogram.Counts = make([]int64, floorDiv(m.Max, width)-first+1)
-	for _, vc := range vals {
-		m.Histogram.Counts[floorDiv(vc.v, width)-first] += vc.n
-	}
-	return m
 }
 
 // round6 rounds x to 6 decimals (when that is exact enough to matter), so that floating-point noise
@@ -1016,6 +584,15 @@ func ReadStats(ctx context.Context, st *store.Store) (*Stats, error) {
 // LoadStats returns the statistics of the dataset whose manifest is m: stats.json if it exists
 // and Matches m, otherwise freshly computed (computed is then true). Nothing is written.
 func LoadStats(ctx context.Context, st *store.Store, m *Manifest) (s *Stats, computed bool, err error) {
+	if m.Stats != nil {
+		// A version's own statistics, computed when it was committed.
+		data, err := ReadObject(ctx, st, *m.Stats)
+		if err != nil {
+			return nil, false, err
+		}
+		s, err := ParseStats(data)
+		return s, false, err
+	}
 	s, err = ReadStats(ctx, st)
 	switch {
 	case err == nil && s.Matches(m):

@@ -327,7 +327,7 @@ func TestComputeStats(t *testing.T) {
 	if strings.Join(classes, " ") != wantClasses {
 		t.Errorf("rejects %v, want %s", classes, wantClasses)
 	}
-	if ex := s.Rejects[0].Examples[0]; ex != (Reject{"corpus/a.jsonl", "corpus/a.jsonl#4", "timeout: ran for 10s"}) {
+	if ex := s.Rejects[0].Examples[0]; ex != (RejectExample{"corpus/a.jsonl", "corpus/a.jsonl#4", "timeout: ran for 10s"}) {
 		t.Errorf("first example %+v", ex)
 	}
 }

@@ -125,22 +125,35 @@ func Check(ctx context.Context, st *store.Store, lookup TokenizerLookup, opts Ch
 	if m.Packing != nil {
 		c.members = map[string][sha256.Size]byte{}
 	}
-	for _, s := range m.Shards {
-		if c.stop() {
-			break
-		}
-		if err := c.shard(ctx, m, s); err != nil {
-			return nil, err
+	errStop := errors.New("stop")
+	var ctxErr error
+	visit := func(check func(context.Context, *Manifest, ShardInfo) error) func(ShardInfo) error {
+		return func(s ShardInfo) error {
+			if c.stop() {
+				return errStop
+			}
+			if err := check(ctx, m, s); err != nil {
+				ctxErr = err
+				return err
+			}
+			return nil
 		}
 	}
-	if m.Packing != nil {
-		for _, s := range m.Packing.Shards {
-			if c.stop() {
-				break
-			}
-			if err := c.packedShard(ctx, m, s); err != nil {
-				return nil, err
-			}
+	err = m.EachShard(ctx, st, visit(c.shard))
+	if ctxErr != nil {
+		return nil, ctxErr
+	}
+	if err != nil && err != errStop {
+		c.add("", -1, "", "shard index: "+err.Error())
+	}
+	if m.Packing != nil && !c.stop() {
+		packed := &Manifest{Shards: m.Packing.Shards, ShardIndex: m.Packing.Index}
+		err = packed.EachShard(ctx, st, visit(c.packedShard))
+		if ctxErr != nil {
+			return nil, ctxErr
+		}
+		if err != nil && err != errStop {
+			c.add("", -1, "", "packing index: "+err.Error())
 		}
 	}
 	return c.rep, nil

@@ -3,7 +3,9 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -11,15 +13,22 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ndtrace/ndtrace/activities"
+	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-// ProgressQuery is the query that returns a DatasetWorkflow's Progress.
-const ProgressQuery = "progress"
+// ProgressQuery is the query that returns a DatasetWorkflow's Progress; the same Progress is kept
+// in the workflow's memo (MemoProgress), readable without a live worker.
+const (
+	ProgressQuery = "progress"
+	MemoProgress  = "progress"
+	// BatchDoneSignal is the signal a BatchWorkflow sends its dataset when it ends.
+	BatchDoneSignal = "batch-done"
+)
 
-// batchesPerRun bounds the batches one workflow run starts before it continues as new, which keeps
-// its history far below Temporal's limits.
-const batchesPerRun = 200
+// historyBudget is the history length past which a DatasetWorkflow run continues as new (at the
+// next safe point), far below Temporal's limits (50k events, 50 MB).
+const historyBudget = 10000
 
 // DatasetInput is the input of DatasetWorkflow. State is nil on the first run and carries the
 // progress across continue-as-new.
@@ -28,48 +37,79 @@ type DatasetInput struct {
 	Dataset   string
 	CreatedAt time.Time
 	State     *DatasetState
-	// BatchesPerRun bounds the batches one run starts before continuing as new (default 200).
+	// BatchesPerRun bounds the batches one run starts before continuing as new (0: as the history
+	// allows).
 	BatchesPerRun int
 }
 
+// Stages of a dataset run, in order.
+const (
+	stageScan     = "scan"
+	stageMerge    = "merge"
+	stageForm     = "form"
+	stageBatches  = "batches"
+	stageFinalize = "finalize"
+)
+
 // DatasetState is what a DatasetWorkflow run hands to the next.
 type DatasetState struct {
-	Plan activities.PlanResult
-	// Functions is the second plan, of the function-level items found in repositories (planned
-	// once the first plan's batches are done); InFunctions says the batches being run are its.
-	Functions   activities.PlanResult
-	InFunctions bool
-	Next        int
-	Progress    Progress
-}
-
-// current is the plan whose batches are being run.
-func (st *DatasetState) current() activities.PlanResult {
-	if st.InFunctions {
-		return st.Functions
-	}
-	return st.Plan
+	Run   pipeline.Run
+	Phase pipeline.Phase
+	Stage string
+	// Scan: the next page and where it starts.
+	ScanPage int
+	ScanFrom pipeline.ScanCursor
+	// Pages counts each phase's scanned pages.
+	Pages map[pipeline.Phase]int
+	// Form: the next page to form, the state after the last.
+	FormPage int
+	Form     pipeline.FormResult
+	// RepoBatches is the number of repository batches of the sources' phase.
+	RepoBatches int
+	// Next is the next batch of the phase to start (repository batches first); InFlight the
+	// batches started and not yet reported done, by ref.
+	Next     int
+	InFlight map[string]pipeline.BatchRef
+	// Finalized counts the pages finalized (both phases, in order).
+	Finalized int
+	Progress  Progress
 }
 
 // Progress is what ndtrace status and ndtrace run show.
 type Progress struct {
-	Phase       string // planning, tracing, functions (repositories' function-level items), finalizing, done
-	Batches     int
-	BatchesDone int
-	Items       int
-	ItemsDone   int
-	Rows        int
-	Tokens      int64
-	Rejected    int
-	Reused      int
-	Started     time.Time
-	Manifest    string
+	Phase         string // planning, tracing, functions (repositories' function-level items), finalizing, done
+	Batches       int
+	BatchesDone   int
+	BatchesFailed int
+	Items         int
+	ItemsDone     int
+	Rows          int
+	Tokens        int64
+	Rejected      int
+	Poison        int
+	Reused        int
+	Started       time.Time
+	Manifest      string
+	// InFlight lists the workflow IDs of the batches running (at most Parallelism).
+	InFlight []string
+	// Failed lists the first maxFailedShown batches that failed (the version's manifest lists
+	// them all).
+	Failed []string
 }
+
+// maxFailedShown bounds the failed batches the progress lists (it travels in every history).
+const maxFailedShown = 50
 
 // DatasetResult is the committed dataset.
 type DatasetResult struct {
 	Progress Progress
-	Final    activities.FinalizeResult
+	Final    pipeline.CommitResult
+}
+
+// BatchDone is the signal a batch sends when it ends.
+type BatchDone struct {
+	Ref     pipeline.BatchRef
+	Summary pipeline.BatchSummary
 }
 
 // WorkflowID is the deterministic workflow ID of a dataset: the same spec and output give the same
@@ -79,171 +119,434 @@ func WorkflowID(spec schemas.Spec) string {
 	return fmt.Sprintf("ndtrace-dataset-%s-%s", spec.Name, hex.EncodeToString(sum[:6]))
 }
 
-// ioOptions are the options of I/O activities: retried with backoff, never for bad input.
-func ioOptions(timeout time.Duration) workflow.ActivityOptions {
+// retry rides out outages: retried with backoff up to a minute apart until the activity's
+// ScheduleToClose, never for bad input.
+var retry = &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+	MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{activities.ErrBadInput}}
+
+// ioOptions are the options of an I/O activity whose attempts heartbeat: each attempt is cut at
+// attempt, a lost worker is noticed within the heartbeat timeout, and the activity gives up after
+// total (long enough to ride out a 10-minute outage of storage or of the Temporal server).
+func ioOptions(attempt, total time.Duration) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		TaskQueue:           activities.IOQueue,
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadInput}},
+		TaskQueue:              activities.IOQueue,
+		StartToCloseTimeout:    attempt,
+		ScheduleToCloseTimeout: total,
+		HeartbeatTimeout:       2 * time.Minute,
+		RetryPolicy:            retry,
 	}
 }
 
-// DatasetWorkflow produces a dataset: it plans the batches, runs a BatchWorkflow per batch with a
-// bounded window in flight, and finalizes the manifest.
+// shouldContinue reports whether the run's history is long enough to continue as new.
+func shouldContinue(ctx workflow.Context, st *DatasetState, started, perRun int) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > historyBudget || (perRun > 0 && started >= perRun)
+}
+
+// DatasetWorkflow produces a version of a dataset: for each planning phase (the spec's sources,
+// then the function-level items found in its repositories) it scans the sources page by page,
+// deduplicates them in one merge, forms batches page by page, and runs a BatchWorkflow per batch
+// with a window of Parallelism in flight; then it finalizes the pages and commits the version.
+// Every stage's state is in DatasetState, so the workflow continues as new at any point, the
+// window of batches staying full.
 func DatasetWorkflow(ctx workflow.Context, in DatasetInput) (DatasetResult, error) {
-	var a *activities.Activities
 	if in.CreatedAt.IsZero() {
 		// Scheduled runs carry no creation time: each version is created when its run starts.
 		in.CreatedAt = workflow.Now(ctx).UTC().Truncate(time.Second)
 	}
 	st := in.State
 	if st == nil {
-		st = &DatasetState{Progress: Progress{Phase: "planning", Started: workflow.Now(ctx)}}
+		st = &DatasetState{Run: pipeline.NewRun(in.Spec, in.CreatedAt), Phase: pipeline.PhaseSources, Stage: stageScan,
+			Pages: map[pipeline.Phase]int{}, InFlight: map[string]pipeline.BatchRef{},
+			Progress: Progress{Phase: "planning", Started: workflow.Now(ctx)}}
 	}
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) { return st.Progress, nil }); err != nil {
 		return DatasetResult{}, err
 	}
-	if in.State == nil {
-		actx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
-		if err := workflow.ExecuteActivity(actx, a.Plan, activities.PlanInput{Spec: in.Spec, Dataset: in.Dataset}).Get(ctx, &st.Plan); err != nil {
-			return DatasetResult{}, fmt.Errorf("plan: %w", err)
-		}
-		st.Progress.Batches, st.Progress.Items = st.Plan.Batches, st.Plan.Items
-		st.Progress.Rejected = st.Plan.SourceRejects
-		st.Progress.Phase = "tracing"
+	d := &datasetRun{ctx: ctx, in: in, st: st, rin: activities.RunInput{Run: st.Run, Dataset: in.Dataset},
+		done: workflow.GetSignalChannel(ctx, BatchDoneSignal)}
+	res, err := d.run()
+	if err != nil && temporal.IsCanceledError(err) {
+		d.cancelInFlight()
 	}
+	return res, err
+}
 
-	// A sliding window of children: at most Parallelism in flight; a child's ID is derived from the
-	// parent's and the batch, so a re-run finds the same children.
-	parentID := workflow.GetInfo(ctx).WorkflowExecution.ID
-	window := in.Spec.Parallelism
-	perRun := in.BatchesPerRun
-	if perRun <= 0 {
-		perRun = batchesPerRun
-	}
-	pending := 0
-	started := 0
-	var firstErr error
-	sel := workflow.NewSelector(ctx)
-	prefix := "batch"
-	if st.InFunctions {
-		prefix = "fn-batch"
-	}
-	cur := st.current()
-	startChild := func(i int) {
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            fmt.Sprintf("%s/%s-%06d", parentID, prefix, i),
-			TaskQueue:             activities.IOQueue,
-			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
-		})
-		f := workflow.ExecuteChildWorkflow(cctx, BatchWorkflow, activities.BatchInput{Spec: in.Spec, Dataset: in.Dataset,
-			PlanKey: cur.PlanKey, Index: i, CreatedAt: in.CreatedAt})
-		pending++
-		sel.AddFuture(f, func(f workflow.Future) {
-			pending--
-			var s activities.BatchSummary
-			if err := f.Get(ctx, &s); err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("batch %d: %w", i, err)
+// datasetRun is one run of a DatasetWorkflow.
+type datasetRun struct {
+	ctx     workflow.Context
+	in      DatasetInput
+	st      *DatasetState
+	rin     activities.RunInput
+	done    workflow.ReceiveChannel
+	started int             // batches started by this run
+	stuck   workflow.Future // the timer of the check for batches that ended without reporting
+}
+
+var a *activities.Activities
+
+func (d *datasetRun) continueAsNew() error {
+	d.drain()
+	d.memo()
+	return workflow.NewContinueAsNewError(d.ctx, DatasetWorkflow, DatasetInput{Spec: d.in.Spec, Dataset: d.in.Dataset,
+		CreatedAt: d.in.CreatedAt, State: d.st, BatchesPerRun: d.in.BatchesPerRun})
+}
+
+func (d *datasetRun) exec(opts workflow.ActivityOptions, fn any, args ...any) workflow.Future {
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, opts), fn, args...)
+}
+
+func (d *datasetRun) run() (DatasetResult, error) {
+	ctx, st := d.ctx, d.st
+	for {
+		if shouldContinue(ctx, st, d.started, d.in.BatchesPerRun) {
+			return DatasetResult{}, d.continueAsNew()
+		}
+		switch st.Stage {
+		case stageScan:
+			var r pipeline.ScanResult
+			in := activities.ScanInput{RunInput: d.rin, Page: st.ScanPage, From: st.ScanFrom, RepoBatches: st.RepoBatches}
+			fn := a.ScanPage
+			if st.Phase == pipeline.PhaseFunctions {
+				fn = a.ScanFunctions
+			}
+			// A page resolves up to PageItems repositories: heartbeats keep it alive.
+			if err := d.exec(ioOptions(2*time.Hour, 6*time.Hour), fn, in).Get(ctx, &r); err != nil {
+				return DatasetResult{Progress: st.Progress}, fmt.Errorf("scan page %d of %s: %w", st.ScanPage, st.Phase, err)
+			}
+			st.ScanPage++
+			st.ScanFrom = r.Next
+			st.Progress.Items += r.Items
+			st.Progress.Rejected += r.Rejects
+			if r.Done {
+				st.Pages[st.Phase] = st.ScanPage
+				st.Stage = stageMerge
+			}
+		case stageMerge:
+			var r pipeline.MergeResult
+			in := activities.MergeInput{RunInput: d.rin, Phase: st.Phase, Pages: st.Pages[st.Phase]}
+			if err := d.exec(ioOptions(2*time.Hour, 6*time.Hour), a.MergeKeys, in).Get(ctx, &r); err != nil {
+				return DatasetResult{Progress: st.Progress}, fmt.Errorf("deduplicate %s: %w", st.Phase, err)
+			}
+			st.Progress.Items -= int(r.Duplicates)
+			st.Progress.Rejected += int(r.Duplicates)
+			st.Stage, st.FormPage, st.Form = stageForm, 0, pipeline.FormResult{}
+		case stageForm:
+			in := activities.FormInput{RunInput: d.rin, Phase: st.Phase, Page: st.FormPage, Pages: st.Pages[st.Phase], Prev: st.Form}
+			if err := d.exec(ioOptions(30*time.Minute, 2*time.Hour), a.FormBatches, in).Get(ctx, &st.Form); err != nil {
+				return DatasetResult{Progress: st.Progress}, fmt.Errorf("form batches of page %d of %s: %w", st.FormPage, st.Phase, err)
+			}
+			st.FormPage++
+			if st.FormPage >= st.Pages[st.Phase] {
+				if st.Phase == pipeline.PhaseSources {
+					st.RepoBatches = st.Form.RepoBatches
 				}
-				return
+				st.Progress.Batches += st.Form.RepoBatches + st.Form.FuncBatches
+				st.Stage, st.Next = stageBatches, 0
+				st.Progress.Phase = "tracing"
+				if st.Phase == pipeline.PhaseFunctions {
+					st.Progress.Phase = "functions"
+				}
+				d.memo()
 			}
-			p := &st.Progress
-			p.BatchesDone++
-			p.ItemsDone += s.Items
-			p.Rows += s.Rows
-			p.Tokens += s.Tokens
-			p.Rejected += s.Rejected
-			if s.Reused {
-				p.Reused++
+		case stageBatches:
+			finished, err := d.batches()
+			if err != nil {
+				return DatasetResult{Progress: st.Progress}, err
 			}
-		})
-	}
-	for st.Next < cur.Batches && started < perRun && firstErr == nil {
-		for pending < window && st.Next < cur.Batches && started < perRun {
-			startChild(st.Next)
-			st.Next++
-			started++
+			if !finished {
+				return DatasetResult{}, d.continueAsNew()
+			}
+			if st.Phase == pipeline.PhaseSources && st.RepoBatches > 0 {
+				// The repositories are traced: plan the function-level items found in them.
+				st.Phase, st.Stage, st.ScanPage, st.ScanFrom = pipeline.PhaseFunctions, stageScan, 0, pipeline.ScanCursor{}
+				st.Progress.Phase = "functions"
+				continue
+			}
+			st.Stage = stageFinalize
+			st.Progress.Phase = "finalizing"
+			d.memo()
+		case stageFinalize:
+			return d.finalize()
+		default:
+			return DatasetResult{}, fmt.Errorf("unknown stage %q", st.Stage)
 		}
-		sel.Select(ctx)
 	}
-	// Drain the window: nothing may be in flight when the run continues as new or finalizes.
-	for pending > 0 {
-		sel.Select(ctx)
-	}
-	if firstErr != nil {
-		return DatasetResult{Progress: st.Progress}, firstErr
-	}
-	if st.Next < cur.Batches {
-		return DatasetResult{}, workflow.NewContinueAsNewError(ctx, DatasetWorkflow, DatasetInput{
-			Spec: in.Spec, Dataset: in.Dataset, CreatedAt: in.CreatedAt, State: st, BatchesPerRun: in.BatchesPerRun})
-	}
-	if !st.InFunctions && st.Plan.Repos > 0 {
-		// The repositories are traced: plan the function-level items found in them, then run
-		// their batches (in this run or, if it is long already, the next).
-		st.Progress.Phase = "functions"
-		actx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
-		if err := workflow.ExecuteActivity(actx, a.PlanFunctions, activities.PlanFunctionsInput{Spec: in.Spec, Dataset: in.Dataset,
-			PlanKey: st.Plan.PlanKey}).Get(ctx, &st.Functions); err != nil {
-			return DatasetResult{Progress: st.Progress}, fmt.Errorf("plan functions: %w", err)
-		}
-		st.InFunctions, st.Next = true, 0
-		st.Progress.Batches += st.Functions.Batches
-		st.Progress.Items += st.Functions.Items
-		st.Progress.Rejected += st.Functions.SourceRejects
-		return DatasetResult{}, workflow.NewContinueAsNewError(ctx, DatasetWorkflow, DatasetInput{
-			Spec: in.Spec, Dataset: in.Dataset, CreatedAt: in.CreatedAt, State: st, BatchesPerRun: in.BatchesPerRun})
-	}
+}
 
-	st.Progress.Phase = "finalizing"
-	var final activities.FinalizeResult
-	actx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
-	if err := workflow.ExecuteActivity(actx, a.Finalize, activities.FinalizeInput{Spec: in.Spec, Dataset: in.Dataset,
-		PlanKey: st.Plan.PlanKey, MorePlans: morePlans(st), CreatedAt: in.CreatedAt}).Get(ctx, &final); err != nil {
-		return DatasetResult{Progress: st.Progress}, fmt.Errorf("finalize: %w", err)
+// ref is the phase's batch number i: the repository batches first, then the functions'.
+func (d *datasetRun) ref(i int) pipeline.BatchRef {
+	f := d.st.Form
+	if i < f.RepoBatches {
+		return pipeline.BatchRef{Phase: d.st.Phase, Kind: pipeline.BatchRepo, Index: i}
+	}
+	return pipeline.BatchRef{Phase: d.st.Phase, Kind: pipeline.BatchFunc, Index: i - f.RepoBatches}
+}
+
+// batches runs the phase's batches with a window of Parallelism in flight. It returns false when
+// the run should continue as new first (the batches in flight go on, and report to the next run).
+func (d *datasetRun) batches() (bool, error) {
+	ctx, st := d.ctx, d.st
+	total := st.Form.RepoBatches + st.Form.FuncBatches
+	window := max(d.in.Spec.Parallelism, 1)
+	for {
+		for len(st.InFlight) < window && st.Next < total {
+			if shouldContinue(ctx, st, d.started, d.in.BatchesPerRun) {
+				return false, nil
+			}
+			ref := d.ref(st.Next)
+			if err := d.startChild(ref); err != nil {
+				return false, err
+			}
+			st.InFlight[ref.String()] = ref
+			st.Progress.InFlight = append(st.Progress.InFlight, d.childID(ref))
+			st.Next++
+			d.started++
+		}
+		if len(st.InFlight) == 0 && st.Next >= total {
+			return true, nil
+		}
+		if st.Next < total && shouldContinue(ctx, st, d.started, d.in.BatchesPerRun) {
+			return false, nil
+		}
+		done, ok := d.wait()
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if ok {
+			d.record(done)
+		}
+	}
+}
+
+// childID is the workflow ID of a batch: under the dataset's, and the version's, so that a batch
+// left running by an earlier run of the same spec is never taken for this version's.
+func (d *datasetRun) childID(ref pipeline.BatchRef) string {
+	return workflow.GetInfo(d.ctx).WorkflowExecution.ID + "/" + d.st.Run.ID + "/" + ref.String()
+}
+
+// startChild starts the batch workflow of ref (or finds it running: it reports all the same).
+func (d *datasetRun) startChild(ref pipeline.BatchRef) error {
+	ctx := d.ctx
+	parentID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            d.childID(ref),
+		TaskQueue:             activities.IOQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		// Batches outlive a run that continues as new; they report by signal.
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+	})
+	f := workflow.ExecuteChildWorkflow(cctx, BatchWorkflow, BatchInput{BatchInput: activities.BatchInput{RunInput: d.rin, Ref: ref}, Parent: parentID})
+	var exec workflow.Execution
+	if err := f.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
+		var started *temporal.ChildWorkflowExecutionAlreadyStartedError
+		if !errors.As(err, &started) {
+			return fmt.Errorf("start batch %s: %w", ref, err)
+		}
+	}
+	return nil
+}
+
+// stuckAfter is how long the dataset waits for a report before it checks its batches in flight.
+const stuckAfter = 30 * time.Minute
+
+// wait waits for a batch's report, or for cancellation. When no report comes for stuckAfter, it
+// starts every batch in flight again: one that is running refuses (it reports in time); one that
+// ended without reporting (terminated, or its report lost) runs again, finds its record or
+// failure, and reports.
+func (d *datasetRun) wait() (BatchDone, bool) {
+	ctx := d.ctx
+	var done BatchDone
+	got := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(d.done, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &done); got = true })
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	if d.stuck == nil {
+		d.stuck = workflow.NewTimer(ctx, stuckAfter)
+	}
+	fired := false
+	sel.AddFuture(d.stuck, func(workflow.Future) { fired = true })
+	sel.Select(ctx)
+	if fired {
+		d.stuck = nil
+		for _, key := range sortedKeys(d.st.InFlight) {
+			if err := d.startChild(d.st.InFlight[key]); err != nil {
+				workflow.GetLogger(ctx).Warn("restarting a batch in flight", "batch", key, "error", err)
+			}
+		}
+	}
+	return done, got
+}
+
+// sortedKeys returns the keys of a map in order: workflow code never ranges over a map to issue
+// commands (the order would differ on replay).
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// record counts a batch's end.
+func (d *datasetRun) record(done BatchDone) {
+	key := done.Ref.String()
+	if _, ok := d.st.InFlight[key]; !ok {
+		return // a duplicate report
+	}
+	delete(d.st.InFlight, key)
+	p, s := &d.st.Progress, done.Summary
+	id := d.childID(done.Ref)
+	p.InFlight = slices.DeleteFunc(p.InFlight, func(k string) bool { return k == id })
+	if s.Failed != "" {
+		p.BatchesFailed++
+		if len(p.Failed) < maxFailedShown {
+			p.Failed = append(p.Failed, key+": "+s.Failed)
+		}
+	} else {
+		p.BatchesDone++
+	}
+	p.ItemsDone += s.Items
+	p.Rows += s.Rows
+	p.Tokens += s.Tokens
+	p.Rejected += s.Rejected
+	p.Poison += s.Poison
+	if s.Reused {
+		p.Reused++
+	}
+	if (p.BatchesDone+p.BatchesFailed)%25 == 0 {
+		d.memo()
+	}
+}
+
+// drain records the reports that arrived and were not received yet: nothing may be left unread
+// when a run continues as new.
+func (d *datasetRun) drain() {
+	for {
+		var done BatchDone
+		if !d.done.ReceiveAsync(&done) {
+			return
+		}
+		d.record(done)
+	}
+}
+
+// memo keeps the progress in the workflow's memo, for ndtrace status without a live worker.
+func (d *datasetRun) memo() {
+	_ = workflow.UpsertMemo(d.ctx, map[string]any{MemoProgress: d.st.Progress})
+}
+
+// cancelInFlight asks the batches in flight to stop (they outlive their dataset otherwise).
+func (d *datasetRun) cancelInFlight() {
+	ctx, _ := workflow.NewDisconnectedContext(d.ctx)
+	var fs []workflow.Future
+	for _, key := range sortedKeys(d.st.InFlight) {
+		fs = append(fs, workflow.RequestCancelExternalWorkflow(ctx, d.childID(d.st.InFlight[key]), ""))
+	}
+	for _, f := range fs {
+		_ = f.Get(ctx, nil)
+	}
+}
+
+// finalize gathers every formed page (a window of them at a time) and commits the version.
+func (d *datasetRun) finalize() (DatasetResult, error) {
+	ctx, st := d.ctx, d.st
+	var pages []activities.PageInput
+	for _, p := range []pipeline.Phase{pipeline.PhaseSources, pipeline.PhaseFunctions} {
+		for page := 0; page < st.Pages[p]; page++ {
+			pages = append(pages, activities.PageInput{RunInput: d.rin, Phase: p, Page: page})
+		}
+	}
+	window := max(d.in.Spec.Parallelism, 1)
+	for st.Finalized < len(pages) {
+		var fs []workflow.Future
+		for i := st.Finalized; i < len(pages) && len(fs) < window; i++ {
+			fs = append(fs, d.exec(ioOptions(time.Hour, 4*time.Hour), a.FinalizePage, pages[i]))
+		}
+		for _, f := range fs {
+			if err := f.Get(ctx, nil); err != nil {
+				return DatasetResult{Progress: st.Progress}, fmt.Errorf("finalize page %d: %w", st.Finalized, err)
+			}
+			st.Finalized++
+		}
+		if st.Finalized < len(pages) && shouldContinue(ctx, st, 0, 0) {
+			return DatasetResult{}, d.continueAsNew()
+		}
+	}
+	keys := pipeline.PhaseSources
+	if st.Pages[pipeline.PhaseFunctions] > 0 {
+		keys = pipeline.PhaseFunctions
+	}
+	var final pipeline.CommitResult
+	in := activities.CommitInput{RunInput: d.rin, Commit: pipeline.CommitInput{Pages: st.Pages, KeysPhase: keys}}
+	if err := d.exec(ioOptions(2*time.Hour, 6*time.Hour), a.Commit, in).Get(ctx, &final); err != nil {
+		return DatasetResult{Progress: st.Progress}, fmt.Errorf("commit: %w", err)
 	}
 	st.Progress.Phase, st.Progress.Manifest = "done", final.Manifest
+	d.memo()
 	return DatasetResult{Progress: st.Progress, Final: final}, nil
 }
 
+// BatchInput is the input of BatchWorkflow: its batch, and the dataset workflow to report to.
+type BatchInput struct {
+	activities.BatchInput
+	Parent string
+}
+
 // BatchWorkflow traces one batch on the sandbox queue, then builds its rows and shard on the I/O
-// queue. Both activities are idempotent: a batch whose record exists is reused.
-func BatchWorkflow(ctx workflow.Context, in activities.BatchInput) (activities.BatchSummary, error) {
-	var a *activities.Activities
-	timeout, err := time.ParseDuration(in.Spec.Limits.Timeout)
+// queue, and reports to its dataset. Both activities are idempotent: a batch whose record exists is
+// reused. A batch that fails on every attempt is recorded as failed, and reported: its dataset goes
+// on without it.
+func BatchWorkflow(ctx workflow.Context, in BatchInput) (pipeline.BatchSummary, error) {
+	s, err := batch(ctx, in.BatchInput)
 	if err != nil {
-		return activities.BatchSummary{}, temporal.NewNonRetryableApplicationError("limits.timeout", activities.ErrBadInput, err)
+		if temporal.IsCanceledError(err) {
+			return s, err
+		}
+		s = pipeline.BatchSummary{Failed: err.Error()}
+		rctx := workflow.WithActivityOptions(ctx, ioOptions(5*time.Minute, time.Hour))
+		if rerr := workflow.ExecuteActivity(rctx, a.RecordFailure, in.BatchInput, err.Error()).Get(ctx, nil); rerr != nil {
+			return s, fmt.Errorf("%w (and recording the failure: %v)", err, rerr)
+		}
 	}
-	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: activities.TraceQueue,
-		// Every item may take the whole wall-clock limit; a repository, every test twice, after its
-		// checkout and collection. The heartbeat timeout catches a stuck attempt long before.
-		StartToCloseTimeout: traceTimeout(in.Spec, timeout),
-		HeartbeatTimeout:    timeout + 30*time.Second, // a heartbeat follows every item
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadInput}},
-	})
-	var tr activities.TraceResult
-	if err := workflow.ExecuteActivity(tctx, a.TraceBatch, in).Get(ctx, &tr); err != nil {
-		return activities.BatchSummary{}, fmt.Errorf("trace: %w", err)
-	}
-	var s activities.BatchSummary
-	bctx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute))
-	if err := workflow.ExecuteActivity(bctx, a.BuildShard, in, tr).Get(ctx, &s); err != nil {
-		return activities.BatchSummary{}, fmt.Errorf("build shard: %w", err)
+	if in.Parent != "" {
+		if err := workflow.SignalExternalWorkflow(ctx, in.Parent, "", BatchDoneSignal, BatchDone{Ref: in.Ref, Summary: s}).Get(ctx, nil); err != nil {
+			return s, fmt.Errorf("report to %s: %w", in.Parent, err)
+		}
 	}
 	return s, nil
 }
 
-// morePlans lists the plans after the first.
-func morePlans(st *DatasetState) []string {
-	if st.InFunctions {
-		return []string{st.Functions.PlanKey}
+// batch traces and builds a batch.
+func batch(ctx workflow.Context, in activities.BatchInput) (pipeline.BatchSummary, error) {
+	spec := in.Run.Spec
+	timeout, err := time.ParseDuration(spec.Limits.Timeout)
+	if err != nil {
+		return pipeline.BatchSummary{}, temporal.NewNonRetryableApplicationError("limits.timeout", activities.ErrBadInput, err)
 	}
-	return nil
+	attempt := traceTimeout(spec, timeout)
+	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: activities.TraceQueue,
+		// Every item may take the whole wall-clock limit; a repository, every test twice, after its
+		// checkout and collection. The heartbeat timeout catches a stuck attempt long before. An
+		// item that kills PoisonAfter attempts in a row is given up (poison), so attempts are not
+		// capped by number: the schedule-to-close timeout bounds them.
+		StartToCloseTimeout:    attempt,
+		ScheduleToCloseTimeout: 4*attempt + 30*time.Minute,
+		HeartbeatTimeout:       timeout + 30*time.Second, // a heartbeat follows every item
+		RetryPolicy:            retry,
+	})
+	var tr pipeline.TraceResult
+	if err := workflow.ExecuteActivity(tctx, a.TraceBatch, in).Get(ctx, &tr); err != nil {
+		return pipeline.BatchSummary{}, fmt.Errorf("trace: %w", err)
+	}
+	var s pipeline.BatchSummary
+	bctx := workflow.WithActivityOptions(ctx, ioOptions(30*time.Minute, 2*time.Hour))
+	if err := workflow.ExecuteActivity(bctx, a.BuildShard, in, tr).Get(ctx, &s); err != nil {
+		return pipeline.BatchSummary{}, fmt.Errorf("build shard: %w", err)
+	}
+	return s, nil
 }
 
 // traceTimeout bounds one TraceBatch attempt: a batch of BatchSize items, or one repository with
@@ -268,5 +571,5 @@ func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
 }
 
 // maxFunctionRuns is how many function-level items one repository gives at most (traced in the
-// repository's activity); it matches activities' cap.
+// repository's activity); it matches pipeline's cap.
 const maxFunctionRuns = 200

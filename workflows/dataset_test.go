@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ndtrace/ndtrace/activities"
+	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -23,49 +24,66 @@ func testSpec(parallelism int) schemas.Spec {
 	return schemas.Spec{Name: "t", Sources: []schemas.SourceSpec{{Kind: "examples"}}, Parallelism: parallelism}.WithDefaults()
 }
 
-// TestDatasetWorkflow runs the dataset workflow with mocked activities: every batch runs once, at
-// most Parallelism batches are in flight, the progress adds up, and the manifest is written last.
-func TestDatasetWorkflow(t *testing.T) {
+// mockPlan mocks the planning activities of a run with one page of batches function batches.
+func mockPlan(env *testsuite.TestWorkflowEnvironment, a *activities.Activities, batches int) {
+	env.OnActivity(a.ScanPage, mock.Anything, mock.Anything).Return(pipeline.ScanResult{Items: batches * 3, Done: true}, nil)
+	env.OnActivity(a.MergeKeys, mock.Anything, mock.Anything).Return(pipeline.MergeResult{Kept: int64(batches * 3)}, nil)
+	env.OnActivity(a.FormBatches, mock.Anything, mock.Anything).Return(pipeline.FormResult{FuncBatches: batches, Items: int64(batches * 3)}, nil)
+}
+
+// TestDatasetWorkflowMocked runs the dataset workflow with mocked activities (a unit test of its
+// logic): every batch runs once, at most Parallelism batches are in flight, a batch that fails is
+// recorded and the dataset commits without it, the progress adds up, and the commit comes last.
+func TestDatasetWorkflowMocked(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	var a *activities.Activities
 	env.RegisterWorkflow(BatchWorkflow)
-	env.RegisterActivity(a.Plan)
-	env.RegisterActivity(a.PlanFunctions)
-	env.RegisterActivity(a.TraceBatch)
-	env.RegisterActivity(a.BuildShard)
-	env.RegisterActivity(a.Finalize)
-
 	const batches = 10
+	mockPlan(env, a, batches)
 	var mu sync.Mutex
-	inFlight, maxInFlight, finalized := 0, 0, false
-	seen := map[int]int{}
-	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(activities.PlanResult{PlanKey: "plan", Batches: batches, Items: batches * 3}, nil)
+	inFlight, maxInFlight, committed := 0, 0, false
+	seen := map[string]int{}
+	var failed []string
 	env.OnActivity(a.TraceBatch, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BatchInput) (activities.TraceResult, error) {
+		func(_ context.Context, in activities.BatchInput) (pipeline.TraceResult, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			inFlight++
 			maxInFlight = max(maxInFlight, inFlight)
-			seen[in.Index]++
-			return activities.TraceResult{Hash: "h", Items: 3, Chunks: 1}, nil
+			seen[in.Ref.String()]++
+			return pipeline.TraceResult{Hash: "h", Items: 3, Chunks: 1}, nil
 		})
 	env.OnActivity(a.BuildShard, mock.Anything, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BatchInput, _ activities.TraceResult) (activities.BatchSummary, error) {
+		func(_ context.Context, in activities.BatchInput, _ pipeline.TraceResult) (pipeline.BatchSummary, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			inFlight--
-			if finalized {
-				return activities.BatchSummary{}, errors.New("batch after finalize")
+			if committed {
+				return pipeline.BatchSummary{}, errors.New("batch after commit")
 			}
-			return activities.BatchSummary{Items: 3, Rows: 5, Tokens: 100, Rejected: 1}, nil
+			if in.Ref.Index == 4 {
+				return pipeline.BatchSummary{}, temporal.NewNonRetryableApplicationError("broken", activities.ErrBadInput, nil)
+			}
+			return pipeline.BatchSummary{Items: 3, Rows: 5, Tokens: 100, Rejected: 1, Poison: 1}, nil
 		})
-	env.OnActivity(a.Finalize, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, _ activities.FinalizeInput) (activities.FinalizeResult, error) {
+	env.OnActivity(a.RecordFailure, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.BatchInput, reason string) error {
 			mu.Lock()
 			defer mu.Unlock()
-			finalized = true
-			return activities.FinalizeResult{Manifest: "mem://x"}, nil
+			failed = append(failed, in.Ref.String())
+			return nil
+		})
+	env.OnActivity(a.FinalizePage, mock.Anything, mock.Anything).Return(1, nil)
+	env.OnActivity(a.Commit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CommitInput) (pipeline.CommitResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			committed = true
+			if in.Commit.Pages[pipeline.PhaseSources] != 1 {
+				return pipeline.CommitResult{}, errors.New("wrong pages")
+			}
+			return pipeline.CommitResult{Manifest: "mem://x"}, nil
 		})
 	env.ExecuteWorkflow(DatasetWorkflow, DatasetInput{Spec: testSpec(3), Dataset: "mem://", CreatedAt: time.Unix(0, 0)})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
@@ -76,25 +94,28 @@ func TestDatasetWorkflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := res.Progress
-	if p.Phase != "done" || p.BatchesDone != batches || p.ItemsDone != 3*batches || p.Rows != 5*batches ||
-		p.Tokens != 100*batches || p.Rejected != batches || res.Final.Manifest != "mem://x" {
+	if p.Phase != "done" || p.BatchesDone != batches-1 || p.BatchesFailed != 1 || p.ItemsDone != 3*(batches-1) ||
+		p.Rows != 5*(batches-1) || p.Tokens != 100*(batches-1) || p.Poison != batches-1 || res.Final.Manifest != "mem://x" {
 		t.Fatalf("progress %+v", p)
 	}
 	if len(seen) != batches || maxInFlight > 3 {
 		t.Fatalf("batches %v, max in flight %d", seen, maxInFlight)
 	}
+	if len(failed) != 1 || failed[0] != "p1-fn-000004" || len(p.Failed) != 1 {
+		t.Fatalf("failed %v, progress lists %v", failed, p.Failed)
+	}
 }
 
-// TestDatasetWorkflowContinuesAsNew checks that a run stops starting batches at its bound and
-// continues as new with its progress.
+// TestDatasetWorkflowContinuesAsNew checks (with mocked activities) that a run stops starting
+// batches at its bound and continues as new with its progress, the batches in flight carried.
 func TestDatasetWorkflowContinuesAsNew(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	var a *activities.Activities
 	env.RegisterWorkflow(BatchWorkflow)
-	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(activities.PlanResult{PlanKey: "plan", Batches: 7, Items: 7}, nil)
-	env.OnActivity(a.TraceBatch, mock.Anything, mock.Anything).Return(activities.TraceResult{Hash: "h", Items: 1, Chunks: 1}, nil)
-	env.OnActivity(a.BuildShard, mock.Anything, mock.Anything, mock.Anything).Return(activities.BatchSummary{Items: 1, Rows: 2}, nil)
+	mockPlan(env, a, 7)
+	env.OnActivity(a.TraceBatch, mock.Anything, mock.Anything).Return(pipeline.TraceResult{Hash: "h", Items: 1, Chunks: 1}, nil)
+	env.OnActivity(a.BuildShard, mock.Anything, mock.Anything, mock.Anything).Return(pipeline.BatchSummary{Items: 1, Rows: 2}, nil)
 	env.ExecuteWorkflow(DatasetWorkflow, DatasetInput{Spec: testSpec(2), Dataset: "mem://", BatchesPerRun: 3})
 	var can *workflow.ContinueAsNewError
 	if !errors.As(env.GetWorkflowError(), &can) {
@@ -104,25 +125,31 @@ func TestDatasetWorkflowContinuesAsNew(t *testing.T) {
 	if err := (converterFor(t)).FromPayloads(can.Input, &next); err != nil {
 		t.Fatal(err)
 	}
-	if next.State == nil || next.State.Next != 3 || next.State.Progress.BatchesDone != 3 || next.State.Progress.Rows != 6 {
-		t.Fatalf("carried state %+v", next.State)
+	st := next.State
+	if st == nil || st.Next != 3 || st.Stage != stageBatches || st.Progress.BatchesDone+len(st.InFlight) != 3 || len(st.InFlight) > 2 {
+		t.Fatalf("carried state %+v", st)
 	}
 }
 
-// TestBatchBadInputNotRetried checks that a BadInput failure fails the batch at once.
+// TestBatchBadInputNotRetried checks (with mocked activities) that a BadInput failure fails the
+// batch at once, and that the failure is recorded rather than returned.
 func TestBatchBadInputNotRetried(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	var a *activities.Activities
 	calls := 0
 	env.OnActivity(a.TraceBatch, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.BatchInput) (activities.TraceResult, error) {
+		func(context.Context, activities.BatchInput) (pipeline.TraceResult, error) {
 			calls++
-			return activities.TraceResult{}, temporal.NewNonRetryableApplicationError("bad", activities.ErrBadInput, nil)
+			return pipeline.TraceResult{}, temporal.NewNonRetryableApplicationError("bad", activities.ErrBadInput, nil)
 		})
-	env.ExecuteWorkflow(BatchWorkflow, activities.BatchInput{Spec: testSpec(1)})
-	if env.GetWorkflowError() == nil || calls != 1 {
-		t.Fatalf("error %v after %d calls", env.GetWorkflowError(), calls)
+	recorded := ""
+	env.OnActivity(a.RecordFailure, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ activities.BatchInput, reason string) error { recorded = reason; return nil })
+	env.ExecuteWorkflow(BatchWorkflow, BatchInput{BatchInput: activities.BatchInput{RunInput: activities.RunInput{Run: pipeline.Run{Spec: testSpec(1)}}}})
+	var s pipeline.BatchSummary
+	if err := env.GetWorkflowResult(&s); err != nil || calls != 1 || s.Failed == "" || recorded == "" {
+		t.Fatalf("result %+v, %v after %d calls (recorded %q)", s, err, calls, recorded)
 	}
 }
 

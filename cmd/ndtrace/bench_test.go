@@ -7,12 +7,14 @@ import (
 	"github.com/ndtrace/ndtrace/store"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/internal/gencorpus"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
 	"github.com/ndtrace/ndtrace/sandbox"
 )
@@ -113,4 +115,74 @@ func benchManifest(b *testing.B, url string) *dataset.Manifest {
 		b.Fatal(err)
 	}
 	return m
+}
+
+// BenchmarkScale runs generated corpora (internal/gencorpus; made here, not committed) of
+// different sizes through the whole pipeline (embedded Temporal, one worker, trajectories in both
+// directions) and reports items/s and the process's peak RSS for each size: the orchestration's
+// cost per item must not grow with the dataset. Sizes: NDTRACE_BENCH_SCALE (comma-separated),
+// default 2500,25000. Run with -benchtime=1x.
+func BenchmarkScale(b *testing.B) {
+	sizes := []int{2500, 25000}
+	if v := os.Getenv("NDTRACE_BENCH_SCALE"); v != "" {
+		sizes = sizes[:0]
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				b.Fatalf("NDTRACE_BENCH_SCALE: %v", err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			corpus := filepath.Join(dir, "corpus.jsonl")
+			f, err := os.Create(corpus)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := gencorpus.Write(f, n, 7); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+			var elapsed time.Duration
+			var peak int64
+			for i := 0; i < b.N; i++ {
+				out := filepath.Join(dir, fmt.Sprintf("data-%d", i))
+				spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: scale\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 64\nparallelism: 4\ncreated_at: 2026-11-24T00:00:00Z\n", out, corpus))
+				resetPeakRSS()
+				var stdout, stderr bytes.Buffer
+				t0 := time.Now()
+				if code := run([]string{"run", "--spec", spec, "--db", filepath.Join(dir, fmt.Sprintf("t-%d.db", i))}, &stdout, &stderr); code != 0 {
+					b.Fatalf("run: %s", stderr.String())
+				}
+				elapsed += time.Since(t0)
+				peak = max(peak, peakRSS())
+				if m := benchManifest(b, out); m.Counts["items"] != int64(n) {
+					b.Fatalf("%d items in the manifest, want %d", m.Counts["items"], n)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "items/s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+		})
+	}
+}
+
+// resetPeakRSS resets the process's peak RSS (VmHWM) where the kernel allows it.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS returns the process's peak RSS in bytes (VmHWM), or 0 if unknown.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

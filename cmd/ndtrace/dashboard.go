@@ -241,7 +241,7 @@ type (
 		DS       *dashDataset
 		Class    string
 		Count    int64
-		Examples []dataset.Reject
+		Examples []dataset.RejectExample
 	}
 	dashSourceRow struct {
 		DS *dashDataset

@@ -40,7 +40,7 @@ type embeddedServer struct {
 // database. It starts only when system is true: it costs about half a second at start (it hashes
 // the executable to name its SDK worker) and a second at stop (the frontend waits out its long
 // polls), which a server that lives for one in-memory run never needs.
-func startEmbedded(dbFile, namespace string, system bool) (*embeddedServer, error) {
+func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedServer, error) {
 	const host = "127.0.0.1"
 	sql := &config.SQL{PluginName: sqliteplugin.PluginName, ConnectAttributes: map[string]string{}}
 	if dbFile == "" {
@@ -60,6 +60,10 @@ func startEmbedded(dbFile, namespace string, system bool) (*embeddedServer, erro
 	}
 	var ports [4]int
 	for i := range ports {
+		if i == 0 && port > 0 {
+			ports[0] = port // the frontend, where workers of other processes connect
+			continue
+		}
 		p, err := freePort()
 		if err != nil {
 			return nil, err

@@ -9,7 +9,7 @@ const embeddedAvailable = false
 
 type embeddedServer struct{}
 
-func startEmbedded(dbFile, namespace string, system bool) (*embeddedServer, error) {
+func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedServer, error) {
 	return nil, errors.New("this ndtrace was built for workers, without the embedded Temporal server: give --temporal HOST:PORT")
 }
 

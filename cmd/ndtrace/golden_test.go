@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
 )
 
@@ -94,10 +93,7 @@ func goldenShards(t *testing.T, url string) []goldenShard {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := resolvedManifest(t, st)
 	var out []goldenShard
 	for _, s := range m.Shards {
 		out = append(out, goldenShard{s.Path, s.SHA256, s.Rows})

@@ -63,13 +63,10 @@ func TestHostileItemIsOneReject(t *testing.T) {
 	if m.Counts["items"] != 41 || m.Counts["rejects"] != 1 || len(ids) == 0 {
 		t.Fatalf("items %d, rejects %d, %d rows; want 41 items, 1 reject", m.Counts["items"], m.Counts["rejects"], len(ids))
 	}
-	rejects, err := os.ReadFile(filepath.Join(out, "rejects.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rejects := readRejects(t, out)
 	lines := strings.Split(strings.TrimSpace(string(rejects)), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `#hostile"`) || !strings.Contains(lines[0], `"reason":"tampered`) {
-		t.Fatalf("rejects.jsonl: %s", rejects)
+		t.Fatalf("rejects: %s", rejects)
 	}
 	t.Logf("reject: %s", lines[0])
 }

@@ -71,17 +71,21 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	shards := m.Shards
+	all, err := m.AllShards(ctx, st)
+	if err != nil {
+		return err
+	}
+	shards := all
 	if *shard != "" {
 		want := strings.TrimSuffix(strings.TrimPrefix(*shard, dataset.ShardDir+"/"), dataset.ShardExt)
 		shards = nil
-		for _, s := range m.Shards {
+		for _, s := range all {
 			if s.Path == dataset.ShardPath(want) {
 				shards = []dataset.ShardInfo{s}
 			}
 		}
 		if shards == nil {
-			return usagef("no shard %q in the manifest of %s (it has %d shards, e.g. %s)", *shard, url, len(m.Shards), firstShard(m))
+			return usagef("no shard %q in the manifest of %s (it has %d shards, e.g. %s)", *shard, url, len(all), firstShard(all))
 		}
 	}
 	printManifestSummary(stdout, url, m)
@@ -110,11 +114,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-func firstShard(m *dataset.Manifest) string {
-	if len(m.Shards) == 0 {
+func firstShard(shards []dataset.ShardInfo) string {
+	if len(shards) == 0 {
 		return "none"
 	}
-	return m.Shards[0].Path
+	return shards[0].Path
 }
 
 // printManifestSummary prints what the manifest says about the dataset, in a few lines.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // TestRunRepositories turns the fixture repositories, served as local git repositories (file://)
@@ -95,11 +96,7 @@ created_at: 2026-11-22T00:00:00Z
 	if len(repos) < 5 {
 		t.Errorf("rows come from %d repositories: %v", len(repos), repos)
 	}
-	data, err := os.ReadFile(filepath.Join(out, "rejects.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rejects := string(data)
+	rejects := readRejects(t, out)
 	for _, want := range []string{"missing module hypothesis", "symlink escapes checkout", "not a git repository", "decontaminated: evalset", "duplicate of"} {
 		if !strings.Contains(rejects, want) {
 			t.Errorf("no reject saying %q:\n%s", want, rejects)
@@ -110,9 +107,9 @@ created_at: 2026-11-22T00:00:00Z
 			t.Errorf("counts[%s] = %d, want at least %d", k, m.Counts[k], min)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(out, "stats.json")); err != nil {
-		t.Errorf("no statistics: %v", err)
-	}
+	// The version's statistics, merged from its batches' when it was committed, are those
+	// computed from its shards and rejects.
+	checkMergedStats(t, out)
 	entries, _ := os.ReadDir("/var/tmp/ndtrace-scratch")
 	for _, e := range entries {
 		t.Errorf("checkout left behind: %s", e.Name())
@@ -143,8 +140,8 @@ func TestRunDedupAgainst(t *testing.T) {
 	if m2.Counts["duplicates"] != fnItems {
 		t.Errorf("second run: %d duplicates, want %d (counts %v)", m2.Counts["duplicates"], fnItems, m2.Counts)
 	}
-	data, _ := os.ReadFile(filepath.Join(second, "rejects.jsonl"))
-	if !strings.Contains(string(data), " in "+first) {
+	data := readRejects(t, second)
+	if !strings.Contains(data, " in "+first) {
 		t.Errorf("rejects do not name the earlier dataset:\n%s", data)
 	}
 	ctx := context.Background()
@@ -160,5 +157,62 @@ func TestRunDedupAgainst(t *testing.T) {
 				t.Errorf("a %s row in the second dataset: %s %s", r.Level, r.Path, r.QualName)
 			}
 		}
+	}
+}
+
+// readRejects returns the rejects of the dataset at url's head version, one JSON object a line.
+func readRejects(t *testing.T, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if _, err := dataset.EachReject(ctx, st, m, func(r schemas.Reject) error {
+		line, err := json.Marshal(r)
+		b.Write(line)
+		b.WriteByte('\n')
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// checkMergedStats checks that the statistics a version was committed with (merged from its
+// batches') are byte-identical to those computed from its shards and rejects.
+func checkMergedStats(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Stats == nil {
+		t.Fatal("the manifest references no statistics")
+	}
+	merged, computed, err := dataset.LoadStats(ctx, st, m)
+	if err != nil || computed {
+		t.Fatalf("LoadStats: computed %v, %v", computed, err)
+	}
+	fresh, err := dataset.ComputeStats(ctx, st, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := merged.Marshal()
+	b, _ := fresh.Marshal()
+	if !bytes.Equal(a, b) {
+		t.Errorf("merged statistics differ from computed ones:\nmerged   %s\ncomputed %s", a, b)
 	}
 }

@@ -29,7 +29,8 @@ func writeSpec(t *testing.T, dir, body string) string {
 	return p
 }
 
-// checkDataset validates a dataset and returns its manifest and every row id.
+// checkDataset validates a dataset and returns its manifest, with its shard index resolved into
+// Shards (and Packing.Shards), and every row id.
 func checkDataset(t *testing.T, url string) (*dataset.Manifest, []string) {
 	t.Helper()
 	ctx := context.Background()
@@ -42,10 +43,7 @@ func checkDataset(t *testing.T, url string) (*dataset.Manifest, []string) {
 	if code := run([]string{"validate", url}, &vout, &verr); code != 0 {
 		t.Fatalf("ndtrace validate %s: exit %d: %s%s", url, code, vout.String(), verr.String())
 	}
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := resolvedManifest(t, st)
 	var ids []string
 	for _, s := range m.Shards {
 		rows, err := dataset.ReadRows(ctx, st, s.Path, -1)
@@ -133,7 +131,7 @@ func TestRunCruxEvalEndToEnd(t *testing.T) {
 // testCluster starts an embedded Temporal server for a test and connects a client to it.
 func testCluster(t *testing.T) (*embeddedServer, client.Client) {
 	t.Helper()
-	srv, err := startEmbedded("", "default", true)
+	srv, err := startEmbedded("", "default", true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +234,24 @@ func TestWorkerBuild(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "no embedded Temporal server") {
 		t.Fatalf("worker build ran without --temporal: %v %s", err, out)
 	}
+}
+
+// resolvedManifest reads the manifest of st with its shard index resolved into Shards (and
+// Packing.Shards), for tests that look at every shard.
+func resolvedManifest(t *testing.T, st *store.Store) *dataset.Manifest {
+	t.Helper()
+	ctx := context.Background()
+	m, err := dataset.ReadManifest(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Shards, err = m.AllShards(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if m.Packing != nil {
+		if m.Packing.Shards, err = m.AllPacked(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
 }

@@ -80,7 +80,7 @@ func TestScheduleSkipsUnchangedSources(t *testing.T) {
 		t.Fatalf("second run: %+v %+v", second.Progress, second.Final.Totals)
 	}
 	m, _ := checkDataset(t, out)
-	versions, _ := filepath.Glob(filepath.Join(out, "versions", "manifest-*.json"))
+	versions, _ := filepath.Glob(filepath.Join(out, "versions", "*", "manifest.json"))
 	shards, _ := filepath.Glob(filepath.Join(out, "shards", "*.parquet"))
 	// Two versions; three shards in all: a's (shared), b's old and b's new.
 	if len(versions) != 2 || len(shards) != 3 || len(m.Shards) != 2 {

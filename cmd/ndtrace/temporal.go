@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go.temporal.io/api/serviceerror"
 	"io"
 	"log/slog"
 	"net"
@@ -14,14 +15,16 @@ import (
 	"strings"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/ndtrace/ndtrace/activities"
 	"github.com/ndtrace/ndtrace/crawl"
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/metrics"
+	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -136,7 +139,7 @@ func prepareWorkers(ctx context.Context, wf workerFlags, sf sandboxFlags) (*work
 		if err != nil {
 			return nil, err
 		}
-		pool := activities.NewSandboxPool(cfg, wf.traceSlots)
+		pool := pipeline.NewSandboxPool(cfg, wf.traceSlots)
 		if err := pool.Warm(ctx, wf.traceSlots); err != nil {
 			pool.Close()
 			return nil, err
@@ -159,9 +162,18 @@ func (ws *workerSet) close() {
 // start runs the workers until the returned stop function is called, which also stops the
 // sandboxes. On error the sandboxes are stopped too.
 func (ws *workerSet) start(c client.Client) (stop func(), err error) {
+	stop, err = ws.tryStart(c)
+	if err != nil {
+		ws.close()
+	}
+	return stop, err
+}
+
+// tryStart is start, except that a failure leaves the sandboxes running (for another try).
+func (ws *workerSet) tryStart(c client.Client) (stop func(), err error) {
 	// Without this the SDK identifies the worker by hashing the whole executable (a quarter of a
 	// gigabyte with the embedded server): half a second of CPU at every start.
-	worker.SetBinaryChecksum("ndtrace-pipeline-" + dataset.PipelineVersion + "-tracer-" + sandbox.TracerVersion)
+	worker.SetBinaryChecksum("ndtrace-pipeline-" + pipeline.Version + "-tracer-" + sandbox.TracerVersion)
 	var workers []worker.Worker
 	if ws.queues["trace"] {
 		w := worker.New(c, activities.TraceQueue, worker.Options{MaxConcurrentActivityExecutionSize: ws.wf.traceSlots})
@@ -172,10 +184,10 @@ func (ws *workerSet) start(c client.Client) (stop func(), err error) {
 		w := worker.New(c, activities.IOQueue, worker.Options{MaxConcurrentActivityExecutionSize: ws.wf.ioSlots})
 		w.RegisterWorkflow(workflows.DatasetWorkflow)
 		w.RegisterWorkflow(workflows.BatchWorkflow)
-		w.RegisterActivity(ws.acts.Plan)
-		w.RegisterActivity(ws.acts.PlanFunctions)
-		w.RegisterActivity(ws.acts.BuildShard)
-		w.RegisterActivity(ws.acts.Finalize)
+		for _, act := range []any{ws.acts.ScanPage, ws.acts.ScanFunctions, ws.acts.MergeKeys, ws.acts.FormBatches,
+			ws.acts.BuildShard, ws.acts.RecordFailure, ws.acts.FinalizePage, ws.acts.Commit} {
+			w.RegisterActivity(act)
+		}
 		workers = append(workers, w)
 	}
 	for i, w := range workers {
@@ -183,7 +195,6 @@ func (ws *workerSet) start(c client.Client) (stop func(), err error) {
 			for _, s := range workers[:i] {
 				s.Stop()
 			}
-			ws.close()
 			return nil, fmt.Errorf("start worker: %w", err)
 		}
 	}
@@ -300,6 +311,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlagSet("run", "[--spec FILE] [--out URL] [--temporal HOST:PORT] [flags]", stderr)
 	var (
 		specPath, out, db string
+		port              int
 		tf                temporalFlags
 		wf                workerFlags
 		sf                sandboxFlags
@@ -309,6 +321,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&out, "out", "", "dataset URL, overriding the spec's output (default ./ndtrace-data)")
 	fs.StringVar(&db, "db", "", "embedded server: SQLite file for Temporal's state (default in memory)")
 	fs.BoolVar(&noWorker, "no-worker", false, "start no worker in this process (workers run elsewhere)")
+	fs.IntVar(&port, "port", 0, "embedded server: the frontend's port on 127.0.0.1, for workers of other processes to join (default: any free port)")
 	tf.register(fs, false)
 	wf.register(fs)
 	sf.register(fs)
@@ -351,13 +364,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if tf.addr == "" {
 		// The worker service (Schedules, scavengers) is only worth its start-up and shutdown time
 		// for a database that outlives this run.
-		srv, err := startEmbedded(db, tf.namespace, db != "")
+		srv, err := startEmbedded(db, tf.namespace, db != "", port)
 		if err != nil {
 			return err
 		}
 		defer srv.Stop()
 		tf.addr = srv.Addr()
 		slog.Debug("embedded Temporal server", "addr", tf.addr)
+		if port > 0 {
+			fmt.Fprintf(stdout, "embedded Temporal server at %s (ndtrace worker --temporal %s joins it)\n", tf.addr, tf.addr)
+		}
 	}
 	c, err := tf.dial()
 	if err != nil {
@@ -398,8 +414,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 func printSummary(w io.Writer, url string, res workflows.DatasetResult) {
 	p, f := res.Progress, res.Final
-	fmt.Fprintf(w, "dataset %s: %d rows in %d shards, %d tokens (%d learned), %d of %d items rejected (see rejects.jsonl); %d batches reused\n",
+	fmt.Fprintf(w, "dataset %s: %d rows in %d shards, %d tokens (%d learned), %d of %d items rejected (ndtrace stats shows why); %d batches reused\n",
 		url, f.Totals.Rows, f.Totals.Shards, f.Totals.Tokens, f.Totals.LearnedTokens, f.Counts["rejects"], f.Counts["items"], p.Reused)
+	if !f.Head && f.Version != "" {
+		fmt.Fprintf(w, "version %s is committed under versions/ but a newer version is the dataset's head\n", f.Version)
+	}
+	printFailures(w, p)
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -444,15 +464,34 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer srv.Close()
 		slog.Info("serving metrics", "addr", srv.Addr, "path", "/metrics")
 	}
-	c, err := tf.dialWith(mh)
+	// A worker connects lazily: one started while the server is down (a restart, an outage) polls
+	// until it is back, as one that lost its server mid-run does, instead of exiting.
+	if tf.addr == "" {
+		return usagef("--temporal HOST:PORT is required")
+	}
+	c, err := client.NewLazyClient(client.Options{HostPort: tf.addr, Namespace: tf.namespace, Logger: sdkLogger(), MetricsHandler: mh})
 	if err != nil {
 		ws.close()
 		return err
 	}
 	defer c.Close()
-	stop, err := ws.start(c)
-	if err != nil {
-		return err
+	// Starting a worker checks the server: while it is unreachable, wait and try again.
+	var stop func()
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		if stop, err = ws.tryStart(c); err == nil {
+			break
+		}
+		if !isUnavailable(err) {
+			ws.close()
+			return err
+		}
+		slog.Warn("Temporal server unreachable; retrying", "temporal", tf.addr, "in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			ws.close()
+			return nil // stopped (SIGTERM) before the server came
+		case <-time.After(delay):
+		}
 	}
 	defer stop()
 	slog.Info("worker started", "queues", wf.queues, "temporal", tf.addr, "scratch", wf.scratch)
@@ -546,13 +585,116 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	p, err := queryProgress(ctx, c, id)
 	if err != nil {
-		if status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return errors.New("the workflow is not running and did not complete")
+		// No worker to answer the query: the memo holds the progress as of the last update.
+		mp, ok, merr := memoProgress(desc.GetWorkflowExecutionInfo().GetMemo())
+		if merr != nil || !ok {
+			if status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				return errors.New("the workflow is not running and did not complete")
+			}
+			return fmt.Errorf("progress: %w", err)
 		}
-		return fmt.Errorf("progress: %w", err)
+		fmt.Fprintln(stdout, "(from the workflow's memo: no worker answered)")
+		p = mp
 	}
 	fmt.Fprintln(stdout, progressLine(p, time.Now()))
+	printFailures(stdout, p)
 	return nil
+}
+
+// memoProgress decodes the progress a dataset workflow keeps in its memo.
+func memoProgress(memo *commonpb.Memo) (workflows.Progress, bool, error) {
+	var p workflows.Progress
+	f, ok := memo.GetFields()[workflows.MemoProgress]
+	if !ok {
+		return p, false, nil
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(f, &p); err != nil {
+		return p, false, fmt.Errorf("memo: %w", err)
+	}
+	return p, true, nil
+}
+
+// printFailures lists the failed batches and counts the poison items of a progress.
+func printFailures(w io.Writer, p workflows.Progress) {
+	if p.Poison > 0 {
+		fmt.Fprintf(w, "%d poison items (rejected after killing their attempts; class poison in the version's rejects)\n", p.Poison)
+	}
+	for _, f := range p.Failed {
+		fmt.Fprintf(w, "failed batch %s\n", f)
+	}
+	if len(p.Failed) > 0 {
+		fmt.Fprintln(w, "the version commits without them; ndtrace retry ID re-runs them into a new version")
+	}
+}
+
+func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("cancel", "ID --temporal HOST:PORT", stderr)
+	var tf temporalFlags
+	tf.register(fs, true)
+	id, err := parseWithID(fs, args, "the workflow ID is required (ndtrace submit prints it)")
+	if err != nil {
+		return err
+	}
+	c, err := tf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+		return fmt.Errorf("cancel %s: %w", id, err)
+	}
+	fmt.Fprintf(stdout, "workflow %s: cancel requested (its batches in flight are cancelled with it; nothing is committed)\n", id)
+	return nil
+}
+
+func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("retry", "ID --temporal HOST:PORT", stderr)
+	var tf temporalFlags
+	tf.register(fs, true)
+	id, err := parseWithID(fs, args, "the workflow ID is required (ndtrace submit prints it)")
+	if err != nil {
+		return err
+	}
+	c, err := tf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	in, err := datasetInput(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	// A new version: the same spec, created now. Batches whose records exist are reused as they
+	// are; the failed ones (no record) run again.
+	spec := in.Spec
+	spec.CreatedAt = time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
+	run, err := startDataset(ctx, c, spec)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: retrying into a new version created at %s (run %s)\n", run.GetID(), spec.CreatedAt, run.GetRunID())
+	return nil
+}
+
+// datasetInput reads the input a dataset workflow was started with (its first run's).
+func datasetInput(ctx context.Context, c client.Client, id string) (workflows.DatasetInput, error) {
+	var in workflows.DatasetInput
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return in, fmt.Errorf("workflow %s: no history", id)
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return in, fmt.Errorf("workflow %s: %w", id, err)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return in, fmt.Errorf("workflow %s: the first event is not its start", id)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in); err != nil {
+		return in, fmt.Errorf("workflow %s: input: %w", id, err)
+	}
+	return in, nil
 }
 
 // parseWithID parses a command line whose first argument, before the flags, is an ID.
@@ -568,4 +710,15 @@ func parseWithID(fs *flag.FlagSet, args []string, missing string) (string, error
 		return "", usagef("%s", missing)
 	}
 	return id, nil
+}
+
+// isUnavailable reports whether err says the Temporal server could not be reached.
+func isUnavailable(err error) bool {
+	var u *serviceerror.Unavailable
+	if errors.As(err, &u) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "failed reaching server") || strings.Contains(msg, "connection refused") ||
+		strings.Contains(msg, "connection error")
 }

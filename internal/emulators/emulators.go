@@ -31,6 +31,25 @@ type Bucket struct {
 	Dir string
 	// url returns the storage URL of a prefix.
 	url func(prefix string) string
+	// stop and start stop the server and start it again with the same data (S3 only).
+	stop, start func()
+}
+
+// Stop stops the server, as an outage would (its data stays): requests fail until Start. Only the
+// S3 server can be stopped.
+func (b *Bucket) Stop() {
+	if b.stop == nil {
+		panic("emulators: " + b.Server + " cannot be stopped")
+	}
+	b.stop()
+}
+
+// Start starts a stopped server again on the same address, with the same data.
+func (b *Bucket) Start() {
+	if b.start == nil {
+		panic("emulators: " + b.Server + " cannot be started again")
+	}
+	b.start()
 }
 
 // URL returns the storage URL (for store.Open) of prefix inside the bucket; "" is the bucket's root.
@@ -122,8 +141,8 @@ func (b *lockedBuffer) String() string {
 }
 
 // startLoopbackServer starts cmd and waits until something listens on addr. The process is killed
-// when the test ends; its output is logged if the test failed.
-func startLoopbackServer(t testing.TB, name string, cmd *exec.Cmd, addr string) {
+// when the test ends, or by the stop function it returns; its output is logged if the test failed.
+func startLoopbackServer(t testing.TB, name string, cmd *exec.Cmd, addr string) (stop func()) {
 	t.Helper()
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -132,9 +151,15 @@ func startLoopbackServer(t testing.TB, name string, cmd *exec.Cmd, addr string) 
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
+		stop()
 		if t.Failed() {
 			t.Logf("%s output:\n%s", name, out.String())
 		}
@@ -144,7 +169,7 @@ func startLoopbackServer(t testing.TB, name string, cmd *exec.Cmd, addr string) 
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return
+			return stop
 		}
 		select {
 		case err := <-exited:

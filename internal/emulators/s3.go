@@ -27,16 +27,17 @@ func S3(t testing.TB) *Bucket {
 	SetAWSEnv(t)
 	addr := freeLoopbackAddr(t)
 	root := t.TempDir()
-	cmd := exec.Command(bin, "--access", os.Getenv("AWS_ACCESS_KEY_ID"), "--secret", os.Getenv("AWS_SECRET_ACCESS_KEY"),
-		"--port", addr, "posix", root)
-	startLoopbackServer(t, "versitygw", cmd, addr)
+	command := func() *exec.Cmd {
+		return exec.Command(bin, "--access", os.Getenv("AWS_ACCESS_KEY_ID"), "--secret", os.Getenv("AWS_SECRET_ACCESS_KEY"),
+			"--port", addr, "posix", root)
+	}
+	b := &Bucket{Server: "versitygw", Dir: root + "/" + BucketName}
+	b.stop = startLoopbackServer(t, "versitygw", command(), addr)
+	b.start = func() { b.stop = startLoopbackServer(t, "versitygw", command(), addr) }
 	endpoint := "http://" + addr
 	createS3Bucket(t, endpoint, BucketName)
-	return &Bucket{
-		Server: "versitygw",
-		Dir:    root + "/" + BucketName,
-		url:    func(prefix string) string { return S3URL(BucketName, prefix, endpoint) },
-	}
+	b.url = func(prefix string) string { return S3URL(BucketName, prefix, endpoint) }
+	return b
 }
 
 // SetAWSEnv points the AWS SDK at static test credentials and turns off the EC2 metadata service,

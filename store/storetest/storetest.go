@@ -343,7 +343,16 @@ func testConditionalWrite(t *testing.T, s *store.Store) {
 				t.Fatalf("first conditional write: %v", err)
 			}
 			err := s.Put(ctx, key, second, opts)
-			if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+			switch {
+			case err == nil:
+				t.Fatalf("second conditional write to %s succeeded", key)
+			case gcerrors.Code(err) == gcerrors.FailedPrecondition:
+			case tc.size > 8<<20:
+				// A server may refuse a large conditional upload before reading its body and drop
+				// the connection (versitygw does under load): the write fails without the code.
+				// PutOnce and PutFirst then return the error; the caller's retry finds the key.
+				t.Logf("second conditional write to %s: %v (code %v), not FailedPrecondition", key, err, gcerrors.Code(err))
+			default:
 				t.Fatalf("second conditional write to %s: %v (code %v); want FailedPrecondition", key, err, gcerrors.Code(err))
 			}
 			wantContent(t, s, key, first)
@@ -571,8 +580,11 @@ func testCancelledWrite(t *testing.T, s *store.Store) {
 		wantMissing(t, s, k)
 	}
 
-	// Cancelled during the upload of a large object, after a few delays: each write either fails
-	// and leaves nothing (or the old content), or completes.
+	// Cancelled during the upload of a large object, after a few delays: the key holds either what
+	// it held before (nothing, or the old content) or the whole new content, never a part. A write
+	// that succeeded holds the new content; one that failed usually holds the old, but a cancel
+	// that lands after the server committed the write (seen on Azurite at 100 ms) fails on the
+	// client all the same: callers of Put must not take an error to mean "not written".
 	const size = 32 << 20
 	data := randomBytes(7, size)
 	old := []byte("the old content")
@@ -588,15 +600,22 @@ func testCancelledWrite(t *testing.T, s *store.Store) {
 			err := s.Put(wctx, key, data, nil)
 			timer.Stop()
 			cancel()
-			switch {
-			case err == nil:
+			if err == nil {
 				wantContent(t, s, key, data)
-			case key == newKey:
-				failed++
+				continue
+			}
+			failed++
+			got, rerr := s.ReadAll(ctx, key)
+			switch {
+			case store.IsNotExist(rerr) && key == newKey:
 				wantMissing(t, s, key)
+			case rerr != nil:
+				t.Fatalf("ReadAll(%s) after a cancelled write: %v", key, rerr)
+			case bytes.Equal(got, data):
+				t.Logf("%s: the write failed (%v) but took effect: the cancel came after the commit", key, err)
+			case key == oldKey && bytes.Equal(got, old):
 			default:
-				failed++
-				wantContent(t, s, key, old)
+				t.Errorf("%s holds %d bytes after a cancelled write: neither the old nor the new content", key, len(got))
 			}
 		}
 	}

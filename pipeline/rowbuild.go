@@ -1,4 +1,4 @@
-package dataset
+package pipeline
 
 import (
 	"crypto/sha256"
@@ -11,9 +11,6 @@ import (
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
-
-// PipelineVersion identifies the code that turns traces into rows; it is recorded in every row.
-const PipelineVersion = "1"
 
 // DefaultMaxTokens is the longest trajectory kept by default: the paper's sequence length.
 const DefaultMaxTokens = 16384
@@ -134,7 +131,7 @@ func BuildRow(src Source, tree *debugger.Tree, code string, events []schemas.Eve
 		SourceID: src.SourceID, Direction: string(traj.Direction), Policy: p.Name, Seed: int64(seed),
 		Text: text, InputIDs: ids, LossMask: mask, NumTokens: int32(len(ids)),
 		NumActions: int32(traj.Actions()), NumStates: int32(len(traj.Steps)), Exit: string(traj.Exit),
-		CodeChars: int32(len([]rune(traj.Code))), TracerVersion: o.TracerVersion, PipelineVersion: PipelineVersion,
+		CodeChars: int32(len([]rune(traj.Code))), TracerVersion: o.TracerVersion, PipelineVersion: Version,
 		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
 	}
 	row.NumLearned = int32(countTrue(mask))
@@ -219,4 +216,15 @@ func countEvents(r *schemas.Row, events []schemas.Event) {
 			r.EvException++
 		}
 	}
+}
+
+// countTrue counts the true values of a mask.
+func countTrue(mask []bool) int64 {
+	n := int64(0)
+	for _, b := range mask {
+		if b {
+			n++
+		}
+	}
+	return n
 }

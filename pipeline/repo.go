@@ -1,4 +1,4 @@
-package activities
+package pipeline
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -33,25 +32,25 @@ const (
 // not under /tmp: the sandbox mounts checkouts read-only, and its private /tmp would hide them.
 const DefaultScratch = "/var/tmp/ndtrace-scratch"
 
-// repoTrace is what tracing one repository gives: its tests' traces and the function-level items
-// found in them, already traced.
-type repoTrace struct {
+// RepoTrace is what tracing one repository gives: its tests' traces and the function-level items
+// found in them, already TracedItem.
+type RepoTrace struct {
 	// Runner is the test runner used; Tests the number collected, Run the number run (MaxTests).
 	Runner string `json:"runner"`
 	Tests  int    `json:"tests"`
 	Run    int    `json:"run"`
 	// Quarantined lists the tests whose outcome changed under tracing: they give no rows.
 	Quarantined []string `json:"quarantined,omitempty"`
-	// Traces are the traced tests that kept their outcome.
-	Traces []testTrace `json:"traces,omitempty"`
-	// Functions are function-level items found in the traces, traced on their own.
-	Functions []traced `json:"functions,omitempty"`
+	// Traces are the TracedItem tests that kept their outcome.
+	Traces []TestTrace `json:"traces,omitempty"`
+	// Functions are function-level items found in the traces, TracedItem on their own.
+	Functions []TracedItem `json:"functions,omitempty"`
 	// Counts are per-repository counters (tests by outcome and status).
 	Counts map[string]int64 `json:"counts,omitempty"`
 }
 
-// testTrace is one traced test.
-type testTrace struct {
+// TestTrace is one TracedItem test.
+type TestTrace struct {
 	Test      string               `json:"test"`
 	Outcome   string               `json:"outcome"`
 	Status    schemas.Status       `json:"status"`
@@ -61,12 +60,12 @@ type testTrace struct {
 }
 
 // traceRepo checks out the repository of a repository-level item and runs each of its tests
-// (up to MaxTests) untraced and traced in a sandbox that sees the checkout read-only; alive is
+// (up to MaxTests) untraced and TracedItem in a sandbox that sees the checkout read-only; alive is
 // called after every test. A repository that cannot be used (checkout refused, missing dependency,
-// no tests) gives a traced item with status invalid and the reason as its detail; an error is
+// no tests) gives a TracedItem item with status invalid and the reason as its detail; an error is
 // returned only for what a retry may fix.
-func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Limits, co crawl.CheckoutLimits, alive func()) (traced, error) {
-	t := traced{Item: it}
+func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Limits, co crawl.CheckoutLimits, alive func()) (TracedItem, error) {
+	t := TracedItem{Item: it}
 	// Checkout and collection can take minutes: keep the activity's heartbeat going meanwhile.
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
@@ -83,18 +82,18 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 		}
 	}()
 	checkout := "" // the checkout's folder, once made: reasons name files relative to it
-	bad := func(format string, args ...any) (traced, error) {
+	bad := func(format string, args ...any) (TracedItem, error) {
 		t.Status, t.Detail = schemas.StatusInvalid, fmt.Sprintf(format, args...)
 		if checkout != "" {
 			t.Detail = strings.ReplaceAll(t.Detail, checkout+"/", "")
 		}
 		return t, nil
 	}
-	fetcher := a.Fetcher
+	fetcher := trc.Fetcher
 	if fetcher == nil {
 		fetcher = &crawl.Fetcher{}
 	}
-	scratch := a.Scratch
+	scratch := trc.Scratch
 	if scratch == "" {
 		scratch = DefaultScratch
 	}
@@ -122,12 +121,12 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 		}
 	}
 	// A slot of the pool bounds this worker's sandboxes; the repository gets sandboxes of its own.
-	_, release, err := a.Sandboxes.Get(ctx)
+	_, release, err := trc.Sandboxes.Get(ctx)
 	if err != nil {
 		return t, err
 	}
 	defer release()
-	cfg := a.Sandboxes.Config()
+	cfg := trc.Sandboxes.Config()
 	cfg.ReadOnly = append(append([]string(nil), cfg.ReadOnly...), w.Dir)
 	cfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), paths...)
 	sb, err := sandbox.New(ctx, cfg)
@@ -156,7 +155,7 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 	case len(col.Tests) == 0:
 		return bad("no tests found")
 	}
-	rt := &repoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}}
+	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}}
 	if col.MissingModule != "" {
 		// Some test files need a dependency that is not provided; the others still run.
 		rt.Counts["missing_module:"+col.MissingModule]++
@@ -192,11 +191,11 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 			rt.Quarantined = append(rt.Quarantined, test)
 			continue
 		}
-		rt.Traces = append(rt.Traces, testTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
+		rt.Traces = append(rt.Traces, TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
 			Detail: tr.Result.Detail, Events: tr.Result.Events, Functions: tr.Result.Functions})
 	}
 	if it.Repo.Functions {
-		if rt.Functions, err = a.traceFunctions(ctx, cfg, w, it, rt.Traces, lim, alive); err != nil {
+		if rt.Functions, err = trc.traceFunctions(ctx, cfg, w, it, rt.Traces, lim, alive); err != nil {
 			return t, err
 		}
 	}
@@ -209,7 +208,7 @@ func (a *Activities) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.L
 }
 
 // relativize makes the file names of a test trace relative to the checkout dir.
-func relativize(tt *testTrace, dir string) {
+func relativize(tt *TestTrace, dir string) {
 	rel := func(f string) string {
 		if r, ok := strings.CutPrefix(f, dir+"/"); ok {
 			return r
@@ -225,10 +224,10 @@ func relativize(tt *testTrace, dir string) {
 	tt.Detail = strings.ReplaceAll(tt.Detail, dir+"/", "")
 }
 
-// repoRows builds the repository-level rows of a traced repository: for every traced test, every
+// repoRows builds the repository-level rows of a TracedItem repository: for every TracedItem test, every
 // direction and draw, an entry call sampled from the test's trace and a trajectory in its scope.
 // It returns the reason when the repository gives no row.
-func repoRows(t traced, spec schemas.Spec, p debugger.Policy, o dataset.RowOptions, counts map[string]int64) ([]schemas.Row, string) {
+func repoRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, counts map[string]int64) ([]schemas.Row, string) {
 	rt := t.Repo
 	if rt == nil {
 		return nil, "repository: no trace"
@@ -257,9 +256,9 @@ func repoRows(t traced, spec schemas.Spec, p debugger.Policy, o dataset.RowOptio
 					last = err.Error()
 					continue
 				}
-				src := dataset.Source{Level: "repository", RepoURL: t.Item.Path, Commit: commit, Path: entry.File,
+				src := Source{Level: "repository", RepoURL: t.Item.Path, Commit: commit, Path: entry.File,
 					QualName: entry.QualName, SourceID: tt.Test}
-				row, err := dataset.BuildRow(src, tree, code, treeEvents(tree), p, seed, o)
+				row, err := BuildRow(src, tree, code, treeEvents(tree), p, seed, o)
 				if err != nil {
 					counts["dropped:"+reasonKey(err)]++
 					last = err.Error()
@@ -305,7 +304,7 @@ func outcomeKey(r *sandbox.TestResult) string {
 // own: the module's source as the code, the call as the expression, with the checkout importable
 // (so that the module's imports of its own package work). Arguments whose rendering is not a
 // Python literal (objects, cut values) and functions with * or ** parameters are skipped.
-func (a *Activities) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []testTrace, lim sandbox.Limits, alive func()) ([]traced, error) {
+func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []TestTrace, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
 	cands := functionItems(w.Dir, it, traces)
 	if len(cands) == 0 {
 		return nil, nil
@@ -316,13 +315,13 @@ func (a *Activities) traceFunctions(ctx context.Context, cfg sandbox.Config, w *
 		return nil, fmt.Errorf("sandbox for the functions of %s: %w", it.Key, err)
 	}
 	defer sb.Close()
-	var out []traced
+	var out []TracedItem
 	for _, c := range cands {
 		res, err := sb.Run(ctx, sandbox.Request{Code: c.Code, Filename: c.Filename, Call: c.Call, Limits: lim})
 		if err != nil && (res == nil || res.Status == schemas.StatusSandboxError) {
 			return nil, fmt.Errorf("trace %s: %w", c.Key, err)
 		}
-		t := traced{Item: c, Status: schemas.StatusInvalid}
+		t := TracedItem{Item: c, Status: schemas.StatusInvalid}
 		if err != nil {
 			t.Detail = err.Error()
 		} else {
@@ -336,7 +335,7 @@ func (a *Activities) traceFunctions(ctx context.Context, cfg sandbox.Config, w *
 
 // functionItems lists the function-level items found in a repository's test traces, in order of
 // first call, without repeating a function and input.
-func functionItems(dir string, it crawl.Item, traces []testTrace) []crawl.Item {
+func functionItems(dir string, it crawl.Item, traces []TestTrace) []crawl.Item {
 	sources := map[[2]string]schemas.FuncSource{}
 	for _, tt := range traces {
 		for _, f := range tt.Functions {

@@ -1,14 +1,15 @@
-package dataset_test
+package pipeline_test
 
 import (
 	"context"
 	"errors"
+	"github.com/ndtrace/ndtrace/dataset"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -35,19 +36,19 @@ func item(t testing.TB, code, call string) debugger.Item {
 
 const loopCode = "def f(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n    return total\n"
 
-func buildRow(t *testing.T, it debugger.Item, dir debugger.Direction, seed uint64, o dataset.RowOptions) (schemas.Row, error) {
+func buildRow(t *testing.T, it debugger.Item, dir debugger.Direction, seed uint64, o pipeline.RowOptions) (schemas.Row, error) {
 	t.Helper()
 	tree, code, err := it.Tree(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := dataset.Source{Level: "function", Path: "test.jsonl", QualName: "f", SourceID: "loop"}
-	return dataset.BuildRow(src, tree, code, it.Events, debugger.PaperPolicy(), seed, o)
+	src := pipeline.Source{Level: "function", Path: "test.jsonl", QualName: "f", SourceID: "loop"}
+	return pipeline.BuildRow(src, tree, code, it.Events, debugger.PaperPolicy(), seed, o)
 }
 
 func TestBuildRow(t *testing.T) {
 	it := item(t, loopCode, "f(6)")
-	opts := dataset.RowOptions{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
+	opts := pipeline.RowOptions{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
 	for _, dir := range []debugger.Direction{debugger.Forward, debugger.Inverse} {
 		row, err := buildRow(t, it, dir, 3, opts)
 		if err != nil {
@@ -84,13 +85,13 @@ func TestBuildRow(t *testing.T) {
 
 func TestBuildRowTooLong(t *testing.T) {
 	it := item(t, loopCode, "f(200)")
-	base := dataset.RowOptions{Tokenizer: tokenize.Bytes()}
+	base := pipeline.RowOptions{Tokenizer: tokenize.Bytes()}
 	// Long enough for the CODE context and a few states, far too short for the whole trace.
 	base.MaxTokens = 1200
 	step := debugger.StepIntoPolicy()
 	tree, code, _ := it.Tree(debugger.Forward)
-	src := dataset.Source{Level: "function"}
-	row, err := dataset.BuildRow(src, tree, code, it.Events, step, 0, base)
+	src := pipeline.Source{Level: "function"}
+	row, err := pipeline.BuildRow(src, tree, code, it.Events, step, 0, base)
 	if err != nil {
 		t.Fatalf("resample: %v", err)
 	}
@@ -98,14 +99,14 @@ func TestBuildRowTooLong(t *testing.T) {
 		t.Fatalf("re-sampled row: %d tokens, exit %s, %d continue", row.NumTokens, row.Exit, row.ActContinue)
 	}
 	drop := base
-	drop.TooLong = dataset.Drop
-	if _, err := dataset.BuildRow(src, tree, code, it.Events, step, 0, drop); !errors.Is(err, dataset.ErrTooLong) {
+	drop.TooLong = pipeline.Drop
+	if _, err := pipeline.BuildRow(src, tree, code, it.Events, step, 0, drop); !errors.Is(err, pipeline.ErrTooLong) {
 		t.Fatalf("drop: %v", err)
 	}
 	// A CODE context longer than the limit cannot be re-sampled short enough.
 	tiny := base
 	tiny.MaxTokens = 50
-	if _, err := dataset.BuildRow(src, tree, code, it.Events, step, 0, tiny); !errors.Is(err, dataset.ErrTooLong) {
+	if _, err := pipeline.BuildRow(src, tree, code, it.Events, step, 0, tiny); !errors.Is(err, pipeline.ErrTooLong) {
 		t.Fatalf("tiny limit: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
-package activities
+package pipeline
 
 import (
-	"context"
 	_ "github.com/ndtrace/ndtrace/store/drivers"
 	"os"
 	"path/filepath"
@@ -11,58 +10,6 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/schemas"
 )
-
-func TestFilter(t *testing.T) {
-	eval := filepath.Join(t.TempDir(), "eval.jsonl")
-	os.WriteFile(eval, []byte(`{"code": "def g(x):\n    return -x\n"}`+"\n"), 0o644)
-	item := func(key, code, call string) crawl.Item {
-		return crawl.Item{Key: key, Path: "src", Code: code, Call: call}
-	}
-	f1 := "def f(x):\n    return x\n"
-	items := []crawl.Item{
-		item("a", f1, "f(1)"),
-		item("b", "def f(x):  # same\n  return x\n", "f(1)"), // a duplicate of a
-		item("c", f1, "f(2)"),                                // another input
-		item("d", "def g(x):\n    return -x\n", "g(1)"),      // in the evaluation set
-		{Key: "r", Repo: &crawl.RepoTarget{}},                // repositories pass
-	}
-	tests := []struct {
-		name    string
-		spec    schemas.Spec
-		kept    string
-		reasons []string
-	}{
-		{"dedup and decontaminate", schemas.Spec{Decontaminate: []schemas.EvalSetSpec{{Name: "ev", Path: eval}}}, "a c r", []string{"duplicate of a", "decontaminated: ev"}},
-		{"no dedup", schemas.Spec{Dedup: new(bool)}, "a b c d r", nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f, err := newFilter(context.Background(), tc.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kept, rejects := f.items(items)
-			var keys []string
-			for _, it := range kept {
-				keys = append(keys, it.Key)
-			}
-			if got := strings.Join(keys, " "); got != tc.kept {
-				t.Errorf("kept %q, want %q", got, tc.kept)
-			}
-			if len(rejects) != len(tc.reasons) {
-				t.Fatalf("rejects %+v, want %v", rejects, tc.reasons)
-			}
-			for i, r := range rejects {
-				if r.Reason != tc.reasons[i] {
-					t.Errorf("reject %d: %q, want %q", i, r.Reason, tc.reasons[i])
-				}
-			}
-		})
-	}
-	if _, err := newFilter(context.Background(), schemas.Spec{Decontaminate: []schemas.EvalSetSpec{{Name: "x", Path: "/nonexistent.jsonl"}}}); err == nil {
-		t.Error("a missing evaluation set gives no error")
-	}
-}
 
 func TestPlainParams(t *testing.T) {
 	for src, want := range map[string]bool{
@@ -96,7 +43,7 @@ func TestLiteralArgs(t *testing.T) {
 		{v(), "", true},
 		{v("<object object at 0x7f>"), "", false},
 		{v("[1, 2, 3, ..."), "", false},
-		{v("Noisy(3)"), "Noisy(3)", true}, // traced again on its own: a NameError there is a reject
+		{v("Noisy(3)"), "Noisy(3)", true}, // TracedItem again on its own: a NameError there is a reject
 	}
 	for _, tc := range tests {
 		got, ok := literalArgs(tc.locals)
@@ -114,7 +61,7 @@ func TestFunctionItems(t *testing.T) {
 	call := func(fn, arg string) schemas.Event {
 		return schemas.Event{Event: schemas.EventCall, Func: fn, File: file, Locals: schemas.Locals{{Name: "x", Value: arg}}}
 	}
-	traces := []testTrace{{
+	traces := []TestTrace{{
 		Test: "tests/test_m.py::test_double",
 		Events: []schemas.Event{
 			{Event: schemas.EventCall, Func: "test_double", File: filepath.Join(dir, "tests/test_m.py")},
@@ -141,24 +88,10 @@ func TestFunctionItems(t *testing.T) {
 }
 
 func TestRelativize(t *testing.T) {
-	tt := testTrace{Detail: "failed in /s/r/a.py line 3", Events: []schemas.Event{{File: "/s/r/a.py"}, {File: "/usr/lib/x.py"}},
+	tt := TestTrace{Detail: "failed in /s/r/a.py line 3", Events: []schemas.Event{{File: "/s/r/a.py"}, {File: "/usr/lib/x.py"}},
 		Functions: []schemas.FuncSource{{File: "/s/r/pkg/b.py"}}}
 	relativize(&tt, "/s/r")
 	if tt.Events[0].File != "a.py" || tt.Events[1].File != "/usr/lib/x.py" || tt.Functions[0].File != "pkg/b.py" || tt.Detail != "failed in a.py line 3" {
 		t.Errorf("%+v", tt)
-	}
-}
-
-func TestReasonClass(t *testing.T) {
-	for reason, want := range map[string]string{
-		"timeout":                   "timeout",
-		"exception: ValueError":     "exception",
-		"duplicate of x":            "duplicate",
-		"missing module hypothesis": "missing",
-		"":                          "",
-	} {
-		if got := reasonClass(reason); got != want {
-			t.Errorf("reasonClass(%q) = %q, want %q", reason, got, want)
-		}
 	}
 }

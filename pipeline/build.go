@@ -1,0 +1,344 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+// recordKey is where the record of the batch with hash is stored. Records and shards are shared by
+// the versions whose runs plan the same batch, and written once.
+func recordKey(hash string) string { return "batches/" + hash + ".json" }
+
+// BatchRecord is what a finished batch leaves in the dataset: its shards, what became of every
+// item, and its statistics.
+type BatchRecord struct {
+	Hash  string             `json:"hash"`
+	Shard *dataset.ShardInfo `json:"shard"`
+	// Packed is the batch's packed shard, when the spec packs (pack_length).
+	Packed  *dataset.ShardInfo `json:"packed,omitempty"`
+	Items   int                `json:"items"`
+	Rows    int                `json:"rows"`
+	Rejects []schemas.Reject   `json:"rejects"`
+	Counts  map[string]int64   `json:"counts"`
+	// CreatedAt is when the batch's rows were built (their created_at): a later version that
+	// reuses the batch keeps it.
+	CreatedAt time.Time `json:"created_at"`
+	// Stats are the statistics of the batch's rows and rejects, merged into the version's.
+	Stats *dataset.StatsPart `json:"stats,omitempty"`
+}
+
+// BatchSummary is the small part of a BatchRecord that goes back to the workflow.
+type BatchSummary struct {
+	Items    int   `json:"items"`
+	Rows     int   `json:"rows"`
+	Tokens   int64 `json:"tokens"`
+	Rejected int   `json:"rejected"`
+	Poison   int   `json:"poison,omitempty"`
+	Reused   bool  `json:"reused,omitempty"`
+	// Failed is the reason the batch failed on every attempt ("" if it did not).
+	Failed string `json:"failed,omitempty"`
+}
+
+// Summary sums a record up.
+func (rec *BatchRecord) Summary(reused bool) BatchSummary {
+	s := BatchSummary{Items: rec.Items, Rows: rec.Rows, Rejected: len(rec.Rejects), Reused: reused}
+	if rec.Shard != nil {
+		s.Tokens = rec.Shard.Tokens
+	}
+	for _, r := range rec.Rejects {
+		if r.Class == schemas.RejectPoison {
+			s.Poison++
+		}
+	}
+	return s
+}
+
+// runRecordKey is where a run keeps the record of a batch that had poison items: its own, so
+// that a later run traces them again rather than reusing the verdict.
+func (r Run) runRecordKey(hash string) string { return r.WorkPrefix() + "records/" + hash + ".json" }
+
+// ReadRecordFor reads the record of the batch with hash as run sees it: the run's own (a batch
+// with poison items), or the shared one. A missing record gives an error for which
+// store.IsNotExist is true.
+func ReadRecordFor(ctx context.Context, s *store.Store, run Run, hash string) (*BatchRecord, error) {
+	rec, err := readRecordAt(ctx, s, run.runRecordKey(hash), hash)
+	if store.IsNotExist(err) {
+		return readRecordAt(ctx, s, recordKey(hash), hash)
+	}
+	return rec, err
+}
+
+// ReadRecord reads the shared record of the batch with hash; a missing record gives an error for
+// which store.IsNotExist is true.
+func ReadRecord(ctx context.Context, s *store.Store, hash string) (*BatchRecord, error) {
+	return readRecordAt(ctx, s, recordKey(hash), hash)
+}
+
+func readRecordAt(ctx context.Context, s *store.Store, key, hash string) (*BatchRecord, error) {
+	data, err := s.ReadAll(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var rec BatchRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("batch record %s: %w", hash, err)
+	}
+	return &rec, nil
+}
+
+// statsOf returns the statistics of a batch: its record's, or, for a record written before
+// records had them, computed from its shard (one batch's rows).
+func statsOf(ctx context.Context, s *store.Store, rec *BatchRecord) (*dataset.StatsPart, error) {
+	if rec.Stats != nil {
+		return rec.Stats, nil
+	}
+	var rows []schemas.Row
+	if rec.Shard != nil {
+		var err error
+		if rows, err = dataset.ReadRows(ctx, s, rec.Shard.Path, -1); err != nil {
+			return nil, fmt.Errorf("statistics of batch %s: %w", rec.Hash, err)
+		}
+	}
+	p, err := dataset.NewStatsPart(rows)
+	if err != nil {
+		return nil, fmt.Errorf("statistics of batch %s: %w", rec.Hash, err)
+	}
+	p.AddRejects(rec.Rejects)
+	return p, nil
+}
+
+// Builder builds rows: the tokenizers by name, and a hook told of every batch built (metrics).
+type Builder struct {
+	Tokenizers func(name string) (tokenize.Tokenizer, error)
+	// OnBuilt, if set, is told of every batch's rows and rejects.
+	OnBuilt func(rows []schemas.Row, rejects []schemas.Reject)
+}
+
+// BuildShard turns a batch's traces into trajectories, tokenizes them and writes the batch's
+// shard, packed shard and record. A batch whose record exists is reused as it is.
+func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr TraceResult, beat Beat) (BatchSummary, error) {
+	if rec, err := ReadRecordFor(ctx, s, run, tr.Hash); err == nil {
+		return rec.Summary(true), nil
+	} else if !store.IsNotExist(err) {
+		return BatchSummary{}, err
+	}
+	spec := run.Spec
+	tok, err := b.Tokenizers(spec.Tokenizer)
+	if err != nil {
+		return BatchSummary{}, badInput("tokenizer: %v", err)
+	}
+	policy, err := debugger.PolicyByName(spec.Policy)
+	if err != nil {
+		return BatchSummary{}, badInput("policy: %v", err)
+	}
+	opts := RowOptions{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
+		TooLong: TooLong(spec.TooLong), CreatedAt: run.CreatedAt, TracerVersion: sandbox.TracerVersion}
+	rec := &BatchRecord{Hash: tr.Hash, Counts: map[string]int64{}, CreatedAt: run.CreatedAt}
+	var rows []schemas.Row
+	for c := 0; c < tr.Chunks; c++ {
+		ts, err := readRunChunk(ctx, s, run, tr.Hash, c)
+		if err != nil {
+			return BatchSummary{}, err
+		}
+		for _, t := range ts {
+			rec.Items++
+			r, rej := ItemRows(t, spec, policy, opts, rec.Counts)
+			if rej != nil {
+				rec.Rejects = append(rec.Rejects, *rej)
+				continue
+			}
+			rows = append(rows, r...)
+		}
+		beat.beat(c + 1)
+	}
+	rec.Rows = len(rows)
+	if rec.Stats, err = dataset.NewStatsPart(rows); err != nil {
+		return BatchSummary{}, fmt.Errorf("statistics: %w", err)
+	}
+	rec.Stats.AddRejects(rec.Rejects)
+	if b.OnBuilt != nil {
+		b.OnBuilt(rows, rec.Rejects)
+	}
+	poisoned := rec.Summary(false).Poison > 0
+	if len(rows) > 0 {
+		name := "part-" + tr.Hash[:24]
+		if poisoned {
+			// Not the batch's shard (that one holds every item): this run's, without its poison.
+			name += "-" + run.ID[len(run.ID)-8:]
+		}
+		info, err := dataset.WriteShard(ctx, s, name, rows)
+		if errors.Is(err, store.ErrConflict) {
+			// Another run built this batch's shard (with its created_at) and did not get to write
+			// its record: adopt that shard, as a run that found the record would.
+			if rows, info, err = adoptShard(ctx, s, name); err == nil && len(rows) > 0 {
+				rec.CreatedAt = rows[0].CreatedAt
+				rec.Rows = len(rows)
+			}
+		}
+		if err != nil {
+			return BatchSummary{}, fmt.Errorf("write shard: %w", err)
+		}
+		rec.Shard = &info
+		if n := spec.PackLength; n > 0 {
+			if rec.Packed, err = packBatch(ctx, s, tok, name, rows, n, rec.Counts); err != nil {
+				return BatchSummary{}, err
+			}
+		}
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return BatchSummary{}, err
+	}
+	key := recordKey(tr.Hash)
+	if poisoned {
+		key = run.runRecordKey(tr.Hash)
+	}
+	created, err := s.PutFirst(ctx, key, data, "application/json")
+	if err != nil {
+		return BatchSummary{}, fmt.Errorf("write batch record: %w", err)
+	}
+	// The first record written is the batch's (a concurrent run may have won): report that one.
+	won, err := readRecordAt(ctx, s, key, tr.Hash)
+	if err != nil {
+		return BatchSummary{}, err
+	}
+	return won.Summary(!created), nil
+}
+
+// ItemRows builds every row of one traced item, or the reject that says why it gives none.
+func ItemRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, counts map[string]int64) ([]schemas.Row, *schemas.Reject) {
+	reject := func(class schemas.RejectClass, reason string) ([]schemas.Row, *schemas.Reject) {
+		return nil, &schemas.Reject{Source: rejectSource(t.Item), Key: t.Item.Key, Class: class, Reason: reason}
+	}
+	switch {
+	case t.Poison != "":
+		return reject(schemas.RejectPoison, "poison: "+t.Poison)
+	case t.Item.Repo != nil && t.Repo == nil:
+		reason := t.Detail // the repository could not be used
+		if reason == "" {
+			reason = string(t.Status)
+		}
+		return reject(schemas.RejectRepository, reason)
+	case t.Item.Repo != nil:
+		rows, reason := repoRows(t, spec, p, o, counts)
+		if reason != "" {
+			return reject(schemas.RejectNoTrajectory, reason)
+		}
+		return rows, nil
+	}
+	if _, err := debugger.ExitFor(t.Status); err != nil {
+		if t.Detail != "" {
+			return reject(schemas.StatusReject(t.Status), fmt.Sprintf("%s: %s", t.Status, t.Detail))
+		}
+		return reject(schemas.StatusReject(t.Status), string(t.Status))
+	}
+	item := debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Events: t.Events, Blocks: t.Blocks, Status: t.Status}
+	src := Source{Level: "function", RepoURL: t.Item.RepoURL, Commit: t.Item.Commit, Path: t.Item.Path,
+		QualName: t.Item.QualName, SourceID: t.Item.SourceID}
+	var rows []schemas.Row
+	var last string
+	for _, dir := range spec.Directions {
+		tree, code, err := item.Tree(debugger.Direction(dir))
+		if err != nil {
+			counts["skipped:"+dir+":"+reasonKey(err)]++
+			last = err.Error()
+			continue
+		}
+		for k := 0; k < spec.TrajectoriesPerTrace; k++ {
+			seed := trajectorySeed(spec.Seed, t.Item.Key, dir, k)
+			row, err := BuildRow(src, tree, code, t.Events, p, seed, o)
+			if err != nil {
+				counts["dropped:"+reasonKey(err)]++
+				last = err.Error()
+				continue
+			}
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		if last == "" {
+			last = "no trajectory"
+		}
+		return reject(schemas.RejectNoTrajectory, last)
+	}
+	return rows, nil
+}
+
+// reasonKey is a short counter key for an error.
+func reasonKey(err error) string {
+	switch {
+	case errors.Is(err, ErrTooLong):
+		return "too_long"
+	case errors.Is(err, debugger.ErrNoInverse):
+		return "run_cut_off"
+	case errors.Is(err, tokenize.ErrSpecialToken):
+		return "special_token_in_source"
+	}
+	return "error"
+}
+
+// trajectorySeed derives a trajectory's seed from the spec's seed, the item and the draw.
+func trajectorySeed(seed uint64, key, dir string, k int) uint64 {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d/%s/%s/%d", seed, key, dir, k)
+	return binary.LittleEndian.Uint64(h.Sum(nil)[:8])
+}
+
+// packBatch packs a batch's rows into sequences of n tokens (dataset.Pack, padded with the
+// tokenizer's end-of-text id) and writes them as the packed shard name. Rows longer than n are
+// counted as packing_too_long; it returns nil when no row fits.
+func packBatch(ctx context.Context, s *store.Store, tok tokenize.Tokenizer, name string, rows []schemas.Row, n int, counts map[string]int64) (*dataset.ShardInfo, error) {
+	pad, ok := tok.SpecialID(tokenize.EndOfText)
+	if !ok {
+		return nil, badInput("tokenizer %s has no id for %s to pad packed sequences with", tok.Name(), tokenize.EndOfText)
+	}
+	seqs, tooLong, err := dataset.Pack(rows, n, pad)
+	if err != nil {
+		return nil, err
+	}
+	if len(tooLong) > 0 {
+		counts["packing_too_long"] += int64(len(tooLong))
+	}
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	info, err := dataset.WritePackedShard(ctx, s, name, seqs, n)
+	if err != nil {
+		return nil, fmt.Errorf("write packed shard: %w", err)
+	}
+	return &info, nil
+}
+
+// adoptShard reads the shard stored under name and returns its rows and their info (encoding is
+// deterministic, so the info is that of the stored bytes).
+func adoptShard(ctx context.Context, s *store.Store, name string) ([]schemas.Row, dataset.ShardInfo, error) {
+	rows, err := dataset.ReadRows(ctx, s, dataset.ShardPath(name), -1)
+	if err != nil {
+		return nil, dataset.ShardInfo{}, fmt.Errorf("adopt shard %s: %w", name, err)
+	}
+	_, info, err := dataset.EncodeShard(rows)
+	if err != nil {
+		return nil, dataset.ShardInfo{}, fmt.Errorf("adopt shard %s: %w", name, err)
+	}
+	info.Path = dataset.ShardPath(name)
+	stored, err := s.Stat(ctx, info.Path)
+	if err != nil {
+		return nil, dataset.ShardInfo{}, err
+	}
+	if stored.Size != info.Bytes {
+		return nil, dataset.ShardInfo{}, fmt.Errorf("adopt shard %s: re-encoding its %d rows gives %d bytes, not the %d stored", name, len(rows), info.Bytes, stored.Size)
+	}
+	return rows, info, nil
+}

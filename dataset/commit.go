@@ -17,6 +17,11 @@ import (
 	"github.com/ndtrace/ndtrace/store"
 )
 
+// VersionsDir holds the versions of a dataset: versions/<id>/ the objects of version id (its
+// manifest, shard index, rejects, statistics). Datasets of ndtrace before manifest format 3 kept
+// each version's manifest as versions/manifest-<created_at>.json.
+const VersionsDir = "versions/"
+
 // VersionPrefix is where the objects of version id live: its manifest, rejects and statistics.
 func VersionPrefix(id string) string { return VersionsDir + id + "/" }
 

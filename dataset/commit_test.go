@@ -2,6 +2,8 @@ package dataset
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +73,28 @@ func TestCommitChain(t *testing.T) {
 	}
 	if _, err := EachReject(ctx, s, m, func(schemas.Reject) error { return nil }); err == nil {
 		t.Error("a tampered rejects object was read")
+	}
+}
+
+// TestCommitRefusesOversizedManifest lists so many shards inline that the manifest passes the size
+// readers accept: the commit fails before anything is written.
+func TestCommitRefusesOversizedManifest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	ctx := context.Background()
+	s := openTest(t, "mem://")
+	var m Manifest
+	m.CreatedAt = time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 300_000; i++ {
+		m.Shards = append(m.Shards, ShardInfo{Path: ShardPath(fmt.Sprintf("part-%024x", i)), Rows: 1, Tokens: 10, LearnedTokens: 5,
+			Bytes: 100, SHA256: fmt.Sprintf("%064x", i)})
+	}
+	_, _, err := Commit(ctx, s, "v1", m)
+	if err == nil || !strings.Contains(err.Error(), "more than readers accept") {
+		t.Fatalf("Commit = %v, want the size refused", err)
+	}
+	if ok, _ := s.Exists(ctx, ManifestKey); ok {
+		t.Error("a manifest was written")
 	}
 }

@@ -450,6 +450,10 @@ func prepareManifest(ctx context.Context, st *store.Store, m *Manifest) ([]byte,
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(data) > MaxManifestBytes {
+		// Readers refuse it: fail before anything is committed.
+		return nil, nil, fmt.Errorf("dataset: manifest: %d bytes, more than readers accept (%d): list the shards in a shard index", len(data), MaxManifestBytes)
+	}
 	if err := CheckStored(ctx, st, m.Shards); err != nil {
 		return nil, nil, err
 	}

@@ -505,7 +505,10 @@ func BatchWorkflow(ctx workflow.Context, in BatchInput) (pipeline.BatchSummary, 
 			return s, err
 		}
 		s = pipeline.BatchSummary{Failed: err.Error()}
-		rctx := workflow.WithActivityOptions(ctx, ioOptions(5*time.Minute, time.Hour))
+		// RecordFailure is one small write: no heartbeats, so no heartbeat timeout.
+		ro := ioOptions(5*time.Minute, time.Hour)
+		ro.HeartbeatTimeout = 0
+		rctx := workflow.WithActivityOptions(ctx, ro)
 		if rerr := workflow.ExecuteActivity(rctx, a.RecordFailure, in.BatchInput, err.Error()).Get(ctx, nil); rerr != nil {
 			return s, fmt.Errorf("%w (and recording the failure: %v)", err, rerr)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,10 +103,12 @@ func TestChaos(t *testing.T) {
 	want := goldenShards(t, bucket.URL("base"))
 
 	// The disturbed run: a server process (no worker) and worker processes.
-	port, err := freePort()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	db := filepath.Join(dir, "temporal.db")
 	spec := specFor("chaos", "chaos")

@@ -108,6 +108,16 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	defer w.Remove()
 	checkout = w.Dir
 	paths := append([]string(nil), it.Repo.PythonPath...)
+	// Where the project's packages are when not at the top (src/ layout, package-dir...), as an
+	// editable install would put them on sys.path: read from its declarations, never by running
+	// its setup code.
+	roots, err := crawl.ImportRoots(w.Dir)
+	if err != nil {
+		return bad("import layout: %v", err)
+	}
+	for _, r := range roots {
+		paths = append(paths, filepath.Join(w.Dir, filepath.FromSlash(r)))
+	}
 	if it.Repo.Venv != "" {
 		sp, err := sandbox.VenvSitePackages(it.Repo.Venv)
 		if err != nil {

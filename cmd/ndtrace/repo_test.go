@@ -216,3 +216,45 @@ func checkMergedStats(t *testing.T, url string) {
 		t.Errorf("merged statistics differ from computed ones:\nmerged   %s\ncomputed %s", a, b)
 	}
 }
+
+// TestRunImportLayouts traces repositories whose packages are not at the top level (a src layout
+// declared in pyproject.toml, a lib folder declared in setup.cfg): their tests import the package
+// as after an editable install, so both give repository-level rows and no reject.
+func TestRunImportLayouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	var list strings.Builder
+	for _, name := range []string{"src_layout", "lib_layout"} {
+		url, _ := testrepos.Git(t, name)
+		fmt.Fprintf(&list, "%s main\n", url)
+	}
+	listPath := filepath.Join(dir, "repos.txt")
+	os.WriteFile(listPath, []byte(list.String()), 0o644)
+	out := filepath.Join(dir, "data")
+	spec := writeSpec(t, dir, fmt.Sprintf("name: layouts\noutput: %s\nsources:\n  - kind: repository\n    list: %s\nlimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n", out, listPath))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr.String())
+	}
+	m, _ := checkDataset(t, out)
+	ctx := context.Background()
+	st, _ := store.Open(ctx, out)
+	defer st.Close()
+	repos := map[string]int{}
+	for _, s := range m.Shards {
+		rows, err := dataset.ReadRows(ctx, st, s.Path, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Level == "repository" {
+				repos[filepath.Base(r.RepoURL)]++
+			}
+		}
+	}
+	if len(repos) != 2 || m.Counts["tests:passed"] != 5 {
+		t.Errorf("repository-level rows by repository %v, counts %v; rejects:\n%s", repos, m.Counts, readRejects(t, out))
+	}
+}

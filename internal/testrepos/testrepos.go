@@ -25,6 +25,13 @@
 //   - unittest_only: textutil.py (word_count, title_case, class Stack) with tests written as
 //     unittest.TestCase classes, discoverable with `python -m unittest discover` from the root (five
 //     tests, all pass). Exercises the unittest runner.
+//   - src_layout: the src layout. pyproject.toml declares its packages under src/
+//     ([tool.setuptools.packages.find] where), src/geometry is the package (area, perimeter) and
+//     tests/test_shapes.py imports it as installed (three tests, all pass with src on sys.path; none
+//     collects without). Exercises import layouts (crawl.ImportRoots).
+//   - lib_layout: setup.cfg declares package_dir =lib; lib/textkit is the package (shout) and
+//     tests/test_textkit.py imports it (two tests, all pass with lib on sys.path). Exercises import
+//     layouts declared in setup.cfg.
 //   - trace_sensitive: counter.py (double, traced_now, class Noisy whose __repr__ counts its calls);
 //     test_double passes either way, test_repr_side_effect fails when a tracer renders locals with
 //     repr() and test_not_traced fails when sys.gettrace() is set. Exercises the quarantine of tests

@@ -1,0 +1,208 @@
+package crawl
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// ImportRoots returns the folders of a checkout (relative to dir, slash-separated, sorted) that
+// an editable install of the project would put on sys.path besides dir itself: where its packages
+// live when that is not the top level. It reads the declarations, and runs none of the project's
+// code (setup.py is never executed):
+//
+//   - pyproject.toml: [tool.setuptools] package-dir {"" = "src"}, [tool.setuptools.packages.find]
+//     where, [tool.poetry] packages' "from", [tool.hatch.build.targets.wheel] packages ("src/pkg"
+//     gives "src"), [tool.flit.module] and [tool.pdm.build] package-dir;
+//   - setup.cfg: [options] package_dir (the "=src" entry) and [options.packages.find] where;
+//   - otherwise a src/ folder that holds a package or a module (the src layout's convention).
+//
+// A declared folder that does not exist, or that escapes dir, is left out. A malformed
+// pyproject.toml or setup.cfg is an error naming the file.
+func ImportRoots(dir string) ([]string, error) {
+	var roots []string
+	add := func(p string) {
+		p = path.Clean(strings.TrimSpace(filepath.ToSlash(p)))
+		if p == "." || p == "" || strings.HasPrefix(p, "../") || p == ".." || path.IsAbs(p) {
+			return
+		}
+		if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(p))); err != nil || !fi.IsDir() {
+			return
+		}
+		if !slices.Contains(roots, p) {
+			roots = append(roots, p)
+		}
+	}
+	declared, err := pyprojectRoots(filepath.Join(dir, "pyproject.toml"))
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := setupCfgRoots(filepath.Join(dir, "setup.cfg"))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range append(declared, cfg...) {
+		add(p)
+	}
+	if len(roots) == 0 && holdsPython(filepath.Join(dir, "src")) {
+		add("src")
+	}
+	slices.Sort(roots)
+	return roots, nil
+}
+
+// pyprojectRoots reads the import roots a pyproject.toml declares (none if it is missing).
+func pyprojectRoots(p string) ([]string, error) {
+	data, err := os.ReadFile(p)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	var doc struct {
+		Tool struct {
+			Setuptools struct {
+				PackageDir map[string]string `toml:"package-dir"`
+				Packages   any               `toml:"packages"` // a list, or {find = {where = [...]}}
+			} `toml:"setuptools"`
+			Poetry struct {
+				Packages []struct {
+					From string `toml:"from"`
+				} `toml:"packages"`
+			} `toml:"poetry"`
+			Hatch struct {
+				Build struct {
+					Targets struct {
+						Wheel struct {
+							Packages []string `toml:"packages"`
+						} `toml:"wheel"`
+					} `toml:"targets"`
+				} `toml:"build"`
+			} `toml:"hatch"`
+			PDM struct {
+				Build struct {
+					PackageDir string `toml:"package-dir"`
+				} `toml:"build"`
+			} `toml:"pdm"`
+		} `toml:"tool"`
+	}
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("crawl: pyproject.toml: %w", err)
+	}
+	var roots []string
+	st := doc.Tool.Setuptools
+	if d, ok := st.PackageDir[""]; ok {
+		roots = append(roots, d)
+	}
+	if m, ok := st.Packages.(map[string]any); ok {
+		if find, ok := m["find"].(map[string]any); ok {
+			if where, ok := find["where"].([]any); ok {
+				for _, w := range where {
+					if s, ok := w.(string); ok {
+						roots = append(roots, s)
+					}
+				}
+			}
+		}
+	}
+	for _, p := range doc.Tool.Poetry.Packages {
+		if p.From != "" {
+			roots = append(roots, p.From)
+		}
+	}
+	for _, p := range doc.Tool.Hatch.Build.Targets.Wheel.Packages {
+		if d := path.Dir(filepath.ToSlash(p)); d != "." {
+			roots = append(roots, d)
+		}
+	}
+	if d := doc.Tool.PDM.Build.PackageDir; d != "" {
+		roots = append(roots, d)
+	}
+	return roots, nil
+}
+
+// setupCfgRoots reads the import roots a setup.cfg declares (none if it is missing). It reads the
+// INI format's sections and keys, with continuation lines, as setuptools does.
+func setupCfgRoots(p string) ([]string, error) {
+	data, err := os.ReadFile(p)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	values := map[string]string{} // "section.key" -> value (continuation lines joined by \n)
+	section, last := "", ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, ";"):
+		case strings.HasPrefix(trimmed, "[") && strings.HasSuffix(trimmed, "]"):
+			section, last = strings.TrimSpace(trimmed[1:len(trimmed)-1]), ""
+		case (line[0] == ' ' || line[0] == '\t') && last != "":
+			values[last] += "\n" + trimmed
+		default:
+			k, v, ok := strings.Cut(trimmed, "=")
+			if !ok {
+				k, v, ok = strings.Cut(trimmed, ":")
+			}
+			if !ok {
+				return nil, fmt.Errorf("crawl: setup.cfg: [%s]: line %q is not key = value", section, trimmed)
+			}
+			last = section + "." + strings.TrimSpace(k)
+			values[last] = strings.TrimSpace(v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("crawl: setup.cfg: %w", err)
+	}
+	var roots []string
+	// package_dir: "=src" on its line, or on a continuation line; "pkg = dir" entries map one
+	// package to a folder (its parent is not a root, so they are not roots).
+	for _, entry := range strings.Split(values["options.package_dir"], "\n") {
+		if k, v, ok := strings.Cut(entry, "="); ok && strings.TrimSpace(k) == "" {
+			roots = append(roots, strings.TrimSpace(v))
+		}
+	}
+	for _, w := range strings.Fields(strings.ReplaceAll(values["options.packages.find.where"], ",", " ")) {
+		roots = append(roots, w)
+	}
+	return roots, nil
+}
+
+// holdsPython reports whether dir holds a Python package (a folder with Python files) or module.
+func holdsPython(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case !e.IsDir() && strings.HasSuffix(name, ".py"):
+			return true
+		case e.IsDir() && !strings.HasPrefix(name, ".") && !strings.HasSuffix(name, ".egg-info"):
+			sub, err := os.ReadDir(filepath.Join(dir, name))
+			if err != nil {
+				continue
+			}
+			for _, f := range sub {
+				if strings.HasSuffix(f.Name(), ".py") {
+					return true // a package, or a namespace package
+				}
+			}
+		}
+	}
+	return false
+}

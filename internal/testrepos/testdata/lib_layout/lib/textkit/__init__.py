@@ -1,0 +1,5 @@
+def shout(word, times):
+    out = []
+    for _ in range(times):
+        out.append(word.upper())
+    return " ".join(out)

@@ -1,0 +1,1 @@
+from geometry.shapes import area, perimeter

@@ -7,12 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
-	"os"
-	"path"
 	"strings"
-
-	"gocloud.dev/blob"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -110,30 +105,9 @@ func funcName(call string) string {
 
 // ReadFile reads a local path or a bucket URL (s3://bucket/key?…, gs://…, azblob://…, file:///…).
 func ReadFile(ctx context.Context, p string) ([]byte, error) {
-	u, err := url.Parse(p)
-	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 { // no scheme (or a Windows drive letter)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("crawl: %w", err)
-		}
-		return b, nil
-	}
-	key := strings.TrimPrefix(u.Path, "/")
-	bucketURL := *u
-	if u.Scheme == "file" {
-		bucketURL.Path = path.Dir(u.Path)
-		key = path.Base(u.Path)
-	} else {
-		bucketURL.Path = ""
-	}
-	b, err := blob.OpenBucket(ctx, bucketURL.String())
+	r, err := OpenAt(ctx, p, 0)
 	if err != nil {
-		return nil, fmt.Errorf("crawl: open %s: %w", p, err)
-	}
-	defer b.Close()
-	r, err := b.NewReader(ctx, key, nil)
-	if err != nil {
-		return nil, fmt.Errorf("crawl: read %s: %w", p, err)
+		return nil, err
 	}
 	defer r.Close()
 	data, err := io.ReadAll(r)

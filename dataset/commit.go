@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -102,7 +101,7 @@ func Commit(ctx context.Context, st *store.Store, id string, m Manifest) (*Manif
 		if string(other) == id {
 			break // our own claim, from an attempt before
 		}
-		om, err := readVersion(ctx, st, string(other))
+		om, err := ReadVersion(ctx, st, string(other))
 		if err != nil {
 			return nil, false, err
 		}
@@ -138,25 +137,14 @@ func Commit(ctx context.Context, st *store.Store, id string, m Manifest) (*Manif
 	return committed, tip == id, nil
 }
 
-// readVersion reads the manifest of version id.
-func readVersion(ctx context.Context, st *store.Store, id string) (*Manifest, error) {
+// ReadVersion reads the manifest of version id (format 3). An unknown id gives an error for
+// which store.IsNotExist is true.
+func ReadVersion(ctx context.Context, st *store.Store, id string) (*Manifest, error) {
 	data, err := st.ReadLimit(ctx, versionManifestKey(id), MaxManifestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: version %s: %w", id, err)
 	}
 	return ParseManifest(data)
-}
-
-// errNoVersion is returned by ReadVersion for an unknown id.
-var errNoVersion = errors.New("no such version")
-
-// ReadVersion reads the manifest of version id (format 3).
-func ReadVersion(ctx context.Context, st *store.Store, id string) (*Manifest, error) {
-	m, err := readVersion(ctx, st, id)
-	if store.IsNotExist(err) {
-		return nil, fmt.Errorf("dataset: %s: %w: %w", id, errNoVersion, err)
-	}
-	return m, err
 }
 
 // PutShardPage stores shards (sorted by path here) as one page of a shard index under key,

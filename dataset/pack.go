@@ -62,8 +62,8 @@ func Pack(rows []schemas.Row, seqLen int, padID int32) (packed []schemas.PackedR
 	return packed, tooLong, nil
 }
 
-// countTrue counts the true entries of a loss mask: the tokens learned.
-func countTrue(mask []bool) int64 {
+// LearnedTokens counts the true entries of a loss mask: the tokens learned.
+func LearnedTokens(mask []bool) int64 {
 	n := int64(0)
 	for _, m := range mask {
 		if m {
@@ -148,7 +148,7 @@ func EncodePackedShard(seqs []schemas.PackedRow, seqLen int) ([]byte, ShardInfo,
 			return nil, ShardInfo{}, fmt.Errorf("dataset: encode packed shard: sequence %d column %s: %s", i, col, msg)
 		}
 		info.Tokens += int64(seqs[i].NumTokens)
-		info.LearnedTokens += countTrue(seqs[i].LossMask)
+		info.LearnedTokens += LearnedTokens(seqs[i].LossMask)
 	}
 	// Sequences have the same size: row groups of ~64 MiB of ids, at most MaxRowsPerRowGroup rows.
 	perGroup := max(1, min(MaxRowsPerRowGroup, MaxRowGroupBytes/(5*seqLen+64)))

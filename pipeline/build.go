@@ -80,22 +80,8 @@ func ReadRecordFor(ctx context.Context, s *store.Store, run Run, hash string) (*
 	return rec, err
 }
 
-// ReadRecord reads the shared record of the batch with hash; a missing record gives an error for
-// which store.IsNotExist is true.
-func ReadRecord(ctx context.Context, s *store.Store, hash string) (*BatchRecord, error) {
-	return readRecordAt(ctx, s, recordKey(hash), hash)
-}
-
 func readRecordAt(ctx context.Context, s *store.Store, key, hash string) (*BatchRecord, error) {
-	data, err := s.ReadAll(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	var rec BatchRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("batch record %s: %w", hash, err)
-	}
-	return &rec, nil
+	return readJSON[BatchRecord](ctx, s, key, "batch record "+hash)
 }
 
 // statsOf returns the statistics of a batch: its record's, or, for a record written before

@@ -65,14 +65,8 @@ func (r Run) VersionPrefix() string { return dataset.VersionPrefix(r.ID) }
 // object of the version. Its memory is bounded by the page. A page finalized before is read back.
 func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page int, beat Beat) (*PageSummary, error) {
 	key := run.pageSummaryKey(p, page)
-	if data, err := s.ReadAll(ctx, key); err == nil {
-		var ps PageSummary
-		if err := json.Unmarshal(data, &ps); err != nil {
-			return nil, fmt.Errorf("page summary %s: %w", key, err)
-		}
-		return &ps, nil
-	} else if !store.IsNotExist(err) {
-		return nil, err
+	if done, err := readDone[PageSummary](ctx, s, key, "page summary "+key); err != nil || done != nil {
+		return done, err
 	}
 	ps := &PageSummary{Counts: map[string]int64{}}
 	var rejects []schemas.Reject
@@ -80,20 +74,11 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 	stats := &dataset.StatsPart{}
 	var pageRejects []schemas.Reject // of this page's planning and failed batches (not in a record)
 	for _, k := range []string{run.pageRejectsKey(p, page), run.formRejectsKey(p, page)} {
-		data, err := s.ReadAll(ctx, k)
+		rs, err := readJSONL[schemas.Reject](ctx, s, k)
 		if err != nil {
 			return nil, err
 		}
-		if err := eachJSONLine(data, func(line []byte) error {
-			var r schemas.Reject
-			if err := json.Unmarshal(line, &r); err != nil {
-				return fmt.Errorf("%s: %w", k, err)
-			}
-			rejects = append(rejects, r)
-			return nil
-		}); err != nil {
-			return nil, err
-		}
+		rejects = append(rejects, rs...)
 	}
 	ps.Counts["items"] += int64(len(rejects))
 	pageRejects = append(pageRejects, rejects...)
@@ -104,7 +89,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 	for i, o := range outcomes {
 		fb := o.FormedBatch
 		if o.Failed {
-			failed, err := readFailure(ctx, s, run, fb.Ref.String())
+			failed, err := readJSON[FailedBatch](ctx, s, run.FailedKey(fb.Ref), "failure of "+fb.Ref.String())
 			if err != nil {
 				return nil, err
 			}
@@ -214,19 +199,6 @@ func countReject(counts map[string]int64, r schemas.Reject) {
 	case schemas.RejectDecontaminated:
 		counts["decontaminated:"+strings.TrimPrefix(r.Reason, "decontaminated: ")]++
 	}
-}
-
-// readFailure reads the failure record of a batch.
-func readFailure(ctx context.Context, s *store.Store, run Run, ref string) (*FailedBatch, error) {
-	data, err := s.ReadAll(ctx, fmt.Sprintf("%sfailed/%s.json", run.WorkPrefix(), ref))
-	if err != nil {
-		return nil, err
-	}
-	var f FailedBatch
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("failure of %s: %w", ref, err)
-	}
-	return &f, nil
 }
 
 // CommitInput says what a version holds: the pages to gather, by phase.
@@ -426,21 +398,5 @@ func pageOutcomes(ctx context.Context, s *store.Store, run Run, p Phase, page in
 	} else if err != nil {
 		return nil, err
 	}
-	data, err := s.ReadAll(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	var out []pageOutcome
-	err = eachJSONLine(data, func(line []byte) error {
-		var o pageOutcome
-		if err := json.Unmarshal(line, &o); err != nil {
-			return err
-		}
-		out = append(out, o)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return out, nil
+	return readJSONL[pageOutcome](ctx, s, key)
 }

@@ -42,15 +42,11 @@ func batchSalt(run Run, p Phase) string {
 
 // ReadBatch reads a planned batch.
 func ReadBatch(ctx context.Context, s *store.Store, run Run, ref BatchRef) (*PlannedBatch, error) {
-	data, err := s.ReadAll(ctx, run.BatchKey(ref))
+	b, err := readJSON[PlannedBatch](ctx, s, run.BatchKey(ref), "batch "+ref.String())
 	if err != nil {
 		return nil, fmt.Errorf("batch %s: %w", ref, err)
 	}
-	var b PlannedBatch
-	if err := json.Unmarshal(data, &b); err != nil {
-		return nil, fmt.Errorf("batch %s: %w", ref, err)
-	}
-	return &b, nil
+	return b, nil
 }
 
 // FormResult is the state of a phase's batch formation after a page: the batches formed so far,
@@ -72,31 +68,18 @@ type FormResult struct {
 // the batches' trace chunks, so tracing them has nothing left to do. A page formed before is not
 // formed again.
 func FormBatches(ctx context.Context, s *store.Store, run Run, p Phase, page, pages int, prev FormResult, beat Beat) (FormResult, error) {
-	if data, err := s.ReadAll(ctx, run.formDoneKey(p, page)); err == nil {
-		var res FormResult
-		if err := json.Unmarshal(data, &res); err != nil {
-			return FormResult{}, fmt.Errorf("formed page %d: %w", page, err)
+	if done, err := readDone[FormResult](ctx, s, run.formDoneKey(p, page), fmt.Sprintf("formed page %d", page)); err != nil || done != nil {
+		if err != nil {
+			return FormResult{}, err
 		}
-		return res, nil
-	} else if !store.IsNotExist(err) {
-		return FormResult{}, err
+		return *done, nil
 	}
 	res := prev
 	res.Page = page
 	var fns []pageLine
 	if prev.Carry > 0 {
-		data, err := s.ReadAll(ctx, run.formCarryKey(p, page-1))
-		if err != nil {
-			return FormResult{}, err
-		}
-		if err := eachJSONLine(data, func(line []byte) error {
-			var l pageLine
-			if err := json.Unmarshal(line, &l); err != nil {
-				return err
-			}
-			fns = append(fns, l)
-			return nil
-		}); err != nil {
+		var err error
+		if fns, err = readJSONL[pageLine](ctx, s, run.formCarryKey(p, page-1)); err != nil {
 			return FormResult{}, fmt.Errorf("carry of page %d: %w", page-1, err)
 		}
 	}
@@ -238,21 +221,5 @@ func (r Run) formedKey(p Phase, page int) string {
 
 // readFormed lists the batches formed in a page.
 func readFormed(ctx context.Context, s *store.Store, run Run, p Phase, page int) ([]FormedBatch, error) {
-	data, err := s.ReadAll(ctx, run.formedKey(p, page))
-	if err != nil {
-		return nil, err
-	}
-	var out []FormedBatch
-	err = eachJSONLine(data, func(line []byte) error {
-		var f FormedBatch
-		if err := json.Unmarshal(line, &f); err != nil {
-			return err
-		}
-		out = append(out, f)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("batches of page %d: %w", page, err)
-	}
-	return out, nil
+	return readJSONL[FormedBatch](ctx, s, run.formedKey(p, page))
 }

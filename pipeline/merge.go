@@ -95,14 +95,11 @@ func (h *recordHeap) Pop() any {
 // run's dedup keys, sharded by their first byte, for datasets that name this one in their
 // dedup_against. Memory is bounded by the number of pages (a read buffer each) and dropFlushAt.
 func MergeKeys(ctx context.Context, s *store.Store, run Run, p Phase, pages int, from MergeCursor, beat Beat) (MergeResult, error) {
-	if data, err := s.ReadAll(ctx, run.mergeDoneKey(p)); err == nil {
-		var res MergeResult
-		if err := json.Unmarshal(data, &res); err != nil {
-			return MergeResult{}, fmt.Errorf("merge of %s: %w", p, err)
+	if done, err := readDone[MergeResult](ctx, s, run.mergeDoneKey(p), "merge of "+string(p)); err != nil || done != nil {
+		if err != nil {
+			return MergeResult{}, err
 		}
-		return res, nil
-	} else if !store.IsNotExist(err) {
-		return MergeResult{}, err
+		return *done, nil
 	}
 	dedup := run.Spec.DedupOn()
 	m := &merger{ctx: ctx, s: s, run: run, phase: p, dedup: dedup, drops: map[int][]drop{}, flushes: from.Flushes,
@@ -315,38 +312,11 @@ func (m *merger) flush() error {
 func readDrops(ctx context.Context, s *store.Store, run Run, p Phase, page int) (map[int64]string, error) {
 	out := map[int64]string{}
 	err := s.List(ctx, run.dropPrefix(p, page), func(key string, _ int64) error {
-		data, err := s.ReadAll(ctx, key)
-		if err != nil {
-			return err
-		}
-		return eachJSONLine(data, func(line []byte) error {
-			var d drop
-			if err := json.Unmarshal(line, &d); err != nil {
-				return fmt.Errorf("%s: %w", key, err)
-			}
+		ds, err := readJSONL[drop](ctx, s, key)
+		for _, d := range ds {
 			out[d.O] = d.First
-			return nil
-		})
+		}
+		return err
 	})
 	return out, err
-}
-
-// eachJSONLine calls fn with every non-empty line of data.
-func eachJSONLine(data []byte, fn func([]byte) error) error {
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		line := data
-		if i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		if err := fn(line); err != nil {
-			return err
-		}
-	}
-	return nil
 }

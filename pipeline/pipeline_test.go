@@ -333,7 +333,7 @@ func TestAdoptShard(t *testing.T) {
 		t.Fatalf("version A built no rows: %+v", sumA)
 	}
 	b0, _ := ReadBatch(ctx, s, a, ref)
-	recA, err := ReadRecord(ctx, s, b0.Hash)
+	recA, err := readRecordAt(ctx, s, recordKey(b0.Hash), b0.Hash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestAdoptShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, sumB := build(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
-	recB, err := ReadRecord(ctx, s, b0.Hash)
+	recB, err := readRecordAt(ctx, s, recordKey(b0.Hash), b0.Hash)
 	if err != nil {
 		t.Fatal(err)
 	}

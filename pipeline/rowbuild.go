@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/dataset"
 	"time"
 
 	"github.com/ndtrace/ndtrace/debugger"
@@ -134,7 +135,7 @@ func BuildRow(src Source, tree *debugger.Tree, code string, events []schemas.Eve
 		CodeChars: int32(len([]rune(traj.Code))), TracerVersion: o.TracerVersion, PipelineVersion: Version,
 		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
 	}
-	row.NumLearned = int32(countTrue(mask))
+	row.NumLearned = int32(dataset.LearnedTokens(mask))
 	countActions(&row, traj)
 	countEvents(&row, events)
 	row.ID = RowID(row)
@@ -216,15 +217,4 @@ func countEvents(r *schemas.Row, events []schemas.Event) {
 			r.EvException++
 		}
 	}
-}
-
-// countTrue counts the true values of a mask.
-func countTrue(mask []bool) int64 {
-	n := int64(0)
-	for _, b := range mask {
-		if b {
-			n++
-		}
-	}
-	return n
 }

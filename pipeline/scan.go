@@ -117,18 +117,7 @@ func (w *pageWriter) write(ctx context.Context, s *store.Store, run Run, p Phase
 
 // pageDone returns the recorded result of a page scanned before, if any.
 func pageDone(ctx context.Context, s *store.Store, run Run, p Phase, page int) (*ScanResult, error) {
-	data, err := s.ReadAll(ctx, run.pageDoneKey(p, page))
-	if store.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var res ScanResult
-	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, fmt.Errorf("page %d: %w", page, err)
-	}
-	return &res, nil
+	return readDone[ScanResult](ctx, s, run.pageDoneKey(p, page), fmt.Sprintf("page %d", page))
 }
 
 // ScanPage scans page page of the run's sources from cursor from: up to PageItems items, with

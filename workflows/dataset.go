@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -380,14 +381,7 @@ func (d *datasetRun) wait() (BatchDone, bool) {
 
 // sortedKeys returns the keys of a map in order: workflow code never ranges over a map to issue
 // commands (the order would differ on replay).
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // record counts a batch's end.
 func (d *datasetRun) record(done BatchDone) {

@@ -131,14 +131,7 @@ func scheduleList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func scheduleDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("schedule delete", "ID --temporal HOST:PORT", stderr)
-	var tf temporalFlags
-	tf.register(fs, true)
-	id, err := parseWithID(fs, args, "the schedule ID is required")
-	if err != nil {
-		return err
-	}
-	c, err := tf.dial()
+	c, id, err := dialWithID("schedule delete", "the schedule ID is required", args, stderr)
 	if err != nil {
 		return err
 	}

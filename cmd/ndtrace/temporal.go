@@ -557,14 +557,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "ID --temporal HOST:PORT", stderr)
-	var tf temporalFlags
-	tf.register(fs, true)
-	id, err := parseWithID(fs, args, "the workflow ID is required (ndtrace submit prints it)")
-	if err != nil {
-		return err
-	}
-	c, err := tf.dial()
+	c, id, err := dialWithID("status", "the workflow ID is required (ndtrace submit prints it)", args, stderr)
 	if err != nil {
 		return err
 	}
@@ -628,14 +621,7 @@ func printFailures(w io.Writer, p workflows.Progress) {
 }
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("cancel", "ID --temporal HOST:PORT", stderr)
-	var tf temporalFlags
-	tf.register(fs, true)
-	id, err := parseWithID(fs, args, "the workflow ID is required (ndtrace submit prints it)")
-	if err != nil {
-		return err
-	}
-	c, err := tf.dial()
+	c, id, err := dialWithID("cancel", "the workflow ID is required (ndtrace submit prints it)", args, stderr)
 	if err != nil {
 		return err
 	}
@@ -648,14 +634,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("retry", "ID --temporal HOST:PORT", stderr)
-	var tf temporalFlags
-	tf.register(fs, true)
-	id, err := parseWithID(fs, args, "the workflow ID is required (ndtrace submit prints it)")
-	if err != nil {
-		return err
-	}
-	c, err := tf.dial()
+	c, id, err := dialWithID("retry", "the workflow ID is required (ndtrace submit prints it)", args, stderr)
 	if err != nil {
 		return err
 	}
@@ -695,6 +674,24 @@ func datasetInput(ctx context.Context, c client.Client, id string) (workflows.Da
 		return in, fmt.Errorf("workflow %s: input: %w", id, err)
 	}
 	return in, nil
+}
+
+// dialWithID parses the command line of a command that acts on one workflow or schedule ("NAME ID
+// --temporal HOST:PORT"; missing is the message when the ID is) and connects to the cluster. The
+// caller closes the client.
+func dialWithID(name, missing string, args []string, stderr io.Writer) (client.Client, string, error) {
+	fs := newFlagSet(name, "ID --temporal HOST:PORT", stderr)
+	var tf temporalFlags
+	tf.register(fs, true)
+	id, err := parseWithID(fs, args, missing)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := tf.dial()
+	if err != nil {
+		return nil, "", err
+	}
+	return c, id, nil
 }
 
 // parseWithID parses a command line whose first argument, before the flags, is an ID.

@@ -29,7 +29,8 @@ const (
 )
 
 // DefaultScratch is where workers check repositories out when Activities.Scratch is empty. It is
-// not under /tmp: the sandbox mounts checkouts read-only, and its private /tmp would hide them.
+// not under /tmp: the sandbox mounts checkouts (read-only, each test getting a private writable
+// view), and its private /tmp would hide them.
 const DefaultScratch = "/var/tmp/ndtrace-scratch"
 
 // RepoTrace is what tracing one repository gives: its tests' traces and the function-level items
@@ -60,7 +61,8 @@ type TestTrace struct {
 }
 
 // traceRepo checks out the repository of a repository-level item and runs each of its tests
-// (up to MaxTests) untraced and TracedItem in a sandbox that sees the checkout read-only; alive is
+// (up to MaxTests) untraced and traced in a sandbox where each test sees a private writable view
+// of the checkout; alive is
 // called after every test. A repository that cannot be used (checkout refused, missing dependency,
 // no tests) gives a TracedItem item with status invalid and the reason as its detail; an error is
 // returned only for what a retry may fix.
@@ -195,6 +197,10 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 			continue
 		}
 		rt.Counts["tests:"+outcomeKey(plain)]++
+		if plain.Writable == sandbox.WritableReadOnly {
+			// The writable view could not be made: the test saw the checkout read-only.
+			rt.Counts["tests:checkout_read_only"]++
+		}
 		if outcomeKey(plain) != outcomeKey(tr) && tr.Result.Status != schemas.StatusEventLimit {
 			// The outcome changed under tracing (repr side effects, reference counts, timing):
 			// the trace does not show what the test does.

@@ -124,6 +124,14 @@ type Config struct {
 	// TmpBytes is the size of each item's private writable /tmp (a fresh tmpfs per item).
 	// Default 64 MiB.
 	TmpBytes int64
+	// WritableBytes is how much a test run (RunTest, CollectTests) may write into its view of the
+	// checkout: every test item sees the checkout writable, through a copy-on-write view private
+	// to it (an overlayfs whose upper layer is a fresh tmpfs of this size, or a copy of the
+	// checkout in a tmpfs of the checkout's size plus this), so that tests that create files next
+	// to the code run as they do natively, while nothing they write reaches the worker's checkout
+	// or the next test. Default 64 MiB. ReadOnlyCheckouts turns the views off.
+	WritableBytes     int64
+	ReadOnlyCheckouts bool
 	// ShmBytes is the size of each item's /dev/shm (a fresh tmpfs per item) and the most System V
 	// shared memory an item may hold at a time. Default 16 MiB.
 	ShmBytes int64
@@ -282,6 +290,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShmBytes <= 0 {
 		c.ShmBytes = 16 << 20
+	}
+	if c.WritableBytes <= 0 {
+		c.WritableBytes = 64 << 20
 	}
 	c.Limits = c.Limits.withDefaults()
 	if c.RecycleAfter <= 0 {

@@ -192,6 +192,10 @@ type runMsg struct {
 	Kind   string // "" (a call), "collect" or "test"
 	Runner string
 	Limits runLimits
+	// Writable is the checkout a test run sees writable (a private view per item; see
+	// Config.WritableBytes), WritableBytes what it may write there.
+	Writable      string
+	WritableBytes int64
 	runBody
 }
 
@@ -202,6 +206,10 @@ type runHeader struct {
 	Kind   string    `json:"kind,omitempty"`
 	Runner string    `json:"runner,omitempty"`
 	Limits runLimits `json:"limits"`
+	// Writable and WritableBytes are runMsg's: the item's init mounts the view before the item
+	// exists, so they are the zygote's to know.
+	Writable      string `json:"writable,omitempty"`
+	WritableBytes int64  `json:"writable_bytes,omitempty"`
 }
 
 // runBody is what the item reads from its request pipe: the item and the key that seals its
@@ -282,7 +290,8 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 	rb := msg.runBody
 	rb.Key = hex.EncodeToString(key)
 	body, berr := json.Marshal(rb)
-	hdr := runHeader{Op: "run", ID: msg.ID, Kind: msg.Kind, Runner: msg.Runner, Limits: msg.Limits}
+	hdr := runHeader{Op: "run", ID: msg.ID, Kind: msg.Kind, Runner: msg.Runner, Limits: msg.Limits,
+		Writable: msg.Writable, WritableBytes: msg.WritableBytes}
 	oomBefore := int64(-1)
 	if z.cg != nil && berr == nil {
 		if want := cgroupLimits(lim); want != z.cgLimits {

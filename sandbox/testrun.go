@@ -63,9 +63,20 @@ type Collection struct {
 	MissingModule string
 	// Errors has one line per file that failed to collect: "path: last line of the error".
 	Errors []string
+	// Writable says how the checkout was writable during the run: WritableOverlay, WritableCopy,
+	// WritableReadOnly (the view could not be made: the item's stderr says why), or "" when
+	// Config.ReadOnlyCheckouts turned views off.
+	Writable string
 	// Result is the raw run (output, resources).
 	Result *Result
 }
+
+// How a test run saw its checkout (Collection.Writable, TestResult.Writable).
+const (
+	WritableOverlay  = "overlay"
+	WritableCopy     = "copy"
+	WritableReadOnly = "read-only"
+)
 
 // TestRequest asks for one test to be run, traced or not.
 type TestRequest struct {
@@ -99,6 +110,8 @@ type TestResult struct {
 	// MissingModule names a dependency the test could not import (see Collection), when the
 	// outcome is failed or error because of it.
 	MissingModule string
+	// Writable is as in Collection.
+	Writable string
 	// Result is the run: Status ok whenever Outcome is set, whatever the verdict; ExcType and
 	// ExcMessage describe the first exception of a failed or error outcome and Detail says where;
 	// Events is the trace (traced runs: only frames of Targets, File the absolute file name, Depth
@@ -116,13 +129,14 @@ func (s *Sandbox) CollectTests(ctx context.Context, req CollectRequest) (*Collec
 	}
 	msg := runMsg{Kind: "collect", Runner: req.Runner, runBody: runBody{Dir: dir, Targets: []string{dir + "/"},
 		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath}}
+	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
 		return nil, err
 	}
 	c := &Collection{Runner: req.Runner, Status: res.Status, Detail: res.Detail, Result: res}
 	if w := dec.collect; w != nil {
-		c.Runner, c.Tests, c.Errors, c.MissingModule = w.Runner, w.Tests, w.Errors, w.MissingModule
+		c.Runner, c.Tests, c.Errors, c.MissingModule, c.Writable = w.Runner, w.Tests, w.Errors, w.MissingModule, w.Writable
 	}
 	if c.Tests == nil {
 		c.Tests = []string{}
@@ -161,6 +175,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 	}
 	msg := runMsg{Kind: "test", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test, Traced: req.Traced,
 		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath}}
+	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
 		return nil, err
@@ -168,7 +183,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 	tr := &TestResult{Runner: req.Runner, Result: res}
 	w := dec.test
 	if w != nil {
-		tr.Runner = w.Runner
+		tr.Runner, tr.Writable = w.Runner, w.Writable
 	}
 	switch {
 	case res.Status != schemas.StatusOK:
@@ -212,6 +227,15 @@ func (s *Sandbox) checkTestDir(dir, runner string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("sandbox: test directory %s is not mounted in the sandbox: add it (or a parent) to Config.ReadOnly", dir)
+}
+
+// writable is the folder a test run of dir sees writable, and how much it may write: dir itself,
+// unless Config.ReadOnlyCheckouts.
+func (s *Sandbox) writable(dir string) (string, int64) {
+	if s.cfg.ReadOnlyCheckouts {
+		return "", 0
+	}
+	return dir, s.cfg.WritableBytes
 }
 
 // excluded is what test runs never trace: the PythonPath directories.

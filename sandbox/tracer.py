@@ -89,6 +89,7 @@ TAMPER_IMPORTS = ("_ndtrace_native",)
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x20000, 0x8000000, 0x10000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MNT_DETACH = 2
 
 _N = None                     # the native helper and tracer (sandbox/native), loaded by main()
 
@@ -473,6 +474,14 @@ def _item_init(hdr, fds, opts, status_w):
                 pass
         _N.mount("tmpfs", "/tmp", "tmpfs", flags, "size=%d,mode=1777" % opts.tmp_bytes)
         _N.mount("tmpfs", "/dev/shm", "tmpfs", flags, "size=%d,mode=1777" % shm)
+        opts.rw, opts.rw_mode = [], ""
+        if hdr["writable"]:
+            try:
+                opts.rw_mode = _writable_view(hdr["writable"], hdr["writable_bytes"], opts)
+                opts.rw = [hdr["writable"]]
+            except OSError as e:
+                opts.rw_mode = "read-only"
+                _report_setup_failure(fds, "writable view of the checkout (read-only instead)", e)
         if have_proc:
             _N.mount("/proc/sys", "/proc/sys", None, MS_BIND | MS_REC, None)
             _N.mount(None, "/proc/sys", None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, None)
@@ -529,6 +538,110 @@ def _item_init(hdr, fds, opts, status_w):
         os._exit(0)
 
 
+# A writable checkout copied file by file holds at most this many entries (the checkout's own
+# limits are far below; this bounds the init's work whatever the folder holds).
+_COPY_MAX_ENTRIES = 200_000
+
+
+def _writable_view(d, writes, opts):
+    """Give the item a writable view of the read-only folder d (a repository checkout), private
+    to this item and gone with it; returns how: "overlay" or "copy".
+
+    overlay: an overlayfs over d whose upper layer is a fresh tmpfs of `writes` bytes.  The item
+    may then create and change files wherever the checkout's owner could: it needs the checkout
+    to be owned by the uid the item runs as (an unprivileged worker's own checkout).  copy: the
+    folder is copied into a fresh tmpfs (checkout size plus `writes`) that is bound over d; the
+    copy's files belong to the item.  Used where overlay is refused or the item would not own
+    the files (a root worker's checkouts belong to host root, which the item's user namespace
+    does not map).  The staging tmpfs is detached once the view is mounted, so the item sees
+    only d; the view is size-bounded, counted in the item's memory cgroup, and nosuid, nodev."""
+    flags = MS_NOSUID | MS_NODEV
+    stage = "/tmp/.ndtrace-writable"
+    os.mkdir(stage, 0o700)
+    try:
+        owned = os.stat(d).st_uid == 0      # the item's uid, seen from this user namespace
+        plain = not any(c in d for c in ",:\\\n")  # overlay's option syntax
+        if owned and plain and "no-overlay" not in opts.simulate:
+            _N.mount("tmpfs", stage, "tmpfs", flags, "size=%d,mode=0700" % max(writes, 4096))
+            os.mkdir(stage + "/upper", 0o755)
+            os.mkdir(stage + "/work", 0o700)
+            os.chmod(stage + "/upper", os.stat(d).st_mode & 0o7777)
+            base = "lowerdir=%s,upperdir=%s/upper,workdir=%s/work" % (d, stage, stage)
+            for data in (base + ",userxattr", base):
+                try:
+                    _N.mount("overlay", d, "overlay", flags, data)
+                    return "overlay"
+                except OSError:
+                    pass
+            _N.umount(stage, MNT_DETACH)
+        size = _tree_size(d)
+        _N.mount("tmpfs", stage, "tmpfs", flags, "size=%d,mode=0700" % (size + max(writes, 4096)))
+        _copy_tree(d, stage + "/copy")
+        _N.mount(stage + "/copy", d, None, MS_BIND | MS_REC, None)
+        _N.mount(None, d, None, MS_BIND | MS_REMOUNT | flags, None)
+        return "copy"
+    finally:
+        try:
+            _N.umount(stage, MNT_DETACH)
+        except OSError:
+            pass
+        os.rmdir(stage)
+
+
+def _tree_size(d):
+    """Bytes the copy of folder d takes: its regular files' sizes plus a block per entry."""
+    total, n, todo = 0, 0, [d]
+    while todo:
+        with os.scandir(todo.pop()) as it:
+            for e in it:
+                n += 1
+                if n > _COPY_MAX_ENTRIES:
+                    raise OSError("the checkout has more than %d entries" % _COPY_MAX_ENTRIES)
+                st = e.stat(follow_symlinks=False)
+                total += 4096
+                if e.is_dir(follow_symlinks=False):
+                    todo.append(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    total += st.st_size
+    return total
+
+
+def _copy_tree(src, dst):
+    """Copy folder src to dst (which must not exist): directories, regular files with their
+    permission bits, symbolic links as links; anything else (fifos, sockets, devices) is left
+    out.  Iterative, so no depth of nesting can exhaust the stack."""
+    os.mkdir(dst, os.stat(src).st_mode & 0o777)
+    todo = [(src, dst)]
+    while todo:
+        s, t = todo.pop()
+        with os.scandir(s) as it:
+            for e in it:
+                target = os.path.join(t, e.name)
+                st = e.stat(follow_symlinks=False)
+                mode = st.st_mode & 0o777
+                if e.is_symlink():
+                    os.symlink(os.readlink(e.path), target)
+                elif e.is_dir(follow_symlinks=False):
+                    os.mkdir(target, mode | 0o700)
+                    todo.append((e.path, target))
+                elif e.is_file(follow_symlinks=False):
+                    try:
+                        fin = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    except PermissionError:
+                        continue        # the item could not read it either
+                    try:
+                        fout = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                                       mode | 0o600)
+                        try:
+                            while os.sendfile(fout, fin, None, 1 << 20):
+                                pass
+                        finally:
+                            os.close(fout)
+                    finally:
+                        os.close(fin)
+        os.chmod(t, os.stat(s).st_mode & 0o777 | 0o700)
+
+
 def _landlock_rules(opts):
     """What the item may touch: the read-only mounts (read, execute), its /tmp and /dev/shm,
     the harmless devices, directory listings anywhere, and a few global /proc files; no /proc
@@ -541,6 +654,7 @@ def _landlock_rules(opts):
     dev = n.LL_READ_FILE | n.LL_WRITE_FILE | n.LL_TRUNCATE | n.LL_IOCTL_DEV
     rules = [("/", n.LL_READ_DIR), ("/tmp", rw), ("/dev/shm", rw)]
     rules += [(p, ro) for p in opts.ro]
+    rules += [(p, ro | rw) for p in getattr(opts, "rw", ())]    # its writable checkout view
     rules += [("/dev/" + d, dev) for d in ("null", "zero", "full", "random", "urandom")]
     rules += [("/proc/" + f, n.LL_READ_FILE) for f in
               ("cpuinfo", "meminfo", "stat", "uptime", "loadavg", "version", "filesystems")]
@@ -634,6 +748,7 @@ def _prepare(hdr, opts):
         if len(key) < 16:
             raise ProtocolError("request: key too short")
         req = validate_body(hdr, body)
+        req["writable"] = getattr(opts, "rw_mode", "")      # how the checkout is writable
         req["pyc_roots"] = tuple(p.rstrip("/") + "/" for p in opts.pyc_root)
         # the standard library's extension modules (lib-dynload) and the configured mounts
         req["ext_roots"] = tuple(os.path.realpath(p).rstrip("/") + "/" for p in
@@ -768,9 +883,9 @@ def _test_records(req, runner, state, end, exc_message):
             break
     if req["kind"] == "collect":
         record = ('{"event":"collection","runner":%s,"tests":[%s],"errors":[%s],'
-                  '"missing_module":%s}\n'
+                  '"missing_module":%s,"writable":%s}\n'
                   % (enc(runner), join(_map(enc, state.tests or [])),
-                     join(_map(enc, state.errors)), enc(missing)))
+                     join(_map(enc, state.errors)), enc(missing), enc(_str(req.get("writable", "")))))
         if state.fatal is not None:
             end("exception", state.fatal[0], state.fatal[1], record)
         end("ok", record=record)
@@ -788,9 +903,9 @@ def _test_records(req, runner, state, end, exc_message):
         missing = ""
         when = exc_type = exc_msg = ""
     record = ('{"event":"test","runner":%s,"outcome":%s,"missing_module":%s,"when":%s,'
-              '"exc_type":%s,"exc_message":%s}\n'
+              '"exc_type":%s,"exc_message":%s,"writable":%s}\n'
               % (enc(_str(runner)), enc(_str(outcome)), enc(_str(missing)), enc(_str(when)),
-                 enc(_str(exc_type)), enc(_str(exc_msg))))
+                 enc(_str(exc_type)), enc(_str(exc_msg)), enc(_str(req.get("writable", "")))))
     end("ok", record=record)
 
 
@@ -1195,8 +1310,15 @@ def validate_run(msg, fds):
         raise ProtocolError("run: unknown kind %r" % (kind,))
     if msg.get("runner", "") not in ("", "pytest", "unittest"):
         raise ProtocolError("run: unknown runner %r" % (msg.get("runner"),))
+    writable, writable_bytes = msg.get("writable", ""), msg.get("writable_bytes", 0)
+    if type(writable) is not str or type(writable_bytes) is not int or writable_bytes < 0:
+        raise ProtocolError("run: writable must be a path and writable_bytes a count")
+    if writable and (kind == "call" or not writable.startswith("/")
+                     or os.path.normpath(writable) != writable or writable == "/"):
+        raise ProtocolError("run: writable must be a clean absolute path, for test runs only")
     return {"id": msg["id"], "kind": kind, "runner": msg.get("runner", ""),
-            "limits": _check_limits(msg.get("limits", {}))}
+            "limits": _check_limits(msg.get("limits", {})),
+            "writable": writable, "writable_bytes": writable_bytes}
 
 
 def validate_body(hdr, msg):

@@ -25,8 +25,8 @@ type wireEvent struct {
 	QualName, Source string
 	First, Last      int
 	// test and collection records
-	Runner, Outcome, MissingModule, When string
-	Tests, Errors                        []string
+	Runner, Outcome, MissingModule, When, Writable string
+	Tests, Errors                                  []string
 }
 
 var errWire = errors.New("malformed trace line")
@@ -107,6 +107,8 @@ func parseWire(b []byte) (wireEvent, error) {
 			w.MissingModule, ok = s.strOrSkip()
 		case "when":
 			w.When, ok = s.strOrSkip()
+		case "writable":
+			w.Writable, ok = s.strOrSkip()
 		case "tests":
 			w.Tests, ok = s.strList()
 		case "errors":

@@ -220,13 +220,16 @@ func checkMergedStats(t *testing.T, url string) {
 // TestRunImportLayouts traces repositories whose packages are not at the top level (a src layout
 // declared in pyproject.toml, a lib folder declared in setup.cfg): their tests import the package
 // as after an editable install, so both give repository-level rows and no reject.
-func TestRunImportLayouts(t *testing.T) {
+// TestRunRepositoryShapes traces repositories shaped as real ones are: src/ and declared package
+// layouts, tests that write next to their code. Every test passes as it does natively.
+func TestRunRepositoryShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	dir := t.TempDir()
 	var list strings.Builder
-	for _, name := range []string{"src_layout", "lib_layout"} {
+	shapes := []string{"src_layout", "lib_layout", "writes_files"}
+	for _, name := range shapes {
 		url, _ := testrepos.Git(t, name)
 		fmt.Fprintf(&list, "%s main\n", url)
 	}
@@ -254,7 +257,7 @@ func TestRunImportLayouts(t *testing.T) {
 			}
 		}
 	}
-	if len(repos) != 2 || m.Counts["tests:passed"] != 5 {
+	if len(repos) != len(shapes) || m.Counts["tests:passed"] != 9 || m.Counts["quarantined"] != 0 {
 		t.Errorf("repository-level rows by repository %v, counts %v; rejects:\n%s", repos, m.Counts, readRejects(t, out))
 	}
 }

@@ -36,6 +36,10 @@
 //     test_double passes either way, test_repr_side_effect fails when a tracer renders locals with
 //     repr() and test_not_traced fails when sys.gettrace() is set. Exercises the quarantine of tests
 //     whose outcome changes under tracing.
+//   - writes_files: notes.py keeps a SQLite database and a log file next to the code (put, get, log,
+//     word_count); tests/test_notes.py writes both in the checkout, each test removing what it
+//     wrote. All four tests pass when the checkout is writable; on a read-only one only
+//     test_word_count does. Exercises the writable views of checkouts.
 //   - symlink_escape: made by [SymlinkEscape], not embedded (go:embed cannot hold symlinks): a git
 //     repository with README.md and a symlink data -> /etc/passwd. Exercises the checkout's refusal of
 //     links that leave the tree.

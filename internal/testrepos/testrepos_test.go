@@ -84,6 +84,10 @@ func TestOutcomes(t *testing.T) {
 			"tests.test_fork::test_square": "passed", "tests.test_fork::test_os_fork": "passed",
 			"tests.test_fork::test_multiprocessing_fork": "passed",
 		}},
+		{name: "writes_files", want: map[string]string{
+			"tests.test_notes::test_put_get": "passed", "tests.test_notes::test_missing": "passed",
+			"tests.test_notes::test_log_next_to_code": "passed", "tests.test_notes::test_word_count": "passed",
+		}},
 		{name: "missing_module", want: map[string]string{
 			"tests.test_properties": "collect-error:ModuleNotFoundError",
 		}},
@@ -118,7 +122,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "hanging", "lib_layout", "missing_module", "passing", "src_layout", "trace_sensitive", "unittest_only"}
+	want := []string{"failing", "forking", "hanging", "lib_layout", "missing_module", "passing", "src_layout", "trace_sensitive", "unittest_only", "writes_files"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

@@ -71,6 +71,15 @@ static PyObject *nd_no_new_privs(PyObject *self, PyObject *unused) {
     return none();
 }
 
+/* umount2(target, flags): the item's init detaches the staging tmpfs of a writable checkout. */
+static PyObject *nd_umount(PyObject *self, PyObject *args) {
+    const char *target;
+    int flags;
+    if (!PyArg_ParseTuple(args, "si", &target, &flags) || refuse_sealed()) return NULL;
+    if (umount2(target, flags) != 0) return oserror();
+    return none();
+}
+
 static PyObject *nd_unshare(PyObject *self, PyObject *args) {
     unsigned long flags;
     if (!PyArg_ParseTuple(args, "k", &flags) || refuse_sealed()) return NULL;
@@ -578,6 +587,7 @@ static PyMethodDef methods[] = {
     {"no_new_privs", nd_no_new_privs, METH_NOARGS, "prctl(PR_SET_NO_NEW_PRIVS, 1)."},
     {"unshare", nd_unshare, METH_VARARGS, "unshare(flags)."},
     {"mount", nd_mount, METH_VARARGS, "mount(source, target, fstype, flags, data)."},
+    {"umount", nd_umount, METH_VARARGS, "umount2(target, flags)."},
     {"join_session_keyring", nd_join_session_keyring, METH_NOARGS, "A fresh anonymous session keyring."},
     {"drop_capabilities", nd_drop_capabilities, METH_NOARGS, "Empty every capability set, locked."},
     {"seccomp", nd_seccomp, METH_VARARGS, "Install a seccomp-BPF program (after no_new_privs)."},

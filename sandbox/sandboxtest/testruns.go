@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -253,7 +254,9 @@ def test_triple():
 `})
 	phase := filepath.Join(root, "phase")
 	WriteTree(t, phase, PhaseSuite)
-	cfg.ReadOnly = []string{repo, uni, phase}
+	rw := filepath.Join(root, "rw")
+	WriteTree(t, rw, WritableSuite)
+	cfg.ReadOnly = []string{repo, uni, phase, rw}
 	cfg.PythonPath = []string{deps}
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
@@ -376,6 +379,7 @@ def test_triple():
 			}
 		}
 	})
+	t.Run("writable_checkout", func(t *testing.T) { writableCases(t, env, rw) })
 	t.Run("unittest", func(t *testing.T) {
 		c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: uni, Runner: sandbox.RunnerUnittest})
 		if err != nil {
@@ -395,4 +399,130 @@ def test_triple():
 			}
 		}
 	})
+}
+
+// WritableSuite is a repository whose tests write next to their code, as many real suites do (a
+// database file, a cache, a changed fixture file), and probe what else they could reach.
+var WritableSuite = map[string]string{
+	"pkg/__init__.py": "",
+	"pkg/state.txt":   "original\n",
+	"tests/test_rw.py": `import errno
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def test_writes_next_to_code():
+    with open(os.path.join(ROOT, "pkg", "data.db"), "w") as f:
+        f.write("rows")
+    with open(os.path.join(ROOT, "pkg", "state.txt"), "a") as f:
+        f.write("changed\n")
+    os.mkdir(os.path.join(ROOT, "build"))
+    os.remove(os.path.join(ROOT, "pkg", "__init__.py"))
+    assert open(os.path.join(ROOT, "pkg", "data.db")).read() == "rows"
+    assert open(os.path.join(ROOT, "pkg", "state.txt")).read() == "original\nchanged\n"
+
+
+def test_fresh_view():
+    # Nothing the test before wrote is here: each test gets its own view.
+    assert not os.path.exists(os.path.join(ROOT, "pkg", "data.db"))
+    assert not os.path.exists(os.path.join(ROOT, "build"))
+    assert os.path.exists(os.path.join(ROOT, "pkg", "__init__.py"))
+    assert open(os.path.join(ROOT, "pkg", "state.txt")).read() == "original\n"
+
+
+def test_bounded():
+    # Writes are bounded (ENOSPC or the file-size limit), and only the checkout is writable.
+    try:
+        with open(os.path.join(ROOT, "big"), "wb") as f:
+            for _ in range(1024):
+                f.write(b"x" * (1 << 20))
+        raise AssertionError("wrote 1 GiB into the checkout")
+    except OSError as e:
+        assert e.errno in (errno.ENOSPC, errno.EFBIG), e
+    for target in (os.path.dirname(ROOT), "/usr", "/"):
+        try:
+            open(os.path.join(target, "ndtrace-escape"), "w").close()
+            raise AssertionError("wrote into " + target)
+        except OSError:
+            pass
+    # Nor through a link the repository ships.
+    try:
+        open(os.path.join(ROOT, "up", "ndtrace-escape"), "w").close()
+        raise AssertionError("wrote through a link out of the checkout")
+    except OSError:
+        pass
+    # The staging area of the view is not reachable.
+    assert not os.path.exists("/tmp/.ndtrace-writable")
+`,
+}
+
+// writableCases checks the writable checkout views: tests that write next to their code pass, the
+// next test sees the checkout as it was, nothing reaches the host's copy, writes are bounded.
+func writableCases(t *testing.T, env *Env, rw string) {
+	ctx, sb := env.Ctx, env.SB
+	if err := os.Symlink("..", filepath.Join(rw, "up")); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	before := treeSnapshot(t, rw)
+	c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: rw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Writable != sandbox.WritableOverlay && c.Writable != sandbox.WritableCopy {
+		t.Fatalf("collection saw the checkout %q; stderr %s", c.Writable, c.Result.Stderr)
+	}
+	t.Logf("writable view: %s", c.Writable)
+	for _, traced := range []bool{false, true} {
+		for _, test := range []string{"tests/test_rw.py::test_writes_next_to_code", "tests/test_rw.py::test_fresh_view",
+			"tests/test_rw.py::test_bounded"} {
+			r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: rw, Test: test, Traced: traced,
+				Limits: sandbox.Limits{WallTime: 20 * time.Second, FileSize: 1 << 30}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Result.Status != schemas.StatusOK || r.Outcome != sandbox.OutcomePassed {
+				t.Errorf("%s (traced %v): %s (%s) outcome %q; stdout %.3000s stderr %.2000s", test, traced, r.Result.Status,
+					r.Result.Detail, r.Outcome, r.Result.Stdout, r.Result.Stderr)
+			}
+			if r.Writable != c.Writable {
+				t.Errorf("%s: view %q, collection's %q", test, r.Writable, c.Writable)
+			}
+			env.assertNoStrays()
+		}
+	}
+	if after := treeSnapshot(t, rw); !maps.Equal(before, after) {
+		t.Fatalf("the host's checkout changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(rw), "ndtrace-escape")); err == nil {
+		t.Fatal("a test wrote next to the checkout on the host")
+	}
+}
+
+// treeSnapshot maps every path under dir to its content (directories to "/").
+func treeSnapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			out[p] = "/"
+			return nil
+		}
+		if d.Type()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			out[p] = "-> " + target
+			return err
+		}
+		data, err := os.ReadFile(p)
+		out[p] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -76,6 +76,9 @@ type Manifest struct {
 	// DedupKeys are the version's dedup key shards, sorted runs by first byte (format 3; older
 	// versions have dedup_keys.json at the root).
 	DedupKeys []ObjectRef `json:"dedup_keys,omitempty"`
+	// Repos are the objects that hold the version's repository yield reports, JSON Lines of
+	// schemas.RepoYield (format 3; absent when the dataset has no repository source).
+	Repos []ObjectRef `json:"repos,omitempty"`
 	// Stats and StatsParquet are the version's statistics (stats.json and stats.parquet, format 3),
 	// computed from its batches' statistics when it was committed.
 	Stats        *ObjectRef `json:"stats,omitempty"`
@@ -150,7 +153,7 @@ func (m *Manifest) normalize() error {
 	m.Format = Format
 	// A manifest without the fields of format 3 is written as format 2, readable by older ndtrace.
 	m.FormatVersion = 2
-	if m.Version != "" || len(m.Rejects) > 0 || len(m.DedupKeys) > 0 || len(m.FailedBatches) > 0 || len(m.ShardIndex) > 0 || m.Stats != nil {
+	if m.Version != "" || len(m.Rejects) > 0 || len(m.DedupKeys) > 0 || len(m.Repos) > 0 || len(m.FailedBatches) > 0 || len(m.ShardIndex) > 0 || m.Stats != nil {
 		m.FormatVersion = FormatVersion
 	}
 	m.SchemaVersion = schemas.RowSchemaVersion

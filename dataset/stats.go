@@ -78,6 +78,10 @@ type Stats struct {
 	Sources []SourceStats `json:"sources"`
 	// Rejects are the rejects by reason class, sorted by count (descending) then class.
 	Rejects []RejectClass `json:"rejects"`
+	// Repositories is the yield report of the repository sources, summed (absent when the dataset
+	// has none): tests collected, run, passed untraced and traced, quarantined, and why
+	// repositories gave no rows, by class. Each repository's own is its source's Yield.
+	Repositories *Yield `json:"repositories,omitempty"`
 }
 
 // RowCounts are the counters taken from the rows (trajectories) of a dataset, group or source.
@@ -126,6 +130,8 @@ type SourceStats struct {
 	Source string `json:"source"`
 	RowCounts
 	InputCounts
+	// Yield is the yield report of a repository source (absent for other sources).
+	Yield *Yield `json:"yield,omitempty"`
 }
 
 // Group holds the statistics of the trajectories of one level and direction ("" means any).
@@ -333,6 +339,18 @@ func ComputeStats(ctx context.Context, st *store.Store, m *Manifest) (*Stats, er
 	if haveRejects {
 		p.AddRejects(batch)
 	}
+	var ys []schemas.RepoYield
+	err = EachRepoYield(ctx, st, m, func(y schemas.RepoYield) error {
+		if ys = append(ys, y); len(ys) == 4096 {
+			p.AddYields(ys)
+			ys = ys[:0]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dataset: statistics: %w", err)
+	}
+	p.AddYields(ys)
 	return p.Stats(m), nil
 }
 

@@ -86,6 +86,8 @@ type StatsPart struct {
 	// Examples are, per reason class, the first MaxRejectExamples rejects of the class in
 	// (key, source, reason) order, reasons cut to 300 characters.
 	Examples map[string][]RejectExample `json:"examples,omitempty"`
+	// Yields sum the repositories' yield reports per source (AddYields), sorted by source.
+	Yields []PartYield `json:"yields,omitempty"`
 }
 
 // MarshalJSON encodes p with Version set to StatsPartVersion (the layout this code writes), so
@@ -337,6 +339,7 @@ func (p *StatsPart) Merge(o *StatsPart) {
 		}, func(s *PartRejects) PartRejects {
 			return PartRejects{Source: s.Source, Classes: addCounts(nil, s.Classes), Decontaminated: addCounts(nil, s.Decontaminated)}
 		})
+	p.mergeYields(o)
 	for class, ex := range o.Examples {
 		if len(ex) == 0 {
 			continue
@@ -558,6 +561,23 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 			classes[class] = &RejectClass{Class: class, Count: n, Examples: append([]RejectExample{}, p.Examples[class]...)}
 		}
 	}
+	var total *Yield
+	for i := range p.Yields {
+		py := &p.Yields[i]
+		k, ok := bySource[py.Source]
+		if !ok {
+			k = len(srcs)
+			bySource[py.Source] = k
+			srcs = append(srcs, SourceStats{Source: py.Source, RowCounts: newRowCounts(), InputCounts: newInputCounts()})
+		}
+		y := py.Yield.clone()
+		srcs[k].Yield = &y
+		if total == nil {
+			total = &Yield{}
+		}
+		total.merge(&py.Yield)
+	}
+	s.Repositories = total
 	for i := range srcs {
 		srcs[i].Items = srcs[i].Traces + srcs[i].Rejects
 	}
@@ -777,6 +797,9 @@ func (p *StatsPart) validate() error {
 	if srcTrajectories != trajectories || srcTraces != traces {
 		return fmt.Errorf("sources count %d trajectories of %d traces, groups and levels %d of %d",
 			srcTrajectories, srcTraces, trajectories, traces)
+	}
+	if err := p.validateYields(); err != nil {
+		return err
 	}
 	return p.validateRejects()
 }

@@ -37,6 +37,8 @@ type BatchRecord struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Stats are the statistics of the batch's rows and rejects, merged into the version's.
 	Stats *dataset.StatsPart `json:"stats,omitempty"`
+	// Yields are the yield reports of the batch's repositories.
+	Yields []schemas.RepoYield `json:"yields,omitempty"`
 }
 
 // BatchSummary is the small part of a BatchRecord that goes back to the workflow.
@@ -102,6 +104,7 @@ func statsOf(ctx context.Context, s *store.Store, rec *BatchRecord) (*dataset.St
 		return nil, fmt.Errorf("statistics of batch %s: %w", rec.Hash, err)
 	}
 	p.AddRejects(rec.Rejects)
+	p.AddYields(rec.Yields)
 	return p, nil
 }
 
@@ -141,6 +144,9 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		for _, t := range ts {
 			rec.Items++
 			r, rej := ItemRows(t, spec, policy, opts, rec.Counts)
+			if t.Item.Repo != nil {
+				rec.Yields = append(rec.Yields, repoYield(t, len(r), rej))
+			}
 			if rej != nil {
 				rec.Rejects = append(rec.Rejects, *rej)
 				continue
@@ -154,6 +160,7 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		return BatchSummary{}, fmt.Errorf("statistics: %w", err)
 	}
 	rec.Stats.AddRejects(rec.Rejects)
+	rec.Stats.AddYields(rec.Yields)
 	if b.OnBuilt != nil {
 		b.OnBuilt(rows, rec.Rejects)
 	}

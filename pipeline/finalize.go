@@ -47,6 +47,8 @@ type PageSummary struct {
 	Packed *dataset.ShardPage `json:"packed,omitempty"`
 	// Rejects is the version's object holding the page's rejects (nil if it has none).
 	Rejects *dataset.ObjectRef `json:"rejects,omitempty"`
+	// Repos is the version's object holding the page's repository yield reports (nil if none).
+	Repos *dataset.ObjectRef `json:"repos,omitempty"`
 	Failed  []FailedBatch      `json:"failed,omitempty"`
 	Counts  map[string]int64   `json:"counts"`
 	// Stats is the work-area object holding the page's merged statistics.
@@ -82,6 +84,12 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 	}
 	ps.Counts["items"] += int64(len(rejects))
 	pageRejects = append(pageRejects, rejects...)
+	var yields, pageYields []schemas.RepoYield // (pageYields: not in a record)
+	for _, r := range rejects {
+		if r.Class == schemas.RejectRepository {
+			pageYields = append(pageYields, earlyYield(r.Key, r.Key, YieldUnresolved, r.Reason))
+		}
+	}
 	outcomes, err := pageOutcomes(ctx, s, run, p, page)
 	if err != nil {
 		return nil, err
@@ -105,6 +113,9 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 					Reason: fmt.Sprintf("batch %s failed: %s", fb.Ref, failed.Reason)}
 				rejects = append(rejects, r)
 				pageRejects = append(pageRejects, r)
+				if it.Repo != nil {
+					pageYields = append(pageYields, earlyYield(it.Path, it.Key, YieldBatchFailed, r.Reason))
+				}
 			}
 			continue
 		}
@@ -120,6 +131,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 			packed = append(packed, *rec.Packed)
 		}
 		rejects = append(rejects, rec.Rejects...)
+		yields = append(yields, rec.Yields...)
 		for k, v := range rec.Counts {
 			ps.Counts[k] += v
 		}
@@ -168,6 +180,21 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 		ps.Rejects = &ref
 	}
 	stats.AddRejects(pageRejects)
+	stats.AddYields(pageYields)
+	if yields = append(yields, pageYields...); len(yields) > 0 {
+		slices.SortStableFunc(yields, func(a, b schemas.RepoYield) int { return strings.Compare(a.Key, b.Key) })
+		buf.Reset()
+		for _, y := range yields {
+			if err := enc.Encode(y); err != nil {
+				return nil, err
+			}
+		}
+		ref, err := dataset.PutObject(ctx, s, fmt.Sprintf("%srepos/%s-%06d.jsonl", run.VersionPrefix(), p, page), buf.Bytes(), int64(len(yields)))
+		if err != nil {
+			return nil, err
+		}
+		ps.Repos = &ref
+	}
 	sdata, err := json.Marshal(stats)
 	if err != nil {
 		return nil, err
@@ -232,7 +259,7 @@ type CommitResult struct {
 func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok tokenize.Tokenizer, beat Beat) (CommitResult, error) {
 	counts := map[string]int64{}
 	var shards, packed []dataset.ShardPage
-	var rejects []dataset.ObjectRef
+	var rejects, repos []dataset.ObjectRef
 	var failed []dataset.FailedBatch
 	var out []FailedBatch
 	stats := &dataset.StatsPart{}
@@ -250,6 +277,9 @@ func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok to
 			}
 			if ps.Rejects != nil {
 				rejects = append(rejects, *ps.Rejects)
+			}
+			if ps.Repos != nil {
+				repos = append(repos, *ps.Repos)
 			}
 			for _, f := range ps.Failed {
 				failed = append(failed, dataset.FailedBatch{Batch: f.Ref, Items: f.Items, Reason: f.Reason})
@@ -280,7 +310,7 @@ func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok to
 	}
 	man := dataset.Manifest{CreatedAt: run.CreatedAt, Config: cfg,
 		Versions:   dataset.Versions{Tracer: sandbox.TracerVersion, Pipeline: Version, Tokenizer: in.Tokenizer},
-		ShardIndex: shards, Counts: counts, Rejects: rejects, DedupKeys: keys, FailedBatches: failed}
+		ShardIndex: shards, Counts: counts, Rejects: rejects, Repos: repos, DedupKeys: keys, FailedBatches: failed}
 	if n := run.Spec.PackLength; n > 0 {
 		pad, ok := tok.SpecialID(tokenize.EndOfText)
 		if !ok {

@@ -197,6 +197,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 			continue
 		}
 		rt.Counts["tests:"+outcomeKey(plain)]++
+		rt.Counts["traced:"+outcomeKey(tr)]++
 		if plain.Writable == sandbox.WritableReadOnly {
 			// The writable view could not be made: the test saw the checkout read-only.
 			rt.Counts["tests:checkout_read_only"]++

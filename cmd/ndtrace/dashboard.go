@@ -215,6 +215,10 @@ type (
 		Exits      []dashExitRow
 		Rejects    []dashRejectRow
 		Sources    []dashSourceRow
+		// Yields are the datasets' repository yield reports; Repos the repositories with the
+		// most tests run, SourcesShown per dataset.
+		Yields []dashYieldRow
+		Repos  []dashSourceRow
 		// SourcesShown is the most sources listed per dataset.
 		SourcesShown int
 	}
@@ -247,7 +251,22 @@ type (
 		DS *dashDataset
 		dataset.SourceStats
 	}
+	dashYieldRow struct {
+		DS *dashDataset
+		*dataset.Yield
+		// PlainRate and TracedRate are the pass rates of the tests run, untraced and traced.
+		PlainRate, TracedRate string
+		Rejected              string
+	}
 )
+
+// percent is n of total as a percentage with one decimal, "–" when total is 0.
+func percent(n, total int64) string {
+	if total == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(total))
+}
 
 // dashboardSources is the number of sources listed per dataset.
 const dashboardSources = 10
@@ -281,6 +300,20 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, rc := range ds.Stats.Rejects {
 			p.Rejects = append(p.Rejects, dashRejectRow{DS: ds, Class: rc.Class, Count: rc.Count, Examples: rc.Examples})
+		}
+		if y := ds.Stats.Repositories; y != nil {
+			p.Yields = append(p.Yields, dashYieldRow{DS: ds, Yield: y, PlainRate: percent(y.PassedPlain, y.Run),
+				TracedRate: percent(y.PassedTraced, y.Run), Rejected: fmtKeyCounts(y.RejectedByClass)})
+			var repos []dataset.SourceStats
+			for _, s := range ds.Stats.Sources {
+				if s.Yield != nil {
+					repos = append(repos, s)
+				}
+			}
+			slices.SortStableFunc(repos, func(a, b dataset.SourceStats) int { return cmpInt64Desc(a.Yield.Run, b.Yield.Run) })
+			for _, s := range repos[:min(len(repos), dashboardSources)] {
+				p.Repos = append(p.Repos, dashSourceRow{DS: ds, SourceStats: s})
+			}
 		}
 		srcs := slices.Clone(ds.Stats.Sources)
 		slices.SortStableFunc(srcs, func(a, b dataset.SourceStats) int { return cmpInt64Desc(a.Trajectories, b.Trajectories) })

@@ -110,6 +110,7 @@ created_at: 2026-11-22T00:00:00Z
 	// The version's statistics, merged from its batches' when it was committed, are those
 	// computed from its shards and rejects.
 	checkMergedStats(t, out)
+	checkYields(t, out)
 	entries, _ := os.ReadDir("/var/tmp/ndtrace-scratch")
 	for _, e := range entries {
 		t.Errorf("checkout left behind: %s", e.Name())
@@ -259,5 +260,51 @@ func TestRunRepositoryShapes(t *testing.T) {
 	}
 	if len(repos) != len(shapes) || m.Counts["tests:passed"] != 9 || m.Counts["quarantined"] != 0 {
 		t.Errorf("repository-level rows by repository %v, counts %v; rejects:\n%s", repos, m.Counts, readRejects(t, out))
+	}
+}
+
+// checkYields checks the yield report of TestRunRepositories' dataset: in stats.json, in
+// `ndtrace stats` and on the dashboard.
+func checkYields(t *testing.T, out string) {
+	t.Helper()
+	st, _, err := loadDatasetStats(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := st.Repositories
+	if y == nil {
+		t.Fatal("stats.json has no repositories' yield")
+	}
+	if y.Repositories != 9 || y.WithRows < 5 || y.RejectedByClass["missing_module"] != 1 ||
+		y.RejectedByClass["checkout"]+y.RejectedByClass["unresolved"] != 2 || y.Run == 0 || y.PassedPlain < y.PassedTraced {
+		t.Errorf("yield %+v", *y)
+	}
+	found := false
+	for _, s := range st.Sources {
+		if strings.HasSuffix(s.Source, "/passing") {
+			found = true
+			if r := s.Yield; r == nil || r.Collected != 6 || r.Run != 6 || r.PassedPlain != 6 || r.PassedTraced != 6 || r.Rows == 0 || r.WithRows != 1 {
+				t.Errorf("yield of %s: %+v", s.Source, r)
+			}
+		}
+	}
+	if !found {
+		t.Error("no source for the passing repository")
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"stats", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("stats: exit %d: %s", code, stderr.String())
+	}
+	t.Logf("ndtrace stats:\n%s", stdout.String())
+	for _, want := range []string{"Repositories (9, ", "passed untraced", "without rows, by stage: ", "missing_module=1", "/passing"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("ndtrace stats lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	_, body := httpGet(t, startDashboard(t, out))
+	for _, want := range []string{`id="yield-table"`, `id="repos-table"`, "missing_module", "/passing</code>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
 	}
 }

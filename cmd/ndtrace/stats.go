@@ -162,6 +162,8 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	}
 	tw.Flush()
 
+	printYields(w, st, nsources)
+
 	statsSection(w, "Rejects by reason")
 	if len(st.Rejects) == 0 {
 		fmt.Fprintln(w, "none")
@@ -226,4 +228,51 @@ func decimal1(x float64) string {
 		s += "." + strconv.Itoa(int(math.Round(frac*10)))
 	}
 	return s
+}
+
+// printYields prints the repositories' yield report: the totals, why repositories gave no rows, and
+// the repositories (those with the most tests run first, nsources of them; 0 for all).
+func printYields(w io.Writer, st *dataset.Stats, nsources int) {
+	y := st.Repositories
+	if y == nil {
+		return
+	}
+	statsSection(w, fmt.Sprintf("Repositories (%s, %s with rows)", thousands(y.Repositories), thousands(y.WithRows)))
+	tw := statsTable(w)
+	fmt.Fprintln(tw, "collected\trun\tpassed untraced\tpassed traced\tquarantined\trunner options neutralised\tchanged by them\tread-only checkout\tsandbox errors\trows\t")
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", thousands(y.Collected), thousands(y.Run),
+		passRate(y.PassedPlain, y.Run), passRate(y.PassedTraced, y.Run), thousands(y.Quarantined), thousands(y.Neutralised),
+		thousands(y.ChangedByOptions), thousands(y.ReadOnly), thousands(y.SandboxErrors), thousands(y.Rows))
+	tw.Flush()
+	if len(y.RejectedByClass) > 0 {
+		fmt.Fprintf(w, "without rows, by stage: %s\n", fmtKeyCounts(y.RejectedByClass))
+	}
+	var repos []dataset.SourceStats
+	for _, s := range st.Sources {
+		if s.Yield != nil {
+			repos = append(repos, s)
+		}
+	}
+	sort.SliceStable(repos, func(i, j int) bool { return repos[i].Yield.Run > repos[j].Yield.Run })
+	if nsources > 0 && len(repos) > nsources {
+		fmt.Fprintf(w, "(%d of %d repositories, most tests run first; --sources 0 for all)\n", nsources, len(repos))
+		repos = repos[:nsources]
+	}
+	tw = statsTable(w)
+	fmt.Fprintln(tw, "repository\tcollected\trun\tpassed untraced\tpassed traced\tquarantined\trows\twithout rows\t")
+	for _, s := range repos {
+		r := s.Yield
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Source, thousands(r.Collected), thousands(r.Run),
+			thousands(r.PassedPlain), thousands(r.PassedTraced), thousands(r.Quarantined), thousands(r.Rows),
+			fmtKeyCounts(r.RejectedByClass))
+	}
+	tw.Flush()
+}
+
+// passRate is n of run as "n (p%)".
+func passRate(n, run int64) string {
+	if run == 0 {
+		return thousands(n)
+	}
+	return fmt.Sprintf("%s (%.1f%%)", thousands(n), 100*float64(n)/float64(run))
 }

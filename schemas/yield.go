@@ -1,0 +1,36 @@
+package schemas
+
+// RepoYield is what one repository gave, test by test: the yield report of a repository source.
+// The pipeline writes one per repository it traced (and one per repository rejected before
+// tracing), with the version's rejects; statistics sum them per source and for the dataset.
+type RepoYield struct {
+	// Source is the repository as rows (repo_url) and rejects (source) name it; Key the item's key.
+	Source string `json:"source"`
+	Key    string `json:"key"`
+	// Runner is the test runner used ("" when the repository got no further than its checkout).
+	Runner string `json:"runner,omitempty"`
+	// Collected counts the tests collected; Run those run (at most the source's max_tests).
+	Collected int64 `json:"collected"`
+	Run       int64 `json:"run"`
+	// PassedPlain counts the tests that passed untraced ("native": the run that only differs from
+	// plain pytest by the sandbox), PassedTraced those that passed traced.
+	PassedPlain  int64 `json:"passed_plain"`
+	PassedTraced int64 `json:"passed_traced"`
+	// Quarantined counts the tests whose outcome changed under tracing (no rows).
+	Quarantined int64 `json:"quarantined"`
+	// Neutralised counts the tests run with runner options the sandbox does not have neutralised
+	// (addopts of missing plugins, coverage, xdist); ChangedByOptions those whose outcome that
+	// changed (no rows).
+	Neutralised      int64 `json:"runner_neutralised,omitempty"`
+	ChangedByOptions int64 `json:"changed_by_runner_options,omitempty"`
+	// ReadOnly counts the tests that saw the checkout read-only (no writable view could be made);
+	// SandboxErrors the tests the sandbox failed on.
+	ReadOnly      int64 `json:"checkout_read_only,omitempty"`
+	SandboxErrors int64 `json:"sandbox_errors,omitempty"`
+	// Rows counts the repository-level rows the repository gave.
+	Rows int64 `json:"rows"`
+	// Rejected is why the repository gave no repository-level row, as a class (YieldClass), and
+	// Reason says it for a person; both empty when it gave rows.
+	Rejected string `json:"rejected,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}

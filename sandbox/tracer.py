@@ -538,9 +538,11 @@ def _item_init(hdr, fds, opts, status_w):
         os._exit(0)
 
 
-# A writable checkout copied file by file holds at most this many entries (the checkout's own
-# limits are far below; this bounds the init's work whatever the folder holds).
+# A writable checkout copied file by file holds at most this many entries and bytes (the
+# checkout's own limits are far below; this bounds the init's work and the memory the copy takes,
+# which no rlimit counts, whatever the folder holds: a sparse file's holes are copied as zeros).
 _COPY_MAX_ENTRIES = 200_000
+_COPY_MAX_BYTES = 1 << 30
 
 
 def _writable_view(d, writes, opts):
@@ -603,6 +605,8 @@ def _tree_size(d):
                     todo.append(e.path)
                 elif e.is_file(follow_symlinks=False):
                     total += st.st_size
+                    if total > _COPY_MAX_BYTES:
+                        raise OSError("the checkout has more than %d bytes" % _COPY_MAX_BYTES)
     return total
 
 

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,7 +258,9 @@ def test_triple():
 	WriteTree(t, phase, PhaseSuite)
 	rw := filepath.Join(root, "rw")
 	WriteTree(t, rw, WritableSuite)
-	cfg.ReadOnly = []string{repo, uni, phase, rw}
+	hostile, huge := filepath.Join(root, "hostile"), filepath.Join(root, "huge")
+	writeHostileTree(t, hostile, huge)
+	cfg.ReadOnly = []string{repo, uni, phase, rw, hostile, huge}
 	cfg.PythonPath = []string{deps}
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
@@ -380,6 +384,7 @@ def test_triple():
 		}
 	})
 	t.Run("writable_checkout", func(t *testing.T) { writableCases(t, env, rw) })
+	t.Run("writable_hostile_tree", func(t *testing.T) { writableHostileCases(t, env, hostile, huge) })
 	t.Run("unittest", func(t *testing.T) {
 		c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: uni, Runner: sandbox.RunnerUnittest})
 		if err != nil {
@@ -466,12 +471,12 @@ func writableCases(t *testing.T, env *Env, rw string) {
 		t.Fatal(err)
 	}
 	before := treeSnapshot(t, rw)
-	c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: rw})
+	c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: rw, Limits: sandbox.Limits{WallTime: 30 * time.Second, CPUTime: 30 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Writable != sandbox.WritableOverlay && c.Writable != sandbox.WritableCopy {
-		t.Fatalf("collection saw the checkout %q; stderr %s", c.Writable, c.Result.Stderr)
+		t.Fatalf("collection saw the checkout %q: %s (%s); stderr %s", c.Writable, c.Status, c.Detail, c.Result.Stderr)
 	}
 	t.Logf("writable view: %s", c.Writable)
 	for _, traced := range []bool{false, true} {
@@ -520,6 +525,188 @@ func treeSnapshot(t *testing.T, dir string) map[string]string {
 		data, err := os.ReadFile(p)
 		out[p] = string(data)
 		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// HostileSuite is a checkout shaped to break its writable view: names in the syntax of mount
+// options, a fifo (a copy that opened it would block), symbolic link loops, deep nesting, a file
+// nobody may read, a name that is not UTF-8 (writeHostileTree adds the entries Go cannot write as
+// text). Its tests then try the view's own levers: overlayfs's extended attributes, whiteouts,
+// set-uid bits.
+var HostileSuite = map[string]string{
+	"pkg/__init__.py":       "",
+	"pkg/data.txt":          "data\n",
+	"a,b:c\\d=e":            "ok",
+	"lowerdir=x,upperdir=y": "ok",
+	"new\nline":             "ok",
+	"tests/test_hostile.py": `import errno
+import os
+import stat
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def test_hostile_tree():
+    names = os.listdir(ROOT)
+    with open(os.path.join(ROOT, "written"), "w") as f:
+        f.write("x")
+    for n in ("a,b:c\\d=e", "lowerdir=x,upperdir=y", "new\nline"):
+        assert n in names, names
+        assert open(os.path.join(ROOT, n)).read() == "ok"
+    raw = os.listdir(os.fsencode(ROOT))
+    assert b"\xff\xfe-not-utf8" in raw, raw
+    assert open(os.path.join(os.fsencode(ROOT), b"\xff\xfe-not-utf8"), "rb").read() == b"ok"
+    assert os.readlink(os.path.join(ROOT, "loop_a")) == "loop_b"
+    assert os.readlink(os.path.join(ROOT, "self")) == "self"
+    deep = os.path.join(ROOT, *["d"] * 60, "leaf.txt")
+    assert open(deep).read() == "deep"
+    with open(deep, "a") as f:
+        f.write("er")
+    p = os.path.join(ROOT, "fifo")
+    assert not os.path.lexists(p) or stat.S_ISFIFO(os.lstat(p).st_mode)
+    flags = os.statvfs(ROOT).f_flag
+    assert flags & os.ST_NOSUID and flags & os.ST_NODEV, flags
+    # overlayfs's own attributes (opaque directories, redirects) and file capabilities are not
+    # the item's to set
+    for name in ("trusted.overlay.opaque", "trusted.overlay.redirect", "security.capability"):
+        try:
+            os.setxattr(os.path.join(ROOT, "pkg"), name, b"y")
+            raise AssertionError("set " + name)
+        except OSError:
+            pass
+    for name in ("user.overlay.opaque", "user.overlay.whiteout"):
+        try:
+            os.setxattr(os.path.join(ROOT, "pkg"), name, b"y")
+        except OSError:
+            pass
+    assert "data.txt" in os.listdir(os.path.join(ROOT, "pkg"))
+    try:
+        os.mknod(os.path.join(ROOT, "whiteout"), stat.S_IFCHR | 0o600, 0)
+    except OSError:
+        pass
+    try:
+        os.mknod(os.path.join(ROOT, "null"), stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        raise AssertionError("made a device node")
+    except OSError:
+        pass
+    exe = os.path.join(ROOT, "suid")
+    with open(exe, "w") as f:
+        f.write("#!/bin/sh\nid -u\n")
+    try:
+        os.chmod(exe, 0o4755)
+    except OSError:
+        pass
+    assert not os.path.exists("/tmp/.ndtrace-writable")
+
+
+def test_next_sees_clean():
+    for n in ("written", "whiteout", "suid"):
+        assert not os.path.lexists(os.path.join(ROOT, n)), n
+    assert open(os.path.join(ROOT, *["d"] * 60, "leaf.txt")).read() == "deep"
+    assert "data.txt" in os.listdir(os.path.join(ROOT, "pkg"))
+`,
+}
+
+// writeHostileTree writes HostileSuite at hostile, with the entries that are not text, and at
+// huge a checkout holding a sparse file far larger than the disk space it takes.
+func writeHostileTree(t *testing.T, hostile, huge string) {
+	t.Helper()
+	WriteTree(t, hostile, HostileSuite)
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(syscall.Mkfifo(filepath.Join(hostile, "fifo"), 0o644))
+	check(os.Symlink("loop_b", filepath.Join(hostile, "loop_a")))
+	check(os.Symlink("loop_a", filepath.Join(hostile, "loop_b")))
+	check(os.Symlink("self", filepath.Join(hostile, "self")))
+	check(os.WriteFile(filepath.Join(hostile, "\xff\xfe-not-utf8"), []byte("ok"), 0o644))
+	check(os.WriteFile(filepath.Join(hostile, "secret"), []byte("secret"), 0o000))
+	deep := filepath.Join(append([]string{hostile}, slices.Repeat([]string{"d"}, 60)...)...)
+	check(os.MkdirAll(deep, 0o755))
+	check(os.WriteFile(filepath.Join(deep, "leaf.txt"), []byte("deep"), 0o644))
+	WriteTree(t, huge, map[string]string{"tests/test_huge.py": "def test_huge():\n    pass\n"})
+	f, err := os.Create(filepath.Join(huge, "sparse.bin"))
+	check(err)
+	check(f.Truncate(hugeSparse))
+	check(f.Close())
+	check(os.Chmod(filepath.Join(huge, "sparse.bin"), 0o644))
+}
+
+// hugeSparse is the size of writeHostileTree's sparse file: more than a writable view copies.
+const hugeSparse = 3 << 30
+
+// writableHostileCases runs HostileSuite's tests: the views are made (not refused, not blocked)
+// whatever the checkout holds, what the tests do through them stays in them, and a checkout
+// too large to copy is seen read-only rather than copied into memory.
+func writableHostileCases(t *testing.T, env *Env, hostile, huge string) {
+	ctx, sb := env.Ctx, env.SB
+	before := lstatSnapshot(t, hostile)
+	lim := sandbox.Limits{WallTime: 30 * time.Second}
+	for _, test := range []string{"tests/test_hostile.py::test_hostile_tree", "tests/test_hostile.py::test_next_sees_clean"} {
+		start := time.Now()
+		r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: hostile, Test: test, Limits: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Result.Status != schemas.StatusOK || r.Outcome != sandbox.OutcomePassed ||
+			(r.Writable != sandbox.WritableOverlay && r.Writable != sandbox.WritableCopy) {
+			t.Errorf("%s: %s (%s) outcome %q view %q after %v; stdout %.3000s stderr %.2000s", test, r.Result.Status,
+				r.Result.Detail, r.Outcome, r.Writable, time.Since(start), r.Result.Stdout, r.Result.Stderr)
+		}
+		env.assertNoStrays()
+	}
+	if after := lstatSnapshot(t, hostile); !maps.Equal(before, after) {
+		t.Fatalf("the host's checkout changed:\nbefore %v\nafter  %v", before, after)
+	}
+
+	start := time.Now()
+	r, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: huge, Test: "tests/test_huge.py::test_huge", Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("huge sparse checkout: view %q in %v", r.Writable, took)
+	if r.Result.Status != schemas.StatusOK || r.Outcome != sandbox.OutcomePassed {
+		t.Errorf("huge: %s (%s) outcome %q view %q after %v; stderr %.2000s", r.Result.Status, r.Result.Detail,
+			r.Outcome, r.Writable, took, r.Result.Stderr)
+	}
+	if r.Writable == sandbox.WritableCopy {
+		t.Errorf("a checkout of %d bytes (sparse) was copied into the item's memory", int64(hugeSparse))
+	}
+	env.assertNoStrays()
+}
+
+// lstatSnapshot maps every path under dir to its type, mode, size and, for links, target; it
+// never opens a file (dir may hold fifos).
+func lstatSnapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String() + " " + strconv.FormatInt(fi.Size(), 10)
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			v += " -> " + target
+		}
+		out[p] = v
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

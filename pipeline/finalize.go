@@ -48,9 +48,9 @@ type PageSummary struct {
 	// Rejects is the version's object holding the page's rejects (nil if it has none).
 	Rejects *dataset.ObjectRef `json:"rejects,omitempty"`
 	// Repos is the version's object holding the page's repository yield reports (nil if none).
-	Repos *dataset.ObjectRef `json:"repos,omitempty"`
-	Failed  []FailedBatch      `json:"failed,omitempty"`
-	Counts  map[string]int64   `json:"counts"`
+	Repos  *dataset.ObjectRef `json:"repos,omitempty"`
+	Failed []FailedBatch      `json:"failed,omitempty"`
+	Counts map[string]int64   `json:"counts"`
 	// Stats is the work-area object holding the page's merged statistics.
 	Stats string `json:"stats"`
 }

@@ -766,7 +766,7 @@ def _test_records(req, runner, state, end, exc_message):
         if m:
             missing = m
             break
-    opts = state.options
+    opts = getattr(state, "options", None)
     neutralised = "[%s]" % join(_map(enc, opts.neutralised if opts is not None else []))
     if req["kind"] == "collect":
         record = ('{"event":"collection","runner":%s,"tests":[%s],"errors":[%s],'
@@ -774,7 +774,7 @@ def _test_records(req, runner, state, end, exc_message):
                   % (enc(runner), join(_map(enc, state.tests or [])),
                      join(_map(enc, state.errors)), enc(missing), neutralised,
                      "true" if opts is None or opts.runnable else "false",
-                     "true" if state.fallback else "false"))
+                     "true" if getattr(state, "fallback", False) else "false"))
         if state.fatal is not None:
             end("exception", state.fatal[0], state.fatal[1], record)
         end("ok", record=record)

@@ -40,8 +40,13 @@ type RepoTrace struct {
 	Runner string `json:"runner"`
 	Tests  int    `json:"tests"`
 	Run    int    `json:"run"`
-	// Quarantined lists the tests whose outcome changed under tracing: they give no rows.
+	// Quarantined lists the tests whose outcome changed under tracing, or under the runner
+	// options the sandbox neutralised (counted as tests:changed_by_runner_options): they give no
+	// rows.
 	Quarantined []string `json:"quarantined,omitempty"`
+	// Neutralised names what of the repository's pytest configuration the sandbox did not apply
+	// (sandbox.Collection.Neutralised): each name is also counted once as "neutralised:NAME".
+	Neutralised []string `json:"neutralised,omitempty"`
 	// Traces are the TracedItem tests that kept their outcome.
 	Traces []TestTrace `json:"traces,omitempty"`
 	// Functions are function-level items found in the traces, TracedItem on their own.
@@ -167,7 +172,13 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	case len(col.Tests) == 0:
 		return bad("no tests found")
 	}
-	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}}
+	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}, Neutralised: col.Neutralised}
+	for _, n := range col.Neutralised {
+		rt.Counts["neutralised:"+n] = 1
+	}
+	// With options neutralised, each test is run once more untraced with the original ones when
+	// they can run here, else counted as run under neutralised options.
+	compare := len(col.Neutralised) > 0 && col.OriginalRunnable
 	if col.MissingModule != "" {
 		// Some test files need a dependency that is not provided; the others still run.
 		rt.Counts["missing_module:"+col.MissingModule]++
@@ -178,9 +189,14 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	}
 	rt.Run = len(tests)
 	for _, test := range tests {
-		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim}
+		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options}
 		plain, err := sb.RunTest(ctx, req)
-		var tr *sandbox.TestResult
+		var tr, orig *sandbox.TestResult
+		if err == nil && compare {
+			oreq := req
+			oreq.Options = sandbox.OptionsOriginal
+			orig, err = sb.RunTest(ctx, oreq)
+		}
 		if err == nil {
 			req.Traced = true
 			tr, err = sb.RunTest(ctx, req)
@@ -201,6 +217,15 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		if plain.Writable == sandbox.WritableReadOnly {
 			// The writable view could not be made: the test saw the checkout read-only.
 			rt.Counts["tests:checkout_read_only"]++
+		}
+		if len(col.Neutralised) > 0 && !compare {
+			rt.Counts["tests:runner_options_neutralised"]++
+		}
+		if orig != nil && outcomeKey(orig) != outcomeKey(plain) {
+			// The repository's own options give another outcome: the run does not show the test.
+			rt.Counts["tests:changed_by_runner_options"]++
+			rt.Quarantined = append(rt.Quarantined, test)
+			continue
 		}
 		if outcomeKey(plain) != outcomeKey(tr) && tr.Result.Status != schemas.StatusEventLimit {
 			// The outcome changed under tracing (repr side effects, reference counts, timing):

@@ -227,6 +227,7 @@ type runBody struct {
 	Test       string   `json:"test,omitempty"`
 	Traced     bool     `json:"traced,omitempty"`
 	Exclude    []string `json:"exclude,omitempty"`
+	Options    string   `json:"options,omitempty"`
 }
 
 type runLimits struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -32,6 +33,34 @@ const (
 	OutcomeSkipped = "skipped"
 )
 
+// RunnerOptions says how a pytest run applies the repository's own command-line options (the
+// addopts of its pytest.ini, tox.ini [pytest], setup.cfg [tool:pytest] or pyproject.toml
+// [tool.pytest.ini_options]) and its required_plugins (docs/sandbox.md, "Runner options").
+type RunnerOptions string
+
+// Runner options of a CollectRequest or TestRequest.
+const (
+	// OptionsNeutralised (the default) drops from addopts what the sandbox cannot or must not
+	// run: options of plugins that are not importable (unknown to pytest's parser once the
+	// repository's plugins and conftest.py files are loaded), -p of a plugin that is not
+	// importable, coverage and xdist options, options that write report files or change how the
+	// run is made (-c, --rootdir, --basetemp, --collect-only ...), and required_plugins. The rest
+	// (markers, -W, --strict-markers, -m, -k ...) applies.
+	OptionsNeutralised RunnerOptions = ""
+	// OptionsOriginal applies addopts as they are (but for test paths, in a test run, which
+	// names its one test itself): to check that neutralising did not change a test's outcome.
+	OptionsOriginal RunnerOptions = "original"
+	// OptionsNone drops addopts entirely: the fallback when pytest still fails with a usage
+	// error on what OptionsNeutralised kept.
+	OptionsNone RunnerOptions = "none"
+)
+
+// Bounds of a run's list of neutralised options: more, or a longer entry, is tampering.
+const (
+	maxNeutralised     = 50
+	maxNeutralisedName = 100
+)
+
 // CollectRequest asks for the tests of a repository checkout.
 type CollectRequest struct {
 	// Dir is the checkout: an absolute host path inside one of the sandbox's Config.ReadOnly
@@ -42,6 +71,10 @@ type CollectRequest struct {
 	Runner string
 	// Limits overrides the sandbox's limits field by field.
 	Limits Limits
+	// Options is how pytest applies the repository's addopts. With OptionsNeutralised, a
+	// collection that still ends in a pytest usage error while addopts were applied is made
+	// again with OptionsNone (Collection.Options says which one was used).
+	Options RunnerOptions
 }
 
 // Collection is the test suite of a checkout.
@@ -67,6 +100,18 @@ type Collection struct {
 	// WritableReadOnly (the view could not be made: the item's stderr says why), or "" when
 	// Config.ReadOnlyCheckouts turned views off.
 	Writable string
+	// Options is the RunnerOptions the collection was made with: run the tests with the same.
+	Options RunnerOptions
+	// Neutralised names what of the repository's pytest configuration was not applied: options
+	// ("--cov", "-n"), plugins ("-p name"), "required_plugins", or "addopts" when they were
+	// dropped entirely; at most 50 entries, the last one "..." when there were more.
+	Neutralised []string
+	// OriginalRunnable reports, when Neutralised is not empty, whether the original
+	// configuration would run in the sandbox: only coverage, xdist and report-file options were
+	// dropped, and the plugins they belong to (and the required plugins) are importable. The
+	// tests can then be run once more with OptionsOriginal to see whether neutralising changed
+	// their outcome.
+	OriginalRunnable bool
 	// Result is the raw run (output, resources).
 	Result *Result
 }
@@ -97,6 +142,9 @@ type TestRequest struct {
 	// Limits overrides the sandbox's limits field by field: WallTime bounds the whole test,
 	// TraceEvents and TraceBytes its trace.
 	Limits Limits
+	// Options is how pytest applies the repository's addopts: Collection.Options, or
+	// OptionsOriginal for an untraced run with the configuration as it is.
+	Options RunnerOptions
 }
 
 // TestResult is the outcome of one test run.
@@ -112,6 +160,9 @@ type TestResult struct {
 	MissingModule string
 	// Writable is as in Collection.
 	Writable string
+	// Neutralised names what of the repository's pytest configuration this run did not apply
+	// (as in Collection).
+	Neutralised []string
 	// Result is the run: Status ok whenever Outcome is set, whatever the verdict; ExcType and
 	// ExcMessage describe the first exception of a failed or error outcome and Detail says where;
 	// Events is the trace (traced runs: only frames of Targets, File the absolute file name, Depth
@@ -127,16 +178,38 @@ func (s *Sandbox) CollectTests(ctx context.Context, req CollectRequest) (*Collec
 	if err != nil {
 		return nil, err
 	}
-	msg := runMsg{Kind: "collect", Runner: req.Runner, runBody: runBody{Dir: dir, Targets: []string{dir + "/"},
-		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath}}
-	msg.Writable, msg.WritableBytes = s.writable(dir)
-	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
-	if res == nil {
+	if err := checkOptions(req.Options); err != nil {
 		return nil, err
 	}
-	c := &Collection{Runner: req.Runner, Status: res.Status, Detail: res.Detail, Result: res}
+	c, fallback, err := s.collect(ctx, req, dir)
+	if fallback && req.Options == OptionsNeutralised && err == nil {
+		// pytest refused what was kept of the repository's addopts: do without them.
+		req.Options = OptionsNone
+		c, _, err = s.collect(ctx, req, dir)
+	}
+	return c, err
+}
+
+// collect makes one collection; fallback reports a pytest usage error while addopts applied.
+func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (*Collection, bool, error) {
+	msg := runMsg{Kind: "collect", Runner: req.Runner, runBody: runBody{Dir: dir, Targets: []string{dir + "/"},
+		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath, Options: string(req.Options)}}
+	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
+	if res == nil {
+		return nil, false, err
+	}
+	c := &Collection{Runner: req.Runner, Status: res.Status, Detail: res.Detail, Result: res, Options: req.Options,
+		Neutralised: []string{}}
+	fallback := false
 	if w := dec.collect; w != nil {
 		c.Runner, c.Tests, c.Errors, c.MissingModule, c.Writable = w.Runner, w.Tests, w.Errors, w.MissingModule, w.Writable
+		if w.Neutralised != nil {
+			c.Neutralised = w.Neutralised
+		}
+		c.OriginalRunnable, fallback = w.OriginalRunnable, w.Fallback && res.Status == schemas.StatusException
+		if why := checkNeutralised(w.Neutralised); why != "" && c.Status == schemas.StatusOK {
+			c.Status, c.Detail = schemas.StatusTampered, "tampering: "+why
+		}
 	}
 	if c.Tests == nil {
 		c.Tests = []string{}
@@ -150,7 +223,33 @@ func (s *Sandbox) CollectTests(ctx context.Context, req CollectRequest) (*Collec
 	if c.Status == schemas.StatusException && len(res.Stderr) > 0 {
 		c.Detail += " (stderr: " + lastLine(res.Stderr) + ")"
 	}
-	return c, err
+	return c, fallback, err
+}
+
+// checkOptions checks a request's RunnerOptions.
+func checkOptions(o RunnerOptions) error {
+	switch o {
+	case OptionsNeutralised, OptionsOriginal, OptionsNone:
+		return nil
+	}
+	return fmt.Errorf("sandbox: unknown runner options %q", o)
+}
+
+// checkNeutralised says what is wrong with a run's list of neutralised options ("" if nothing):
+// the tracer lists at most maxNeutralised non-empty entries of at most maxNeutralisedName
+// characters, without repeats.
+func checkNeutralised(names []string) string {
+	if len(names) > maxNeutralised {
+		return fmt.Sprintf("%d neutralised options listed, more than %d", len(names), maxNeutralised)
+	}
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if n == "" || utf8.RuneCountInString(n) > maxNeutralisedName || seen[n] {
+			return fmt.Sprintf("bad neutralised option %q", n)
+		}
+		seen[n] = true
+	}
+	return ""
 }
 
 // RunTest runs one test of the checkout req.Dir in a fresh item child, traced or not. Whatever the
@@ -164,6 +263,9 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 	if req.Test == "" || strings.HasPrefix(req.Test, "-") || strings.ContainsRune(req.Test, 0) {
 		return nil, fmt.Errorf("sandbox: bad test id %q", req.Test)
 	}
+	if err := checkOptions(req.Options); err != nil {
+		return nil, err
+	}
 	targets := req.Targets
 	if len(targets) == 0 {
 		targets = []string{dir + "/"}
@@ -174,7 +276,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 		}
 	}
 	msg := runMsg{Kind: "test", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test, Traced: req.Traced,
-		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath}}
+		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath, Options: string(req.Options)}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
@@ -192,8 +294,13 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 		res.Status, res.Detail = schemas.StatusTampered, "tampering: the test record is missing"
 	case !validOutcome(w.Outcome):
 		res.Status, res.Detail = schemas.StatusTampered, fmt.Sprintf("tampering: unknown test outcome %q", w.Outcome)
+	case checkNeutralised(w.Neutralised) != "":
+		res.Status, res.Detail = schemas.StatusTampered, "tampering: "+checkNeutralised(w.Neutralised)
 	default:
-		tr.Outcome, tr.MissingModule = w.Outcome, w.MissingModule
+		tr.Outcome, tr.MissingModule, tr.Neutralised = w.Outcome, w.MissingModule, w.Neutralised
+		if tr.Neutralised == nil {
+			tr.Neutralised = []string{}
+		}
 		if w.Outcome == OutcomeFailed || w.Outcome == OutcomeError {
 			res.ExcType, res.ExcMessage = w.ExcType, w.ExcMessage
 			res.Detail = strings.TrimSpace(fmt.Sprintf("%s in %s: %s: %s", w.Outcome, w.When, w.ExcType, w.ExcMessage))

@@ -26,7 +26,8 @@ type wireEvent struct {
 	First, Last      int
 	// test and collection records
 	Runner, Outcome, MissingModule, When, Writable string
-	Tests, Errors                                  []string
+	Tests, Errors, Neutralised                     []string
+	OriginalRunnable, Fallback                     bool
 }
 
 var errWire = errors.New("malformed trace line")
@@ -113,6 +114,12 @@ func parseWire(b []byte) (wireEvent, error) {
 			w.Tests, ok = s.strList()
 		case "errors":
 			w.Errors, ok = s.strList()
+		case "neutralised":
+			w.Neutralised, ok = s.strList()
+		case "original_runnable":
+			w.OriginalRunnable, ok = s.boolOrSkip()
+		case "fallback":
+			w.Fallback, ok = s.boolOrSkip()
 		default:
 			ok = s.skip(0)
 		}

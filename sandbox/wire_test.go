@@ -24,6 +24,9 @@ var wireSeeds = []string{
 	`{"event":"test","runner":"pytest","outcome":"failed","missing_module":"","when":"call","exc_type":"AssertionError","exc_message":"assert 1 == 2"}`,
 	`{"event":"collection","runner":"unittest","tests":["t.T.test_a","t.T.test_b"],"errors":["x: ModuleNotFoundError: No module named 'y'"],"missing_module":"y"}`,
 	`{"event":"collection","tests":[1],"errors":null}`, `{"tests":["a",]}`,
+	`{"event":"collection","runner":"pytest","tests":["t.py::a"],"errors":[],"missing_module":"","neutralised":["--cov","-p no_such_plugin"],"original_runnable":false,"fallback":true}`,
+	`{"event":"test","outcome":"passed","neutralised":["addopts"]}`, `{"neutralised":[1]}`, `{"neutralised":"--cov"}`,
+	`{"original_runnable":1,"fallback":"yes"}`, `{"neutralised":null,"original_runnable":true}`,
 }
 
 // wireRef is the same line decoded by encoding/json, the reference.
@@ -53,6 +56,9 @@ type wireRef struct {
 	When       string            `json:"when"`
 	Tests      []string          `json:"tests"`
 	Errors     []string          `json:"errors"`
+	Neutral    []string          `json:"neutralised"`
+	Runnable   bool              `json:"original_runnable"`
+	Fallback   bool              `json:"fallback"`
 }
 
 var wireFields = func() map[string]string {
@@ -134,7 +140,7 @@ func checkWire(t *testing.T, b []byte) {
 		Src: w.Src, Names: w.Names, Value: w.Value, ExcType: w.ExcType, ExcMessage: w.ExcMessage,
 		Unwind: w.Unwind, Status: w.Status, Blocks: blocks, QualName: w.QualName, Source: w.Source,
 		First: w.First, Last: w.Last, Runner: w.Runner, Outcome: w.Outcome, Missing: w.MissingModule, When: w.When,
-		Tests: w.Tests, Errors: w.Errors}
+		Tests: w.Tests, Errors: w.Errors, Neutral: w.Neutralised, Runnable: w.OriginalRunnable, Fallback: w.Fallback}
 	if w.Locals != nil {
 		got.Locals = map[string]string{}
 		for _, v := range w.Locals {

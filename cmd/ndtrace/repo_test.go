@@ -308,3 +308,112 @@ func checkYields(t *testing.T, out string) {
 		}
 	}
 }
+
+// TestRunRunnerOptions traces the runner_options repository, whose pytest addopts name coverage,
+// xdist and a plugin the sandbox does not have: they are neutralised (pytest used to refuse the
+// whole repository with a usage error), the rest of its configuration applies (the -m deselection,
+// filterwarnings = error a test relies on), and its three tests give repository-level rows,
+// counted as run under neutralised options.
+func TestRunRunnerOptions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	url, _ := testrepos.Git(t, "runner_options")
+	listPath := filepath.Join(dir, "repos.txt")
+	os.WriteFile(listPath, []byte(url+" main\n"), 0o644)
+	out := filepath.Join(dir, "data")
+	spec := writeSpec(t, dir, fmt.Sprintf("name: runopts\noutput: %s\nsources:\n  - kind: repository\n    list: %s\nlimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n", out, listPath))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr.String())
+	}
+	m, _ := checkDataset(t, out)
+	ctx := context.Background()
+	st, _ := store.Open(ctx, out)
+	defer st.Close()
+	rows := 0
+	for _, s := range m.Shards {
+		rs, err := dataset.ReadRows(ctx, st, s.Path, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Level == "repository" {
+				rows++
+			}
+		}
+	}
+	want := map[string]int64{"tests:passed": 3, "tests:runner_options_neutralised": 3, "neutralised:--cov": 1,
+		"neutralised:-n": 1, "neutralised:-p no_such_plugin": 1}
+	for k, v := range want {
+		if m.Counts[k] != v {
+			t.Errorf("counts[%s] = %d, want %d", k, m.Counts[k], v)
+		}
+	}
+	if rows == 0 || m.Counts["tests:changed_by_runner_options"] != 0 || m.Counts["tests:failed"] != 0 {
+		t.Errorf("%d repository-level rows, counts %v; rejects:\n%s", rows, m.Counts, readRejects(t, out))
+	}
+}
+
+// TestRunOriginalRunnerOptions traces a repository whose addopts ask for coverage in an
+// environment that has (a stand-in for) pytest-cov: the original configuration can run, so each
+// test also runs untraced with it; test_no_cov, whose outcome it changes, is counted and
+// quarantined, test_plain gives rows.
+func TestRunOriginalRunnerOptions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	env := filepath.Join(testrepos.MountableDir(t), "env")
+	writeFiles(t, env, map[string]string{
+		"pytest_cov/__init__.py": "",
+		"pytest_cov/plugin.py": "import os\n\n\ndef pytest_addoption(parser):\n    parser.addoption('--cov', action='append', nargs='?', const=True, default=[])\n\n\n" +
+			"def pytest_configure(config):\n    if config.getoption('--cov'):\n        os.environ['FAKE_COV'] = '1'\n",
+		"pytest_cov-9.9.dist-info/METADATA":         "Metadata-Version: 2.1\nName: pytest-cov\nVersion: 9.9\n",
+		"pytest_cov-9.9.dist-info/entry_points.txt": "[pytest11]\npytest_cov = pytest_cov.plugin\n",
+	})
+	repo := filepath.Join(dir, "covered")
+	writeFiles(t, repo, map[string]string{
+		"pytest.ini":        "[pytest]\naddopts = --cov=calc\n",
+		"calc.py":           "def double(x):\n    y = x * 2\n    return y\n",
+		"tests/__init__.py": "",
+		"tests/test_calc.py": "import os\n\nfrom calc import double\n\n\ndef test_no_cov():\n    assert 'FAKE_COV' not in os.environ\n    assert double(2) == 4\n\n\n" +
+			"def test_plain():\n    assert double(3) == 6\n",
+	})
+	testrepos.RunGit(t, repo, "init", "-q", "--template=", ".")
+	testrepos.Commit(t, repo, "Add covered")
+	listPath := filepath.Join(dir, "repos.txt")
+	os.WriteFile(listPath, []byte("file://"+repo+" main\n"), 0o644)
+	out := filepath.Join(dir, "data")
+	spec := writeSpec(t, dir, fmt.Sprintf("name: origopts\noutput: %s\nsources:\n  - kind: repository\n    list: %s\n    python_path: [%s]\nlimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n", out, listPath, env))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr.String())
+	}
+	m, _ := checkDataset(t, out)
+	want := map[string]int64{"tests:passed": 2, "tests:changed_by_runner_options": 1, "quarantined": 1,
+		"tests:runner_options_neutralised": 0, "neutralised:--cov": 1}
+	for k, v := range want {
+		if m.Counts[k] != v {
+			t.Errorf("counts[%s] = %d, want %d (counts %v; rejects:\n%s)", k, m.Counts[k], v, m.Counts, readRejects(t, out))
+		}
+	}
+	if m.Totals.Rows == 0 {
+		t.Errorf("no rows; rejects:\n%s", readRejects(t, out))
+	}
+}
+
+// writeFiles writes files (by slash-separated path) under dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, data := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

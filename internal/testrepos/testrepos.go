@@ -32,6 +32,14 @@
 //   - lib_layout: setup.cfg declares package_dir =lib; lib/textkit is the package (shout) and
 //     tests/test_textkit.py imports it (two tests, all pass with lib on sys.path). Exercises import
 //     layouts declared in setup.cfg.
+//   - runner_options: inventory.py (restock, total, legacy_total, which warns DeprecationWarning) and
+//     a pyproject.toml whose [tool.pytest.ini_options] addopts name what the sandbox does not have
+//     (--cov=inventory --cov-report=term-missing -n 4 -p no_such_plugin) besides --strict-markers
+//     and -m 'not slow', with declared markers (slow, unit) and filterwarnings = error;
+//     tests/conftest.py has a stock fixture. Of four tests, test_slow (failing) is deselected by
+//     -m, and test_legacy_total_is_an_error passes only while filterwarnings = error applies; the
+//     other three pass. Plain pytest without pytest-cov and pytest-xdist refuses the
+//     configuration (usage error). Exercises the neutralising of runner options.
 //   - trace_sensitive: counter.py (double, traced_now, class Noisy whose __repr__ counts its calls);
 //     test_double passes either way, test_repr_side_effect fails when a tracer renders locals with
 //     repr() and test_not_traced fails when sys.gettrace() is set. Exercises the quarantine of tests

@@ -1,0 +1,6 @@
+import pytest
+
+
+@pytest.fixture
+def stock():
+    return {"apple": 3, "pear": 2}

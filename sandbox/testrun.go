@@ -194,6 +194,7 @@ func (s *Sandbox) CollectTests(ctx context.Context, req CollectRequest) (*Collec
 func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (*Collection, bool, error) {
 	msg := runMsg{Kind: "collect", Runner: req.Runner, runBody: runBody{Dir: dir, Targets: []string{dir + "/"},
 		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath, Options: string(req.Options)}}
+	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
 		return nil, false, err

@@ -36,6 +36,10 @@
 //     test_double passes either way, test_repr_side_effect fails when a tracer renders locals with
 //     repr() and test_not_traced fails when sys.gettrace() is set. Exercises the quarantine of tests
 //     whose outcome changes under tracing.
+//   - with_dependency: scoring.py imports fixture_a, a third-party package that is not installed:
+//     the ndtrace-fixture-a wheel of internal/testwheels (which depends on ndtrace-fixture-b), named
+//     in requirements.txt; tests/test_scoring.py (three tests) pass once it is installed, and none
+//     collects without. Exercises per-repository environments (env: repository).
 //   - symlink_escape: made by [SymlinkEscape], not embedded (go:embed cannot hold symlinks): a git
 //     repository with README.md and a symlink data -> /etc/passwd. Exercises the checkout's refusal of
 //     links that leave the tree.

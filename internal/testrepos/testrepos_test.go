@@ -118,7 +118,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "hanging", "lib_layout", "missing_module", "passing", "src_layout", "trace_sensitive", "unittest_only"}
+	want := []string{"failing", "forking", "hanging", "lib_layout", "missing_module", "passing", "src_layout", "trace_sensitive", "unittest_only", "with_dependency"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

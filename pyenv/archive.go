@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -26,13 +27,28 @@ func (e *TooLargeError) Error() string {
 }
 
 // Archive makes a tar of the folder dir, its entries named prefix/...: folders, regular files and
-// symbolic links that stay inside dir (others are refused). It returns the archive and the size
-// and number of the files; a dir larger than maxBytes is a *TooLargeError.
-func Archive(dir, prefix string, maxBytes int64) ([]byte, int64, int, error) {
+// symbolic links that stay inside dir (others are refused), after the files of extra (name ->
+// content) at the top. It returns the archive and the size and number of dir's files; a dir
+// larger than maxBytes is a *TooLargeError.
+func Archive(dir, prefix string, maxBytes int64, extra map[string][]byte) ([]byte, int64, int, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	var total int64
 	var files int
+	names := make([]string, 0, len(extra))
+	for n := range extra {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		hdr := &tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(extra[n])), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, 0, 0, fmt.Errorf("pyenv: archive %s: %w", dir, err)
+		}
+		if _, err := tw.Write(extra[n]); err != nil {
+			return nil, 0, 0, fmt.Errorf("pyenv: archive %s: %w", dir, err)
+		}
+	}
 	// The folders above dir, so that the archive extracts on its own.
 	parts := strings.Split(strings.Trim(prefix, "/"), "/")
 	for i := 1; i < len(parts); i++ {

@@ -17,12 +17,15 @@
 package pyenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,7 +191,7 @@ func (c *Cache) Ensure(ctx context.Context, cfg Config, reqs []pyreq.Requirement
 		if rq.Packages == 0 {
 			return Env{Hash: rq.Env}, nil
 		}
-		env, ok, err := c.find(ctx, dir, rq.Env)
+		env, ok, err := c.find(ctx, dir, rq.Env, cfg.MaxBytes)
 		if err != nil || ok {
 			return env, err
 		}
@@ -211,7 +214,7 @@ func (c *Cache) Ensure(ctx context.Context, cfg Config, reqs []pyreq.Requirement
 	if len(pkgs) == 0 {
 		return Env{Hash: hash}, c.writeRequest(ctx, dir, rkey, rq)
 	}
-	env, ok, err := c.find(ctx, dir, hash)
+	env, ok, err := c.find(ctx, dir, hash, cfg.MaxBytes)
 	if err != nil {
 		return Env{}, err
 	}
@@ -236,7 +239,7 @@ func timeoutReason(ctx context.Context, cfg Config, err error) error {
 
 // find returns the environment hash from the local cache or, extracted from the store, if either
 // has it.
-func (c *Cache) find(ctx context.Context, dir, hash string) (Env, bool, error) {
+func (c *Cache) find(ctx context.Context, dir, hash string, maxBytes int64) (Env, bool, error) {
 	local := filepath.Join(dir, hash)
 	if d, err := readDescriptor(local); err == nil {
 		return envOf(local, d), true, nil
@@ -250,19 +253,23 @@ func (c *Cache) find(ctx context.Context, dir, hash string) (Env, bool, error) {
 	case !ok:
 		return Env{}, false, nil
 	}
-	env, err := c.fetch(ctx, dir, hash)
+	env, err := c.fetch(ctx, dir, hash, maxBytes)
 	return env, err == nil, err
 }
 
-// fetch extracts the stored environment hash into the local cache.
-func (c *Cache) fetch(ctx context.Context, dir, hash string) (Env, error) {
-	data, err := c.Store.ReadLimit(ctx, descriptorKey(hash), 16<<20)
-	if err != nil {
+// fetch extracts the stored environment hash into the local cache, checking the archive against
+// its stored descriptor when there is one.
+func (c *Cache) fetch(ctx context.Context, dir, hash string, maxBytes int64) (Env, error) {
+	var want string
+	switch data, err := c.Store.ReadLimit(ctx, descriptorKey(hash), 16<<20); {
+	case err == nil:
+		var d Descriptor
+		if err := json.Unmarshal(data, &d); err != nil {
+			return Env{}, fmt.Errorf("pyenv: stored descriptor of %s: %w", hash, err)
+		}
+		want = d.ArchiveSHA256
+	case !store.IsNotExist(err):
 		return Env{}, err
-	}
-	var d Descriptor
-	if err := json.Unmarshal(data, &d); err != nil || d.Hash != hash {
-		return Env{}, fmt.Errorf("pyenv: stored descriptor of %s is not valid (%v)", hash, err)
 	}
 	r, err := c.Store.NewRangeReader(ctx, archiveKey(hash), 0, -1)
 	if err != nil {
@@ -275,15 +282,25 @@ func (c *Cache) fetch(ctx context.Context, dir, hash string) (Env, error) {
 	}
 	defer os.RemoveAll(tmp)
 	root := filepath.Join(tmp, "env")
-	limit := d.Bytes
-	if limit <= 0 || limit > 64<<30 {
-		limit = 64 << 30
-	}
-	if err := Extract(r, root, limit); err != nil {
+	sum := sha256.New()
+	if err := Extract(io.TeeReader(r, sum), root, maxBytes+descriptorMax); err != nil {
 		return Env{}, fmt.Errorf("pyenv: extract %s: %w", archiveKey(hash), err)
 	}
-	return install(root, filepath.Join(dir, hash), d)
+	if _, err := io.Copy(sum, r); err != nil { // the tar's end padding
+		return Env{}, fmt.Errorf("pyenv: read %s: %w", archiveKey(hash), err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); want != "" && got != want {
+		return Env{}, fmt.Errorf("pyenv: %s has sha256 %s, its descriptor says %s", archiveKey(hash), got, want)
+	}
+	d, err := readDescriptor(root)
+	if err != nil || d.Hash != hash {
+		return Env{}, fmt.Errorf("pyenv: %s does not describe environment %s (%v)", archiveKey(hash), hash, err)
+	}
+	return install(root, filepath.Join(dir, hash))
 }
+
+// descriptorMax bounds the descriptor inside an archive, beyond the environment's files.
+const descriptorMax = 16 << 20
 
 // build installs the resolved set, stores its archive (unless a concurrent builder stored one
 // first: that one is adopted) and extracts it into the local cache.
@@ -292,8 +309,14 @@ func (c *Cache) build(ctx context.Context, b *builder, dir, hash string, pkgs []
 	if err != nil {
 		return Env{}, err
 	}
+	size, files, err := measure(sp, b.cfg.MaxBytes)
+	if err != nil {
+		return Env{}, err
+	}
+	d := Descriptor{Format: Format, Hash: hash, Python: b.py, Packages: pkgs, Bytes: size, Files: files}
+	inner, _ := json.MarshalIndent(d, "", "  ")
 	prefix := "lib/python" + b.py.Version + "/site-packages"
-	archive, bytes, files, err := Archive(sp, prefix, b.cfg.MaxBytes)
+	archive, _, _, err := Archive(sp, prefix, b.cfg.MaxBytes, map[string][]byte{descriptorFile: inner})
 	if err != nil {
 		var big *TooLargeError
 		if errors.As(err, &big) {
@@ -301,40 +324,64 @@ func (c *Cache) build(ctx context.Context, b *builder, dir, hash string, pkgs []
 		}
 		return Env{}, err
 	}
-	sum := sha256.Sum256(archive)
-	d := Descriptor{Format: Format, Hash: hash, Python: b.py, Packages: pkgs, Bytes: bytes, Files: files,
-		ArchiveSHA256: hex.EncodeToString(sum[:])}
 	if c.Store != nil {
-		meta, _ := json.MarshalIndent(d, "", "  ")
-		// The descriptor first: an archive is only ever found with its descriptor beside it.
-		if _, err := c.Store.PutFirst(ctx, descriptorKey(hash), meta, "application/json"); err != nil {
-			return Env{}, err
-		}
 		created, err := c.Store.PutFirst(ctx, archiveKey(hash), archive, "application/x-tar")
 		if err != nil {
 			return Env{}, err
 		}
 		if !created {
 			// Another worker stored this environment first: use its archive, as every worker will.
-			return c.fetch(ctx, dir, hash)
+			return c.fetch(ctx, dir, hash, b.cfg.MaxBytes)
+		}
+		sum := sha256.Sum256(archive)
+		d.ArchiveSHA256 = hex.EncodeToString(sum[:])
+		meta, _ := json.MarshalIndent(d, "", "  ")
+		if _, err := c.Store.PutFirst(ctx, descriptorKey(hash), meta, "application/json"); err != nil {
+			return Env{}, err
 		}
 	}
 	root := filepath.Join(b.work, "extract")
-	if err := Extract(strings.NewReader(string(archive)), root, bytes+1); err != nil {
+	if err := Extract(bytes.NewReader(archive), root, size+descriptorMax); err != nil {
 		return Env{}, fmt.Errorf("pyenv: extract the archive just made: %w", err)
 	}
-	return install(root, filepath.Join(dir, hash), d)
+	return install(root, filepath.Join(dir, hash))
 }
 
-// install writes the descriptor into an extracted environment and renames it to final; if final
-// exists (another process got there first) it is used instead.
-func install(root, final string, d Descriptor) (Env, error) {
-	data, _ := json.MarshalIndent(d, "", "  ")
-	if err := os.WriteFile(filepath.Join(root, descriptorFile), data, 0o644); err != nil {
-		return Env{}, fmt.Errorf("pyenv: %w", err)
+// measure returns the size and number of the regular files under dir, or an *Error when they are
+// more than maxBytes.
+func measure(dir string, maxBytes int64) (int64, int, error) {
+	var size int64
+	var files int
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files++
+		if size += info.Size(); size > maxBytes {
+			return &Error{Reason: (&TooLargeError{Limit: maxBytes}).Error()}
+		}
+		return nil
+	})
+	if err != nil {
+		var pe *Error
+		if errors.As(err, &pe) {
+			return 0, 0, pe
+		}
+		return 0, 0, fmt.Errorf("pyenv: measure %s: %w", dir, err)
 	}
-	if err := os.Chmod(filepath.Join(root, descriptorFile), 0o644); err != nil {
-		return Env{}, fmt.Errorf("pyenv: %w", err)
+	return size, files, nil
+}
+
+// install renames an extracted environment (its descriptor inside) to final; if final exists
+// (another process got there first) that one is used instead.
+func install(root, final string) (Env, error) {
+	d, err := readDescriptor(root)
+	if err != nil {
+		return Env{}, err
 	}
 	if err := os.Chmod(root, 0o755); err != nil {
 		return Env{}, fmt.Errorf("pyenv: %w", err)

@@ -224,7 +224,7 @@ func TestArchiveExtract(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "pkg", "__init__.py"), []byte("x = 1\n"), 0o600)
 	os.WriteFile(filepath.Join(src, "pkg", "sub", "tool"), []byte("#!/bin/sh\n"), 0o700)
 	os.Symlink("sub/tool", filepath.Join(src, "pkg", "link"))
-	data, size, files, err := Archive(src, "lib/python3.11/site-packages", 1<<20)
+	data, size, files, err := Archive(src, "lib/python3.11/site-packages", 1<<20, map[string][]byte{"top.json": []byte("{}")})
 	if err != nil || size != 16 || files != 6 {
 		t.Fatalf("Archive: %d bytes, %d entries, %v", size, files, err)
 	}
@@ -233,6 +233,9 @@ func TestArchiveExtract(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := filepath.Join(dst, "lib/python3.11/site-packages")
+	if data, err := os.ReadFile(filepath.Join(dst, "top.json")); err != nil || string(data) != "{}" {
+		t.Errorf("top.json: %q, %v", data, err)
+	}
 	for p, mode := range map[string]fs.FileMode{"pkg": 0o755 | fs.ModeDir, "pkg/__init__.py": 0o644, "pkg/sub/tool": 0o755} {
 		if info, err := os.Stat(filepath.Join(sp, p)); err != nil || info.Mode() != mode {
 			t.Errorf("%s: %v, %v; want %v", p, info.Mode(), err, mode)
@@ -241,11 +244,11 @@ func TestArchiveExtract(t *testing.T) {
 	if l, err := os.Readlink(filepath.Join(sp, "pkg", "link")); err != nil || l != "sub/tool" {
 		t.Errorf("link: %q, %v", l, err)
 	}
-	if _, _, _, err := Archive(src, "x", 10); !errors.As(err, new(*TooLargeError)) {
+	if _, _, _, err := Archive(src, "x", 10, nil); !errors.As(err, new(*TooLargeError)) {
 		t.Errorf("Archive over the limit: %v", err)
 	}
 	os.Symlink("/etc/passwd", filepath.Join(src, "pkg", "escape"))
-	if _, _, _, err := Archive(src, "x", 1<<20); err == nil || !strings.Contains(err.Error(), "outside") {
+	if _, _, _, err := Archive(src, "x", 1<<20, nil); err == nil || !strings.Contains(err.Error(), "outside") {
 		t.Errorf("Archive with a link outside: %v", err)
 	}
 }
@@ -318,4 +321,45 @@ func FuzzExtract(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// TestEnsureConcurrent builds the same environment on two "workers" at once (their own local
+// folders, one store): both get it, and one archive is stored, which both use.
+func TestEnsureConcurrent(t *testing.T) {
+	needPip(t)
+	ctx := context.Background()
+	ix := testwheels.Serve(t, testwheels.Fixtures())
+	st, err := store.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg := Config{IndexURL: ix.SimpleURL()}
+	envs := make([]Env, 2)
+	errs := make([]error, 2)
+	done := make(chan int)
+	for i := range envs {
+		go func() {
+			envs[i], errs[i] = (&Cache{Dir: t.TempDir(), Store: st}).Ensure(ctx, cfg, reqs(t, "ndtrace-fixture-a"))
+			done <- i
+		}()
+	}
+	<-done
+	<-done
+	for i := range envs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if got := importAnswer(t, envs[i].SitePackages); got != "42" {
+			t.Errorf("worker %d: answer() = %s", i, got)
+		}
+	}
+	if envs[0].Hash != envs[1].Hash {
+		t.Errorf("hashes %s and %s differ", envs[0].Hash, envs[1].Hash)
+	}
+	var keys []string
+	st.List(ctx, "envs/", func(k string, _ int64) error { keys = append(keys, k); return nil })
+	if len(keys) != 3 { // the archive, its descriptor, the request
+		t.Errorf("stored %v", keys)
+	}
 }

@@ -38,6 +38,9 @@ type Activities struct {
 	// Scratch is where tracing workers check repositories out (default DefaultScratch). It must
 	// not be under /tmp.
 	Scratch string
+	// Envs is where tracing workers keep the environments built for repositories (default
+	// pyenv.DefaultDir). It must not be under /tmp.
+	Envs string
 	// Metrics receives the activities' counters (nil: none).
 	Metrics *Metrics
 }
@@ -169,8 +172,9 @@ type BatchInput struct {
 func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (pipeline.TraceResult, error) {
 	var from pipeline.TraceCursor
 	resume(ctx, &from)
-	trc := &pipeline.Tracer{Sandboxes: a.Sandboxes, Fetcher: a.fetcher(), Scratch: a.Scratch, OnTraced: a.Metrics.traced}
+	trc := &pipeline.Tracer{Sandboxes: a.Sandboxes, Fetcher: a.fetcher(), Scratch: a.Scratch, EnvCache: a.Envs, OnTraced: a.Metrics.traced}
 	return with(ctx, in.RunInput, func(s *store.Store) (pipeline.TraceResult, error) {
+		trc.Store = s // repositories' environments are cached in the dataset's store
 		return pipeline.TraceBatch(ctx, s, in.Run, in.Ref, trc, int(activity.GetInfo(ctx).Attempt), from, beat(ctx))
 	})
 }

@@ -44,6 +44,9 @@ type RepoTarget struct {
 	// PythonPath and Venv provide the tests' dependencies (see schemas.SourceSpec).
 	PythonPath []string `json:"python_path,omitempty"`
 	Venv       string   `json:"venv,omitempty"`
+	// Env declares the dependencies installed into an environment built for the repository (see
+	// schemas.SourceSpec.Env; the pipeline builds it with package pyenv).
+	Env *schemas.EnvSpec `json:"env,omitempty"`
 	// MaxTests caps the tests run; Functions also makes function-level items of the module-level
 	// functions the tests call.
 	MaxTests  int  `json:"max_tests"`
@@ -91,7 +94,7 @@ func repoItem(res Resolved, src schemas.SourceSpec) Item {
 		maxTests = 500
 	}
 	return Item{Key: res.Key, Path: redactURL(res.URL), SourceID: res.pin(), QualName: "",
-		Repo: &RepoTarget{Resolved: res, Runner: src.Runner, PythonPath: src.PythonPath, Venv: src.Venv,
+		Repo: &RepoTarget{Resolved: res, Runner: src.Runner, PythonPath: src.PythonPath, Venv: src.Venv, Env: src.Env,
 			MaxTests: maxTests, Functions: src.FunctionsOn()}}
 }
 

@@ -129,43 +129,11 @@ func pyprojectRoots(p string) ([]string, error) {
 	return roots, nil
 }
 
-// setupCfgRoots reads the import roots a setup.cfg declares (none if it is missing). It reads the
-// INI format's sections and keys, with continuation lines, as setuptools does.
+// setupCfgRoots reads the import roots a setup.cfg declares (none if it is missing).
 func setupCfgRoots(p string) ([]string, error) {
-	data, err := os.ReadFile(p)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("crawl: %w", err)
-	}
-	values := map[string]string{} // "section.key" -> value (continuation lines joined by \n)
-	section, last := "", ""
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, ";"):
-		case strings.HasPrefix(trimmed, "[") && strings.HasSuffix(trimmed, "]"):
-			section, last = strings.TrimSpace(trimmed[1:len(trimmed)-1]), ""
-		case (line[0] == ' ' || line[0] == '\t') && last != "":
-			values[last] += "\n" + trimmed
-		default:
-			k, v, ok := strings.Cut(trimmed, "=")
-			if !ok {
-				k, v, ok = strings.Cut(trimmed, ":")
-			}
-			if !ok {
-				return nil, fmt.Errorf("crawl: setup.cfg: [%s]: line %q is not key = value", section, trimmed)
-			}
-			last = section + "." + strings.TrimSpace(k)
-			values[last] = strings.TrimSpace(v)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("crawl: setup.cfg: %w", err)
+	values, err := readSetupCfg(p)
+	if err != nil || values == nil {
+		return nil, err
 	}
 	var roots []string
 	// package_dir: "=src" on its line, or on a continuation line; "pkg = dir" entries map one
@@ -205,4 +173,50 @@ func holdsPython(dir string) bool {
 		}
 	}
 	return false
+}
+
+// readSetupCfg reads a setup.cfg's values by "section.key" (nil if it is missing). It reads the INI
+// format's sections and keys, with continuation lines (joined by \n), as setuptools does.
+func readSetupCfg(p string) (map[string]string, error) {
+	data, err := os.ReadFile(p)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	return parseSetupCfg(data)
+}
+
+// parseSetupCfg parses a setup.cfg's content (see readSetupCfg).
+func parseSetupCfg(data []byte) (map[string]string, error) {
+	values := map[string]string{} // "section.key" -> value (continuation lines joined by \n)
+	section, last := "", ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, ";"):
+		case strings.HasPrefix(trimmed, "[") && strings.HasSuffix(trimmed, "]"):
+			section, last = strings.TrimSpace(trimmed[1:len(trimmed)-1]), ""
+		case (line[0] == ' ' || line[0] == '\t') && last != "":
+			values[last] += "\n" + trimmed
+		default:
+			k, v, ok := strings.Cut(trimmed, "=")
+			if !ok {
+				k, v, ok = strings.Cut(trimmed, ":")
+			}
+			if !ok {
+				return nil, fmt.Errorf("crawl: setup.cfg: [%s]: line %q is not key = value", section, trimmed)
+			}
+			last = section + "." + strings.TrimSpace(k)
+			values[last] = strings.TrimSpace(v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("crawl: setup.cfg: %w", err)
+	}
+	return values, nil
 }

@@ -223,7 +223,7 @@ func ItemRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 		if reason == "" {
 			reason = string(t.Status)
 		}
-		return reject(schemas.RejectRepository, reason)
+		return reject(repoRejectClass(reason), reason)
 	case t.Item.Repo != nil:
 		rows, reason := repoRows(t, spec, p, o, counts)
 		if reason != "" {

@@ -132,6 +132,15 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		}
 		paths = append(paths, sp)
 	}
+	// The dependencies the source declares (env:), installed into an environment of their own.
+	if sp, reason, err := trc.environment(ctx, it, w.Dir); err != nil || reason != "" {
+		if err != nil {
+			return t, err
+		}
+		return bad("%s", reason)
+	} else if sp != "" {
+		paths = append(paths, sp)
+	}
 	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
 			return bad("python_path: %v", err)

@@ -71,6 +71,13 @@ type Tracer struct {
 	Scratch string
 	// OnTraced, if set, is told of every item traced and how long it took (metrics).
 	OnTraced func(t TracedItem, d time.Duration)
+	// Store is the dataset's store, where the environments of repositories are cached for every
+	// worker (nil: on this worker only); EnvCache is this worker's folder of extracted environments
+	// (default pyenv.DefaultDir, not under /tmp). See env.go.
+	Store    *store.Store
+	EnvCache string
+	// environments is the spec's configuration of environments (set by Trace, see forSpec).
+	environments *schemas.EnvironmentsSpec
 }
 
 // Trace runs one item; a sandbox failure is an error (retried), anything the code does is data.
@@ -94,7 +101,7 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 		if err != nil {
 			return TracedItem{}, badInput("%v", err)
 		}
-		return trc.traceRepo(ctx, it, lim, co, alive)
+		return trc.forSpec(spec).traceRepo(ctx, it, lim, co, alive)
 	}
 	sb, release, err := trc.Sandboxes.Get(ctx)
 	if err != nil {

@@ -24,6 +24,9 @@ const (
 	// RejectRepository: a repository that cannot be used (it does not resolve or check out, its
 	// tests do not collect, a dependency is missing).
 	RejectRepository RejectClass = "repository"
+	// RejectEnvironment: a repository whose environment (its declared dependencies) cannot be
+	// built: a refused requirement, a resolution or installation failure (the installer's reason).
+	RejectEnvironment RejectClass = "environment"
 	// RejectDuplicate: the same function and input as an earlier item (or one of a dataset named in
 	// dedup_against).
 	RejectDuplicate RejectClass = "duplicate"
@@ -38,7 +41,7 @@ const (
 )
 
 // RejectClasses lists the classes that are not run statuses.
-var RejectClasses = []RejectClass{RejectMalformed, RejectRepository, RejectDuplicate, RejectDecontaminated,
+var RejectClasses = []RejectClass{RejectMalformed, RejectRepository, RejectEnvironment, RejectDuplicate, RejectDecontaminated,
 	RejectNoTrajectory, RejectPoison, RejectBatchFailed}
 
 // StatusReject is the class of a traced item whose run ended with status s and gave no rows.

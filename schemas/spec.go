@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +65,10 @@ type Spec struct {
 	// Decontaminate lists evaluation sets: function-level items whose normalized source matches a
 	// function of one are excluded and counted per set.
 	Decontaminate []EvalSetSpec `yaml:"decontaminate" json:"decontaminate,omitempty"`
+	// Environments configures how the environments of repository sources with an env are built:
+	// the package index, wheels only or not, limits (schemas/env.go). Filled in with its defaults
+	// when a source has an env.
+	Environments *EnvironmentsSpec `yaml:"environments" json:"environments,omitempty"`
 }
 
 // EvalSetSpec names an evaluation set: a JSONL file whose rows have a "code" field (CruxEval format).
@@ -105,6 +110,10 @@ type SourceSpec struct {
 	// in the sandbox; nothing is installed.
 	PythonPath []string `yaml:"python_path" json:"python_path,omitempty"`
 	Venv       string   `yaml:"venv" json:"venv,omitempty"`
+	// Env declares the tests' dependencies, installed into an environment built for the
+	// repository from the package index of Spec.Environments: a list of requirements, or
+	// "repository" to read them from the checkout (see EnvSpec).
+	Env *EnvSpec `yaml:"env" json:"env,omitempty"`
 	// MaxTests caps the tests run per repository (default 500), in collection order.
 	MaxTests int `yaml:"max_tests" json:"max_tests,omitempty"`
 	// Functions makes the repository's module-level functions called by its tests function-level
@@ -209,6 +218,13 @@ func (s Spec) WithDefaults() Spec {
 		if s.Sources[i].Kind == "repository" && s.Sources[i].MaxTests == 0 {
 			s.Sources[i].MaxTests = 500
 		}
+		if s.Sources[i].Env != nil && s.Environments == nil {
+			s.Environments = &EnvironmentsSpec{}
+		}
+	}
+	if s.Environments != nil {
+		e := s.Environments.WithDefaults()
+		s.Environments = &e
 	}
 	s.Decontaminate = append([]EvalSetSpec(nil), s.Decontaminate...)
 	for i, e := range s.Decontaminate {
@@ -270,16 +286,27 @@ func (s Spec) Validate() error {
 					return bad(field, "%q is not an absolute path", p)
 				}
 			}
+			if err := validateEnv(f+".env", src.Env); err != nil {
+				return err
+			}
 		case "":
 			return bad(f+".kind", "missing (jsonl, python, repository or examples)")
 		default:
 			return bad(f+".kind", "unknown kind %q (jsonl, python, repository or examples)", src.Kind)
 		}
-		if src.Kind != "repository" && (src.URL != "" || src.List != "" || src.Ref != "" || src.Runner != "" || len(src.PythonPath) > 0 || src.Venv != "" || src.MaxTests != 0 || src.Functions != nil) {
-			return bad(f, "url, ref, list, runner, python_path, venv, max_tests and functions are for repository sources")
+		if src.Kind != "repository" && (src.URL != "" || src.List != "" || src.Ref != "" || src.Runner != "" || len(src.PythonPath) > 0 || src.Venv != "" || src.Env != nil || src.MaxTests != 0 || src.Functions != nil) {
+			return bad(f, "url, ref, list, runner, python_path, venv, env, max_tests and functions are for repository sources")
 		}
 		if src.Limit < 0 {
 			return bad(f+".limit", "must not be negative")
+		}
+	}
+	if s.Environments != nil {
+		if err := s.Environments.validate(); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(s.Sources, func(src SourceSpec) bool { return src.Env != nil }) {
+			return errNoEnvironments
 		}
 	}
 	seen := map[string]bool{}

@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -40,6 +42,15 @@ func TestParseSpec(t *testing.T) {
 		{"sources:\n  - kind: examples\ndedup: false\ndedup_against: [x]\n", "dedup_against[0]"},
 		{"sources:\n  - kind: examples\ndecontaminate:\n  - path: a/x.jsonl\n  - path: b/x.jsonl\n", "decontaminate[1].name"},
 		{"sources:\n  - kind: examples\n    pth: x\n", "pth"},
+		{"sources:\n  - kind: examples\n    env: [a]\n", "sources[0]: url"},
+		{"sources:\n  - kind: repository\n    url: a\n    env: setup.py\n", "env"},
+		{"sources:\n  - kind: repository\n    url: a\n    env: []\n", "sources[0].env"},
+		{"sources:\n  - kind: repository\n    url: a\n    env: ['-e .']\n", "sources[0].env[0]"},
+		{"sources:\n  - kind: repository\n    url: a\n    env: ['x @ https://evil.example/x.whl']\n", "direct references"},
+		{"sources:\n  - kind: repository\n    url: a\n    env: [x]\nenvironments:\n  index_url: ftp://x\n", "environments.index_url"},
+		{"sources:\n  - kind: repository\n    url: a\n    env: [x]\nenvironments:\n  find_links: [rel]\n", "environments.find_links[0]"},
+		{"sources:\n  - kind: repository\n    url: a\n    env: [x]\nenvironments:\n  timeout: x\n", "environments.timeout"},
+		{"sources:\n  - kind: repository\n    url: a\nenvironments:\n  allow_sdist: true\n", "no repository source has an env"},
 	}
 	for _, tc := range tests {
 		_, err := ParseSpec([]byte(tc.yaml))
@@ -52,6 +63,41 @@ func TestParseSpec(t *testing.T) {
 	c, _ := ParseSpec([]byte(good + "seed: 1\n"))
 	if a.Hash() != b.Hash() || a.Hash() == c.Hash() {
 		t.Error("Hash ignores the wrong fields")
+	}
+}
+
+func TestParseSpecEnv(t *testing.T) {
+	s, err := ParseSpec([]byte("sources:\n  - kind: repository\n    url: a\n    env: repository\n  - kind: repository\n    url: b\n    env: ['pytest>=7', 'numpy; python_version >= \"3.9\"']\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Sources[0].Env.FromRepository || len(s.Sources[1].Env.Requirements) != 2 {
+		t.Errorf("env: %+v %+v", s.Sources[0].Env, s.Sources[1].Env)
+	}
+	if e := s.Environments; e == nil || e.IndexURL != DefaultIndexURL || e.Timeout != DefaultEnvTimeout || e.MaxBytes != DefaultEnvMaxBytes || e.AllowSdist {
+		t.Errorf("environments defaults: %+v", e)
+	}
+	// A Spec crosses process boundaries as JSON.
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Spec
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, s) || back.Hash() != s.Hash() {
+		t.Errorf("JSON round trip: %+v, want %+v", back, s)
+	}
+	// Only find_links: no index.
+	s, err = ParseSpec([]byte("sources:\n  - kind: repository\n    url: a\n    env: [x]\nenvironments:\n  find_links: [/srv/wheels]\n"))
+	if err != nil || s.Environments.IndexURL != "" {
+		t.Errorf("find_links only: %+v, %v", s.Environments, err)
+	}
+	// Specs without env are as before (their hashes do not change).
+	s, _ = ParseSpec([]byte("sources:\n  - kind: examples\n"))
+	if data, _ := json.Marshal(s); s.Environments != nil || strings.Contains(string(data), "environments") || strings.Contains(string(data), "env") {
+		t.Errorf("a spec without env: %s", data)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/internal/metrics"
 	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/pyenv"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -70,6 +71,7 @@ type workerFlags struct {
 	ioSlots    int
 	queues     string
 	scratch    string
+	envs       string
 	// metricsAddr serves Prometheus metrics when set; the registry is made by prepareWorkers.
 	metricsAddr string
 	metrics     *metrics.Registry
@@ -84,6 +86,11 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 		scratch = activities.DefaultScratch
 	}
 	fs.StringVar(&f.scratch, "scratch", scratch, "folder for repository checkouts, not under /tmp (default $NDTRACE_SCRATCH or "+activities.DefaultScratch+")")
+	envs := os.Getenv("NDTRACE_ENVS")
+	if envs == "" {
+		envs = pyenv.DefaultDir
+	}
+	fs.StringVar(&f.envs, "envs", envs, "folder of the environments built for repositories, not under /tmp (default $NDTRACE_ENVS or "+pyenv.DefaultDir+")")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (ours and the Temporal SDK's) on HOST:PORT at /metrics, e.g. :9090 (default off)")
 }
 
@@ -124,12 +131,15 @@ func prepareWorkers(ctx context.Context, wf workerFlags, sf sandboxFlags) (*work
 	if strings.HasPrefix(filepath.Clean(wf.scratch)+"/", "/tmp/") {
 		return nil, usagef("--scratch %s: not under /tmp (the sandbox's private /tmp hides it)", wf.scratch)
 	}
+	if strings.HasPrefix(filepath.Clean(wf.envs)+"/", "/tmp/") {
+		return nil, usagef("--envs %s: not under /tmp (the sandbox's private /tmp hides it)", wf.envs)
+	}
 	fetcher, closeFetcher, err := crawl.NewFetcher(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ws := &workerSet{wf: wf, queues: queues, closeFetcher: closeFetcher,
-		acts: &activities.Activities{Tokenizers: tokenize.Get, Fetcher: fetcher, Scratch: wf.scratch}}
+		acts: &activities.Activities{Tokenizers: tokenize.Get, Fetcher: fetcher, Scratch: wf.scratch, Envs: wf.envs}}
 	if wf.metricsAddr != "" {
 		ws.wf.metrics = metrics.New()
 		ws.acts.Metrics = activities.NewMetrics(ws.wf.metrics)

@@ -44,6 +44,10 @@
 //     test_double passes either way, test_repr_side_effect fails when a tracer renders locals with
 //     repr() and test_not_traced fails when sys.gettrace() is set. Exercises the quarantine of tests
 //     whose outcome changes under tracing.
+//   - with_dependency: scoring.py imports fixture_a, a third-party package that is not installed:
+//     the ndtrace-fixture-a wheel of internal/testwheels (which depends on ndtrace-fixture-b), named
+//     in requirements.txt; tests/test_scoring.py (three tests) pass once it is installed, and none
+//     collects without. Exercises per-repository environments (env: repository).
 //   - writes_files: notes.py keeps a SQLite database and a log file next to the code (put, get, log,
 //     word_count); tests/test_notes.py writes both in the checkout, each test removing what it
 //     wrote. All four tests pass when the checkout is writable; on a read-only one only

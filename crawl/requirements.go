@@ -1,0 +1,181 @@
+package crawl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/ndtrace/ndtrace/pyreq"
+)
+
+// TestGroups are the optional-dependency groups (extras) read besides a project's dependencies:
+// those its tests are likely to need.
+var TestGroups = []string{"test", "tests", "testing", "dev"}
+
+// requirementFiles matches the requirement files read at the top of a checkout, and
+// requirementDirFiles those in its requirements/ folder.
+var (
+	requirementFiles    = regexp.MustCompile(`^(requirements|(requirements[-_](test|tests|testing|dev))|((test|tests|testing|dev)[-_]requirements))\.txt$`)
+	requirementDirFiles = regexp.MustCompile(`^(base|test|tests|testing|dev)\.txt$`)
+)
+
+// DeclaredRequirements returns the requirements a checkout declares for its tests, in a fixed order
+// without repeats, reading (never running) its declarations:
+//
+//   - pyproject.toml: [project] dependencies, and the optional-dependencies groups in TestGroups;
+//   - setup.cfg: [options] install_requires, and [options.extras_require] groups in TestGroups;
+//   - requirements.txt, requirements-test.txt, test-requirements.txt and the like (see
+//     requirementFiles, "-" or "_"), and requirements/{base,test,tests,testing,dev}.txt.
+//
+// Requirements naming the project itself (its own extras) are left out: the checkout is on the
+// path already. Every requirement is checked by pyreq: an option, a URL, a path or a direct
+// reference is an error naming the file and why (the repository must not choose where packages
+// come from). Files are read inside dir only (a link out of it is an error), at most
+// pyreq.MaxFileBytes each.
+func DeclaredRequirements(dir string) ([]pyreq.Requirement, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	defer root.Close()
+	var out []pyreq.Requirement
+	seen := map[string]bool{}
+	self := ""
+	add := func(where string, rs []pyreq.Requirement) error {
+		for _, r := range rs {
+			if self != "" && pyreq.Normalize(r.Name) == self {
+				continue
+			}
+			if s := r.String(); !seen[s] {
+				seen[s] = true
+				out = append(out, r)
+			}
+		}
+		if len(out) > pyreq.MaxRequirements {
+			return fmt.Errorf("crawl: %s: more than %d requirements", where, pyreq.MaxRequirements)
+		}
+		return nil
+	}
+	// pyproject.toml
+	if data, err := readIn(root, "pyproject.toml"); err != nil {
+		return nil, err
+	} else if data != nil {
+		var doc struct {
+			Project struct {
+				Name                 string              `toml:"name"`
+				Dependencies         []string            `toml:"dependencies"`
+				OptionalDependencies map[string][]string `toml:"optional-dependencies"`
+			} `toml:"project"`
+		}
+		if err := toml.Unmarshal(data, &doc); err != nil {
+			return nil, fmt.Errorf("crawl: pyproject.toml: %w", err)
+		}
+		self = pyreq.Normalize(doc.Project.Name)
+		texts := doc.Project.Dependencies
+		for _, g := range TestGroups {
+			texts = append(texts, doc.Project.OptionalDependencies[g]...)
+		}
+		rs, err := pyreq.ParseAll("pyproject.toml: [project] dependencies", texts)
+		if err != nil {
+			return nil, err
+		}
+		if err := add("pyproject.toml", rs); err != nil {
+			return nil, err
+		}
+	}
+	// setup.cfg
+	if data, err := readIn(root, "setup.cfg"); err != nil {
+		return nil, err
+	} else if data != nil {
+		values, err := parseSetupCfg(data)
+		if err != nil {
+			return nil, err
+		}
+		if self == "" {
+			self = pyreq.Normalize(values["metadata.name"])
+		}
+		keys := []string{"options.install_requires"}
+		for _, g := range TestGroups {
+			keys = append(keys, "options.extras_require."+g)
+		}
+		for _, k := range keys {
+			v := strings.TrimSpace(values[k])
+			if strings.HasPrefix(v, "file:") {
+				return nil, fmt.Errorf("crawl: setup.cfg: %s: %q directives are not read (list the requirements, or use a requirements file)", k, "file:")
+			}
+			rs, err := pyreq.ParseFile("setup.cfg: "+k, []byte(v))
+			if err != nil {
+				return nil, err
+			}
+			if err := add("setup.cfg", rs); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Requirement files.
+	var files []string
+	for _, sub := range []string{".", "requirements"} {
+		entries, err := fs.ReadDir(root.FS(), sub)
+		if err != nil {
+			continue // no such folder
+		}
+		for _, e := range entries {
+			switch {
+			case sub == "." && requirementFiles.MatchString(e.Name()):
+				files = append(files, e.Name())
+			case sub != "." && requirementDirFiles.MatchString(e.Name()):
+				files = append(files, sub+"/"+e.Name())
+			}
+		}
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		data, err := readIn(root, f)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := pyreq.ParseFile(f, data)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(f, rs); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readIn reads name inside root (nil if it does not exist), refusing what is not a regular file
+// and files larger than pyreq.MaxFileBytes.
+func readIn(root *os.Root, name string) ([]byte, error) {
+	f, err := root.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %s: %w", name, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %s: %w", name, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("crawl: %s: not a regular file", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, pyreq.MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %s: %w", name, err)
+	}
+	if len(data) > pyreq.MaxFileBytes {
+		return nil, fmt.Errorf("crawl: %s: larger than %d bytes", name, pyreq.MaxFileBytes)
+	}
+	return data, nil
+}

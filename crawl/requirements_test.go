@@ -1,0 +1,118 @@
+package crawl
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDeclaredRequirements(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string // the requirements, joined by |
+		err   string // a part of the error
+	}{
+		{name: "nothing", files: map[string]string{"m.py": ""}, want: ""},
+		{name: "pyproject", files: map[string]string{"pyproject.toml": `
+[project]
+name = "My_Pkg"
+dependencies = ["requests>=2", "attrs"]
+[project.optional-dependencies]
+test = ["pytest>=7", "my-pkg[extra]"]
+docs = ["sphinx"]
+dev = ["attrs", "hypothesis; python_version >= '3.8'"]
+`}, want: "requests>=2|attrs|pytest>=7|hypothesis; python_version >= '3.8'"},
+		{name: "setup.cfg", files: map[string]string{"setup.cfg": `
+[metadata]
+name = tool
+[options]
+install_requires =
+    six
+    numpy>=1.20  # arrays
+[options.extras_require]
+testing =
+    pytest
+    tool[fast]
+docs = sphinx
+`}, want: "six|numpy>=1.20|pytest"},
+		{name: "files", files: map[string]string{
+			"requirements.txt":        "click\n",
+			"test-requirements.txt":   "pytest\nclick\n",
+			"requirements_dev.txt":    "black\n",
+			"requirements/test.txt":   "coverage\n",
+			"requirements/docs.txt":   "sphinx\n",
+			"requirements-extras.txt": "bogus\n",
+		}, want: "click|coverage|black|pytest"},
+		{name: "hostile index", files: map[string]string{"requirements.txt": "click\n--extra-index-url https://evil.example/simple\n"},
+			err: "requirements.txt line 2: requirement \"--extra-index-url https://evil.example/simple\": pip options are refused"},
+		{name: "hostile include", files: map[string]string{"requirements-test.txt": "-r requirements.txt\n"}, err: "pip options are refused"},
+		{name: "hostile editable", files: map[string]string{"requirements-dev.txt": "-e .\n"}, err: "pip options are refused"},
+		{name: "hostile url", files: map[string]string{"pyproject.toml": "[project]\ndependencies = [\"x @ https://evil.example/x.whl\"]\n"},
+			err: "direct references"},
+		{name: "hostile setup.cfg", files: map[string]string{"setup.cfg": "[options]\ninstall_requires =\n    git+https://evil.example/x\n"},
+			err: "URLs are refused"},
+		{name: "file directive", files: map[string]string{"setup.cfg": "[options]\ninstall_requires = file: reqs.in\n"}, err: "file:"},
+		{name: "bad toml", files: map[string]string{"pyproject.toml": "[project\n"}, err: "pyproject.toml"},
+		{name: "huge", files: map[string]string{"requirements.txt": strings.Repeat("# x\n", 300000)}, err: "larger than"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for p, c := range tc.files {
+				os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
+				os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644)
+			}
+			rs, err := DeclaredRequirements(dir)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range rs {
+				got = append(got, r.String())
+			}
+			if g := strings.Join(got, "|"); g != tc.want {
+				t.Errorf("got %q, want %q", g, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeclaredRequirementsLinkOut(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "secret.txt")
+	os.WriteFile(secret, []byte("click\n"), 0o644)
+	os.Symlink(secret, filepath.Join(dir, "requirements.txt"))
+	if _, err := DeclaredRequirements(dir); err == nil || !strings.Contains(err.Error(), "requirements.txt") {
+		t.Errorf("a requirements file linking out of the checkout: %v", err)
+	}
+}
+
+// FuzzDeclaredRequirements feeds arbitrary pyproject.toml, setup.cfg and requirements.txt
+// contents: DeclaredRequirements must not panic, and what it returns are requirements pyreq
+// accepts.
+func FuzzDeclaredRequirements(f *testing.F) {
+	f.Add("[project]\ndependencies = [\"a>=1\"]\n", "[options]\ninstall_requires =\n    b\n", "c\n-r x\n")
+	f.Fuzz(func(t *testing.T, pyproject, setupCfg, reqs string) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "pyproject.toml"), []byte(pyproject), 0o644)
+		os.WriteFile(filepath.Join(dir, "setup.cfg"), []byte(setupCfg), 0o644)
+		os.WriteFile(filepath.Join(dir, "requirements.txt"), []byte(reqs), 0o644)
+		rs, err := DeclaredRequirements(dir)
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			if s := r.String(); strings.HasPrefix(s, "-") || strings.Contains(s, "://") || strings.Contains(s, "@") {
+				t.Fatalf("accepted %q", s)
+			}
+		}
+	})
+}

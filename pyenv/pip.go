@@ -1,0 +1,273 @@
+package pyenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ndtrace/ndtrace/pyreq"
+)
+
+// PyInfo is what of the interpreter changes what is installed.
+type PyInfo struct {
+	// Version is X.Y; Implementation e.g. cpython; Platform sysconfig's platform (linux-x86_64).
+	Version        string `json:"version"`
+	Implementation string `json:"implementation"`
+	Platform       string `json:"platform"`
+}
+
+var pyInfos sync.Map // interpreter path -> PyInfo
+
+const pyInfoScript = `import json, sys, sysconfig
+print(json.dumps({"version": "%d.%d" % sys.version_info[:2], "implementation": sys.implementation.name, "platform": sysconfig.get_platform()}))`
+
+// pythonInfo asks the interpreter (once per process) for its version and platform.
+func pythonInfo(ctx context.Context, python string) (PyInfo, error) {
+	if v, ok := pyInfos.Load(python); ok {
+		return v.(PyInfo), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-I", "-c", pyInfoScript)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+	out, err := cmd.Output()
+	if err != nil {
+		return PyInfo{}, fmt.Errorf("pyenv: ask %s its version: %w", python, err)
+	}
+	var info PyInfo
+	if err := json.Unmarshal(out, &info); err != nil || !regexp.MustCompile(`^\d+\.\d+$`).MatchString(info.Version) {
+		return PyInfo{}, fmt.Errorf("pyenv: %s gave %q for its version", python, out)
+	}
+	pyInfos.Store(python, info)
+	return info, nil
+}
+
+// builder runs pip for one environment, in its work folder.
+type builder struct {
+	cfg   Config
+	py    PyInfo
+	work  string
+	onPip func([]string)
+	venv  string // made by the first pip run
+}
+
+// maxReason caps the length of a reason taken from pip's output.
+const maxReason = 2000
+
+// pip runs the interpreter's pip, isolated: no configuration file, no PIP_* variable, no user
+// site, a private HOME, cache and temporary folder, no prompt; against the virtualenv of the work
+// folder (made first). A failure of pip itself is an *Error with its message.
+func (b *builder) pip(ctx context.Context, args ...string) error {
+	if b.venv == "" {
+		venv := filepath.Join(b.work, "venv")
+		// No pip inside the environment: the worker's pip installs into it (--python).
+		if _, err := b.run(ctx, b.cfg.Python, "-I", "-m", "venv", "--without-pip", venv); err != nil {
+			return fmt.Errorf("pyenv: make a virtualenv with %s: %w (is python3-venv installed?)", b.cfg.Python, err)
+		}
+		b.venv = venv
+	}
+	full := []string{"-I", "-m", "pip", "--isolated", "--no-input", "--disable-pip-version-check", "--no-color",
+		"--python", filepath.Join(b.venv, "bin", "python"), "install",
+		"--cache-dir", filepath.Join(b.work, "cache"), "--progress-bar", "off", "--root-user-action=ignore",
+		"--no-warn-script-location"}
+	if b.cfg.IndexURL != "" {
+		full = append(full, "--index-url", b.cfg.IndexURL)
+	} else {
+		full = append(full, "--no-index")
+	}
+	for _, l := range b.cfg.FindLinks {
+		full = append(full, "--find-links", l)
+	}
+	if !b.cfg.AllowSdist {
+		// No package's build code runs outside the sandbox.
+		full = append(full, "--only-binary=:all:")
+	}
+	full = append(full, args...)
+	if b.onPip != nil {
+		b.onPip(full)
+	}
+	out, err := b.run(ctx, b.cfg.Python, full...)
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ctx.Err() == nil {
+			return &Error{Reason: "pip: " + pipMessage(out)}
+		}
+		return fmt.Errorf("pyenv: pip: %w", err)
+	}
+	return nil
+}
+
+// run runs a command in the work folder with a clean environment; it returns the combined output
+// (capped) and kills the whole process group when ctx ends.
+func (b *builder) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	home := filepath.Join(b.work, "home")
+	tmp := filepath.Join(b.work, "tmp")
+	for _, d := range []string{home, tmp} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = b.work
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + tmp, "LANG=C.UTF-8",
+		"PIP_CONFIG_FILE=/dev/null", "PYTHONNOUSERSITE=1", "PYTHONDONTWRITEBYTECODE=1"}
+	// A proxy the worker needs to reach the index; nothing else of the worker's environment.
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out := &capped{max: 1 << 20}
+	cmd.Stdout, cmd.Stderr = out, out
+	err := cmd.Run()
+	return out.buf.Bytes(), err
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// pipMessage is the reason pip's output gives: its ERROR lines, else its last line.
+func pipMessage(out []byte) string {
+	var errs []string
+	var last string
+	for _, l := range strings.Split(string(out), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		last = l
+		if strings.HasPrefix(l, "ERROR:") {
+			errs = append(errs, l)
+		}
+	}
+	msg := strings.Join(errs, " ")
+	if msg == "" {
+		msg = last
+	}
+	if msg == "" {
+		msg = "failed with no message"
+	}
+	if len(msg) > maxReason {
+		msg = msg[:maxReason] + "..."
+	}
+	return msg
+}
+
+// report is the part of pip's installation report (pip install --report) read here.
+type report struct {
+	Version string `json:"version"`
+	Install []struct {
+		DownloadInfo struct {
+			URL         string `json:"url"`
+			ArchiveInfo *struct {
+				Hash   string            `json:"hash"`
+				Hashes map[string]string `json:"hashes"`
+			} `json:"archive_info"`
+		} `json:"download_info"`
+		Metadata struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"metadata"`
+	} `json:"install"`
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// resolve resolves the requirements with pip (install --dry-run --ignore-installed --report) and
+// returns the set pip would install, sorted by name.
+func (b *builder) resolve(ctx context.Context, reqs []string) ([]Package, error) {
+	rep := filepath.Join(b.work, "report.json")
+	args := append([]string{"--dry-run", "--ignore-installed", "--quiet", "--report", rep, "--"}, reqs...)
+	if err := b.pip(ctx, args...); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(rep)
+	if err != nil {
+		return nil, fmt.Errorf("pyenv: pip's report: %w", err)
+	}
+	return parseReport(data)
+}
+
+// parseReport reads the resolved set of a pip report, checking every name and version (they are
+// handed to pip again).
+func parseReport(data []byte) ([]Package, error) {
+	var r report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("pyenv: pip's report: %w", err)
+	}
+	var pkgs []Package
+	for _, in := range r.Install {
+		p := Package{Name: pyreq.Normalize(in.Metadata.Name), Version: in.Metadata.Version}
+		if !pyreq.ValidName(p.Name) || !pyreq.ValidVersion(p.Version) {
+			return nil, &Error{Reason: fmt.Sprintf("pip resolved a package named %q version %q, which is not valid", in.Metadata.Name, in.Metadata.Version)}
+		}
+		if ai := in.DownloadInfo.ArchiveInfo; ai != nil {
+			h := ai.Hashes["sha256"]
+			if v, ok := strings.CutPrefix(ai.Hash, "sha256="); ok && h == "" {
+				h = v
+			}
+			if hexSHA256.MatchString(h) {
+				p.SHA256 = h
+			}
+		}
+		if u, err := url.Parse(in.DownloadInfo.URL); err == nil {
+			p.File = path.Base(u.Path)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs, nil
+}
+
+// install installs exactly the resolved set (no dependencies of its own, by hash when every hash
+// is known) and returns the virtualenv's site-packages.
+func (b *builder) install(ctx context.Context, pkgs []Package) (string, error) {
+	var lines []string
+	hashed := true
+	for _, p := range pkgs {
+		hashed = hashed && p.SHA256 != ""
+	}
+	for _, p := range pkgs {
+		l := p.Name + "==" + p.Version
+		if hashed {
+			l += " --hash=sha256:" + p.SHA256
+		}
+		lines = append(lines, l)
+	}
+	pinned := filepath.Join(b.work, "pinned.txt")
+	if err := os.WriteFile(pinned, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("pyenv: %w", err)
+	}
+	args := []string{"--no-deps", "--ignore-installed", "--quiet", "-r", pinned}
+	if hashed {
+		args = append(args, "--require-hashes")
+	}
+	if err := b.pip(ctx, args...); err != nil {
+		return "", err
+	}
+	return filepath.Join(b.venv, "lib", "python"+b.py.Version, "site-packages"), nil
+}

@@ -27,6 +27,9 @@ type wireEvent struct {
 	// test and collection records
 	Runner, Outcome, MissingModule, When string
 	Tests, Errors                        []string
+	// consume records (Start, Limit) and end records (Consumed, HasConsumed)
+	Start, Limit, Consumed int
+	HasConsumed            bool
 }
 
 var errWire = errors.New("malformed trace line")
@@ -111,6 +114,13 @@ func parseWire(b []byte) (wireEvent, error) {
 			w.Tests, ok = s.strList()
 		case "errors":
 			w.Errors, ok = s.strList()
+		case "start":
+			w.Start, ok = s.intOrSkip()
+		case "limit":
+			w.Limit, ok = s.intOrSkip()
+		case "consumed":
+			w.Consumed, ok = s.intOrSkip()
+			w.HasConsumed = ok
 		default:
 			ok = s.skip(0)
 		}

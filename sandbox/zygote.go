@@ -28,7 +28,7 @@ import (
 var tracerSource string
 
 // TracerVersion identifies the tracer's behaviour; it changes whenever its output could.
-const TracerVersion = "4"
+const TracerVersion = "5"
 
 // sandboxEnv is the whole environment of the sandboxed interpreter.
 var sandboxEnv = []string{

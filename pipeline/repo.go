@@ -335,7 +335,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 		if err != nil {
 			t.Detail = err.Error()
 		} else {
-			t.Status, t.Detail, t.Events, t.Blocks = res.Status, res.Detail, res.Events, res.Blocks
+			t.Status, t.Detail, t.Events, t.Blocks, t.Consume = res.Status, res.Detail, res.Events, res.Blocks, res.Consume
 		}
 		out = append(out, t)
 		alive()

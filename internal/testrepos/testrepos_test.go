@@ -84,6 +84,13 @@ func TestOutcomes(t *testing.T) {
 			"tests.test_fork::test_square": "passed", "tests.test_fork::test_os_fork": "passed",
 			"tests.test_fork::test_multiprocessing_fork": "passed",
 		}},
+		{name: "generators", want: map[string]string{
+			"tests.test_lazy::test_squares": "passed", "tests.test_lazy::test_countdown": "passed",
+			"tests.test_lazy::test_naturals": "passed", "tests.test_lazy::test_chunks": "passed",
+			"tests.test_lazy::test_evens": "passed", "tests.test_lazy::test_scaled": "passed",
+			"tests.test_lazy::test_fib": "passed", "tests.test_lazy::test_plus_one": "passed",
+			"tests.test_lazy::test_tagged": "passed",
+		}},
 		{name: "missing_module", want: map[string]string{
 			"tests.test_properties": "collect-error:ModuleNotFoundError",
 		}},
@@ -118,7 +125,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "hanging", "lib_layout", "missing_module", "passing", "src_layout", "trace_sensitive", "unittest_only"}
+	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "missing_module", "passing", "src_layout", "trace_sensitive", "unittest_only"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

@@ -88,7 +88,6 @@ typedef struct {
 #define Py_tp_dealloc 52
 #define Py_tp_doc 56
 #define Py_tp_iter 62
-#define Py_tp_iternext 63
 #define Py_tp_repr 66
 #define Py_tp_str 70
 #define Py_tp_traverse 71
@@ -153,8 +152,7 @@ extern int PyObject_IsTrue(PyObject *);
 extern Py_ssize_t PyObject_Size(PyObject *);
 extern PyObject *PyObject_GetIter(PyObject *);
 extern PyObject *PyIter_Next(PyObject *);
-extern PyObject *PyObject_SelfIter(PyObject *);
-extern PyObject *_PyObject_NextNotImplemented(PyObject *);
+extern int PyIter_Check(PyObject *);
 extern int PyCallable_Check(PyObject *);
 extern PyObject *PyOS_FSPath(PyObject *);
 extern void Py_IncRef(PyObject *);

@@ -2364,9 +2364,10 @@ static PyObject *consume(PyObject *r) {
                   : "the call returned an asynchronous generator: those are not driven (no event loop), so none of its body ran");
         finish(0);
     }
-    void *next = PyType_GetSlot(tp, Py_tp_iternext), *iter = PyType_GetSlot(tp, Py_tp_iter);
+    /* PyIter_Check reads the type's __next__ slot (and runs no code of the object's) */
+    void *iter = PyType_GetSlot(tp, Py_tp_iter);
     PyErr_Clear(); /* PyType_GetSlot of a static type raises nothing, but be sure */
-    if (!next || next == (void *)_PyObject_NextNotImplemented || !iter) return r;
+    if (!PyIter_Check(r) || !iter) return r;
     char rec[96];
     T.out.len = T.commit;
     snprintf(rec, sizeof rec, "{\"event\":\"consume\",\"start\":%lld,\"limit\":%d}\n", T.n_events, CONSUME_VALUES);

@@ -3,6 +3,7 @@ package debugger
 import (
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ndtrace/ndtrace/schemas"
@@ -15,16 +16,31 @@ const MainFunc = "main"
 // main's call, its line `    return CALL` holding every top-level state of fwd as children, and,
 // if the run ended, main's exception (for an uncaught one) and return. The wrapper lets a forward
 // trajectory start before the call, with the inputs in the CODE context, as in the paper.
-func WrapMain(fwd *Tree, call string) *Tree {
+func WrapMain(fwd *Tree, call string) *Tree { return wrapMain(fwd, call, nil) }
+
+// WrapConsumed returns the forward tree of the wrapper ConsumeWrapper(call, c.Limit) around the
+// trace of a call whose iterator the tracer consumed (c): main's line `    return
+// list(islice(CALL, N))` holds every top-level state (the call's own, then each resumption of the
+// generator or each __next__, one call…return sequence apiece), and main returns the list of the
+// values taken (c.Value).
+func WrapConsumed(fwd *Tree, call string, c *schemas.Consume) *Tree {
+	return wrapMain(fwd, ConsumeCall(call, c.Limit), c)
+}
+
+// wrapMain is WrapMain, with main returning the consumed values when c is set.
+func wrapMain(fwd *Tree, call string, c *schemas.Consume) *Tree {
 	src := "    return " + call
+	first := 1 // the def line's number in the wrapper
+	if c != nil {
+		first = 3 // after the import and a blank line
+	}
 	mk := func(kind Kind, src string, value *string) *Node {
 		return &Node{Kind: kind, Event: schemas.Event{Event: string(kind), Func: MainFunc, File: "<main>",
-			Src: src, Locals: schemas.Locals{}, Value: value, Frame: 0}}
+			Src: src, Locals: schemas.Locals{}, Value: value, Frame: 0, Lineno: first + 1}}
 	}
 	callN := mk(KindCall, "def main():", nil)
-	callN.Event.Lineno = 1
+	callN.Event.Lineno = first
 	line := mk(KindLine, src, nil)
-	line.Event.Lineno = 2
 	line.Children = fwd.Top
 	top := []*Node{callN, line}
 	var lastTop *Node
@@ -34,11 +50,12 @@ func WrapMain(fwd *Tree, call string) *Tree {
 	switch fwd.Exit {
 	case ExitNormal:
 		v := "None"
-		if lastTop != nil && lastTop.Event.Value != nil {
+		if c != nil && c.Value != "" {
+			v = c.Value // the list of the values taken, not the last resumption's yield
+		} else if lastTop != nil && lastTop.Event.Value != nil {
 			v = *lastTop.Event.Value
 		}
 		ret := mk(KindReturn, src, &v)
-		ret.Event.Lineno = 2
 		top = append(top, ret)
 	case ExitError:
 		// The exception passes through main too, as it would in Python.
@@ -50,10 +67,10 @@ func WrapMain(fwd *Tree, call string) *Tree {
 		}
 		if exc != nil {
 			e := mk(KindException, src, exc.Event.Value)
-			e.Event.ExcType, e.Event.Lineno = exc.Event.ExcType, 2
+			e.Event.ExcType = exc.Event.ExcType
 			none := "None"
 			ret := mk(KindReturn, src, &none)
-			ret.Event.Unwind, ret.Event.Lineno = true, 2
+			ret.Event.Unwind = true
 			top = append(top, e, ret)
 		}
 	}
@@ -70,11 +87,32 @@ func MainWrapper(call string) string {
 	return "def " + MainFunc + "():\n    return " + call + "\n"
 }
 
+// ConsumeCall returns the expression a consumed call stands for: list(islice(CALL, limit)), what
+// the tracer does with an iterator the call returns (docs/tracer-protocol.md).
+func ConsumeCall(call string, limit int) string {
+	return "list(islice(" + call + ", " + strconv.Itoa(limit) + "))"
+}
+
+// ConsumeWrapper returns the source of the wrapper WrapConsumed models: the import of islice, a
+// blank line and main returning ConsumeCall(call, limit).
+func ConsumeWrapper(call string, limit int) string {
+	return "from itertools import islice\n\n" + MainWrapper(ConsumeCall(call, limit))
+}
+
 // CodeContext returns the CODE context of a trace of the file code: the top-level blocks that contain
 // a line some state of t visited, in source order, separated by blank lines, ending in a newline.
 // With wrapperCall set (forward function-level trajectories) the main() wrapper follows. Without
 // blocks (an older tracer) the whole file is the context.
 func CodeContext(code string, blocks []schemas.Block, t *Tree, wrapperCall string) string {
+	wrapper := ""
+	if wrapperCall != "" {
+		wrapper = MainWrapper(wrapperCall)
+	}
+	return codeContext(code, blocks, t, wrapper)
+}
+
+// codeContext is CodeContext with the wrapper's source given whole ("" for none).
+func codeContext(code string, blocks []schemas.Block, t *Tree, wrapper string) string {
 	lines := strings.Split(strings.ReplaceAll(code, "\r\n", "\n"), "\n")
 	visited := map[int]bool{}
 	var file string
@@ -104,11 +142,11 @@ func CodeContext(code string, blocks []schemas.Block, t *Tree, wrapperCall strin
 	if len(blocks) == 0 {
 		ctx = strings.TrimRight(strings.Join(lines, "\n"), "\n")
 	}
-	if wrapperCall != "" {
+	if wrapper != "" {
 		if ctx != "" {
 			ctx += "\n\n"
 		}
-		return ctx + MainWrapper(wrapperCall)
+		return ctx + wrapper
 	}
 	return ctx + "\n"
 }

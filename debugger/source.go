@@ -14,6 +14,10 @@ type Item struct {
 	Events []schemas.Event
 	Blocks []schemas.Block
 	Status schemas.Status
+	// Consume is set when the call returned an iterator the tracer consumed (sandbox.Result):
+	// the forward wrapper is then `return list(islice(CALL, N))` and the inverse trajectory runs
+	// over the consumption (WrapConsumed, BuildInverseConsumed).
+	Consume *schemas.Consume
 }
 
 // Tree returns the item's state tree in direction dir with its CODE context: forward trees are
@@ -30,10 +34,14 @@ func (it Item) Tree(dir Direction) (*Tree, string, error) {
 	}
 	switch dir {
 	case Forward:
+		if it.Consume != nil {
+			t := WrapConsumed(fwd, it.Call, it.Consume)
+			return t, codeContext(it.Code, it.Blocks, t, ConsumeWrapper(it.Call, it.Consume.Limit)), nil
+		}
 		t := WrapMain(fwd, it.Call)
 		return t, CodeContext(it.Code, it.Blocks, t, it.Call), nil
 	case Inverse:
-		t, err := BuildInverse(fwd)
+		t, err := BuildInverseConsumed(fwd, it.Consume)
 		if err != nil {
 			return nil, "", err
 		}

@@ -216,7 +216,27 @@ func BuildInverse(fwd *Tree) (*Tree, error) {
 			start = i
 		}
 	}
-	if start < 0 || fwd.Top[len(fwd.Top)-1].Kind != KindReturn {
+	return buildInverse(fwd, start)
+}
+
+// BuildInverseConsumed builds the inverse state tree of the trace of a call whose iterator the
+// tracer consumed (c): the entry is the consumption, from the first state it ran (c.Start) to the
+// last: the resumptions of a generator (or the calls of __next__, of map's function) reversed,
+// each one's inv_return to its inv_call, so that the trajectory ends at the first resumption's
+// call, which shows the generator's arguments. The call's own states before the consumption (its
+// arguments, a class's __init__, the generator function's call that ran none of its body) are
+// left out as the arguments' calls are for an ordinary call. A consumption that ran no traced
+// code falls back to BuildInverse.
+func BuildInverseConsumed(fwd *Tree, c *schemas.Consume) (*Tree, error) {
+	if c == nil || c.Start < 0 || c.Start >= len(fwd.Order) || fwd.Order[c.Start].Parent != nil {
+		return BuildInverse(fwd)
+	}
+	return buildInverse(fwd, fwd.Order[c.Start].index)
+}
+
+// buildInverse builds the inverse tree of the top-level states of fwd from index start on.
+func buildInverse(fwd *Tree, start int) (*Tree, error) {
+	if start < 0 || start >= len(fwd.Top) || fwd.Top[start].Kind != KindCall || fwd.Top[len(fwd.Top)-1].Kind != KindReturn {
 		return nil, ErrNoInverse
 	}
 	var reverse func(level []*Node, depth int) []*Node

@@ -237,7 +237,7 @@ func ItemRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 		}
 		return reject(schemas.StatusReject(t.Status), string(t.Status))
 	}
-	item := debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Events: t.Events, Blocks: t.Blocks, Status: t.Status}
+	item := debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Events: t.Events, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}
 	src := Source{Level: "function", RepoURL: t.Item.RepoURL, Commit: t.Item.Commit, Path: t.Item.Path,
 		QualName: t.Item.QualName, SourceID: t.Item.SourceID}
 	var rows []schemas.Row

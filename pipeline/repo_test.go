@@ -4,6 +4,7 @@ import (
 	_ "github.com/ndtrace/ndtrace/store/drivers"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -11,17 +12,31 @@ import (
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-func TestPlainParams(t *testing.T) {
-	for src, want := range map[string]bool{
-		"def f(a, b=[1, 2]):\n    pass":        true,
-		"def f(a, *args):\n    pass":           false,
-		"def f(a, **kw):\n    pass":            false,
-		"def f(a, *, b):\n    pass":            false,
-		"@dec\ndef f(x=(1, 2)):\n    return x": true,
-		"def g(a):\n    pass":                  false, // not f
-	} {
-		if got := plainParams(src, "f"); got != want {
-			t.Errorf("plainParams(%q) = %v, want %v", src, got, want)
+func TestParseDef(t *testing.T) {
+	tests := []struct {
+		src    string
+		params string
+		ok     bool
+		async  bool
+		cm     bool
+	}{
+		{"def f(a, b=[1, 2]):\n    pass", "a b", true, false, false},
+		{"def f(a, *args):\n    pass", "", false, false, false},
+		{"def f(a, **kw):\n    pass", "", false, false, false},
+		{"def f(a, *, b):\n    pass", "", false, false, false},
+		{"@dec\ndef f(x=(1, 2)):\n    return x", "x", true, false, false},
+		{"def g(a):\n    pass", "", false, false, false}, // not f
+		{"def f(a: int, /, b: 'str' = ')', c=\",(\"):  # (\n    pass", "a b c", true, false, false},
+		{"def f(\n    a,  # the first, (really)\n    b=2,\n):\n    pass", "a b", true, false, false},
+		{"def f():\n    pass", "", true, false, false},
+		{"async def f(x):\n    return x", "x", true, true, false},
+		{"@contextlib.contextmanager\ndef f(x):\n    yield x", "x", true, false, true},
+		{"def f(a b):\n    pass", "", false, false, false},
+	}
+	for _, tc := range tests {
+		d, ok := parseDef(tc.src, "f")
+		if got := strings.Join(d.params, " "); ok != tc.ok || ok && (got != tc.params || d.async != tc.async || d.contextManager != tc.cm) {
+			t.Errorf("parseDef(%q) = %+v, %v; want %q, %v, async %v, cm %v", tc.src, d, ok, tc.params, tc.ok, tc.async, tc.cm)
 		}
 	}
 }
@@ -55,35 +70,60 @@ func TestLiteralArgs(t *testing.T) {
 
 func TestFunctionItems(t *testing.T) {
 	dir := t.TempDir()
-	mod := "def double(x):\n    return 2 * x\n\n\ndef spread(*xs):\n    return xs\n"
+	mod := "def double(x):\n    return 2 * x\n\n\ndef spread(*xs):\n    return xs\n\n\ndef gen(n, k=1):\n    for i in range(n):\n        yield i * k\n" +
+		"\n\nasync def co(x):\n    return x\n\n\n@contextmanager\ndef opened(x):\n    yield x\n"
 	os.WriteFile(filepath.Join(dir, "m.py"), []byte(mod), 0o644)
 	file := filepath.Join(dir, "m.py")
-	call := func(fn, arg string) schemas.Event {
-		return schemas.Event{Event: schemas.EventCall, Func: fn, File: file, Locals: schemas.Locals{{Name: "x", Value: arg}}}
+	frame := 1
+	call := func(fn string, locals ...string) schemas.Event {
+		frame++
+		ev := schemas.Event{Event: schemas.EventCall, Func: fn, File: file, Frame: frame}
+		for i := 0; i < len(locals); i += 2 {
+			ev.Locals = append(ev.Locals, schemas.Var{Name: locals[i], Value: locals[i+1]})
+		}
+		return ev
 	}
+	// gen(3)'s first call shows its parameters; its resumptions (the same frame) show every local.
+	genCall := call("gen", "n", "3", "k", "1")
+	resume := genCall
+	resume.Locals = schemas.Locals{{Name: "n", Value: "3"}, {Name: "k", Value: "1"}, {Name: "i", Value: "0"}}
 	traces := []TestTrace{{
 		Test: "tests/test_m.py::test_double",
 		Events: []schemas.Event{
-			{Event: schemas.EventCall, Func: "test_double", File: filepath.Join(dir, "tests/test_m.py")},
-			call("double", "21"), call("double", "21"), call("double", "4"), call("spread", "1"),
-			call("double", "<object object at 0x1>"),
+			{Event: schemas.EventCall, Func: "test_double", File: filepath.Join(dir, "tests/test_m.py"), Frame: 1},
+			call("double", "x", "21"), call("double", "x", "21"), call("double", "x", "4"), call("spread", "xs", "(1,)"),
+			call("double", "x", "<object object at 0x1>"),
+			genCall, resume, resume,
+			call("co", "x", "1"), call("opened", "x", "2"),
+			// A call event that lacks a parameter (not one of the tracer's) is no item.
+			call("double", "y", "1"),
 		},
 		Functions: []schemas.FuncSource{
 			{File: file, QualName: "double", FirstLine: 1, LastLine: 2, Source: "def double(x):\n    return 2 * x"},
 			{File: file, QualName: "spread", FirstLine: 5, LastLine: 6, Source: "def spread(*xs):\n    return xs"},
+			{File: file, QualName: "gen", FirstLine: 9, LastLine: 11, Source: "def gen(n, k=1):\n    for i in range(n):\n        yield i * k"},
+			{File: file, QualName: "co", FirstLine: 14, LastLine: 15, Source: "async def co(x):\n    return x"},
+			{File: file, QualName: "opened", FirstLine: 18, LastLine: 20, Source: "@contextmanager\ndef opened(x):\n    yield x"},
 		},
 	}}
 	it := crawl.Item{Key: "git:u@c", Path: "u", Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{Commit: "c"}}}
-	items := functionItems(dir, it, traces)
+	counts := map[string]int64{}
+	items := functionItems(dir, it, traces, counts)
 	var calls []string
 	for _, fi := range items {
 		calls = append(calls, fi.Call)
-		if fi.Code != mod || fi.Func == "" || fi.Path != "m.py" || fi.RepoURL != "u" || fi.Commit != "c" || !strings.HasPrefix(fi.Key, "git:u@c#m.py:double:") {
+		if fi.Code != mod || fi.Func == "" || fi.Path != "m.py" || fi.RepoURL != "u" || fi.Commit != "c" || !strings.HasPrefix(fi.Key, "git:u@c#m.py:") {
 			t.Errorf("item %+v", fi)
 		}
 	}
-	if got := strings.Join(calls, " "); got != "double(21) double(4)" {
-		t.Errorf("calls %q, want double(21) double(4) (test functions, *args, objects and repeats left out)", got)
+	if got := strings.Join(calls, " "); got != "double(21) double(4) gen(3, 1)" {
+		t.Errorf("calls %q, want double(21) double(4) gen(3, 1) (test functions, *args, objects, repeats, resumptions, "+
+			"async and context managers left out)", got)
+	}
+	want := map[string]int64{"functions_skipped:params": 1, "functions_skipped:arguments": 2, "functions_skipped:resume": 2,
+		"functions_skipped:async": 1, "functions_skipped:context_manager": 1}
+	if !reflect.DeepEqual(counts, want) {
+		t.Errorf("counts %v, want %v", counts, want)
 	}
 }
 

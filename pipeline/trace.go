@@ -49,6 +49,8 @@ type TracedItem struct {
 	Detail string          `json:"detail,omitempty"`
 	Events []schemas.Event `json:"events,omitempty"`
 	Blocks []schemas.Block `json:"blocks,omitempty"`
+	// Consume is set when the call returned an iterator the tracer consumed (sandbox.Result).
+	Consume *schemas.Consume `json:"consume,omitempty"`
 	// Repo is the trace of a repository-level item's tests.
 	Repo *RepoTrace `json:"repo,omitempty"`
 	// Poison is set when the item was given up: every attempt that traced it died (the reason).
@@ -115,7 +117,7 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 		}
 		return TracedItem{Item: it, Status: schemas.StatusInvalid, Detail: err.Error()}, nil
 	}
-	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Events: res.Events, Blocks: res.Blocks}, nil
+	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Events: res.Events, Blocks: res.Blocks, Consume: res.Consume}, nil
 }
 
 // checkoutLimitsOf returns the repository checkout limits of a spec.

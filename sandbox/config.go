@@ -345,8 +345,12 @@ type Result struct {
 	// order (test runs only; see schemas.FuncSource). The CODE context of repository-level
 	// trajectories is built from it.
 	Functions []schemas.FuncSource
-	// Value is the rendered return value of the call (status ok) or the rendered exception.
+	// Value is the rendered return value of the call (status ok) or the rendered exception. When
+	// the call returned an iterator (Consume), it is the rendered list of the values taken.
 	Value string
+	// Consume is set when a function-level call returned a generator or another iterator and the
+	// tracer consumed it (schemas.Consume); the events from Consume.Start on are the consumption.
+	Consume *schemas.Consume
 	// ExcType and ExcMessage describe the exception of status exception, memory or invalid.
 	ExcType    string
 	ExcMessage string
@@ -360,6 +364,11 @@ type Result struct {
 	CPU      time.Duration
 	MaxRSSKB int64
 }
+
+// ConsumeValues is how many values the tracer takes from a generator or another iterator that a
+// function-level call returned (CONSUME_VALUES in sandbox/native/tracer.c; every consume record
+// says it again as its limit).
+const ConsumeValues = 8
 
 // KeptOutput is how many bytes of stdout and of stderr a Result keeps.
 const KeptOutput = 64 << 10

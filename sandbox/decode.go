@@ -152,6 +152,9 @@ type decoder struct {
 	test *wireEvent
 	// collect is the collection record of a collect run (the first one), or nil.
 	collect *wireEvent
+	// consume is a call run's consume record (its call returned an iterator, which the tracer
+	// consumed), or nil.
+	consume *schemas.Consume
 	// end is the end record, or nil when the stream ended without one.
 	end *endRecord
 	// bytes counts the bytes read from the stream, seals and unsealed ones included.
@@ -440,10 +443,24 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 			d.collect = &c
 		}
 		return outcomeOK, ""
+	case "consume":
+		// Written once, by the tracer, between the call's events and the consumption's: a second
+		// one or one that does not start at the next event is not the tracer's.
+		if d.consume != nil || w.Start != len(d.events) || w.Limit <= 0 {
+			return outcomeTampered, "a consume record the tracer did not write"
+		}
+		d.consume = &schemas.Consume{Start: w.Start, Limit: w.Limit, Values: -1}
+		return outcomeOK, ""
 	case "end":
 		e := &endRecord{status: schemas.Status(w.Status), excType: w.ExcType, excMessage: w.ExcMessage}
 		if w.Value != nil {
 			e.value = *w.Value
+		}
+		if d.consume != nil && w.HasConsumed {
+			if w.Consumed < 0 || w.Consumed > d.consume.Limit {
+				return outcomeTampered, "an end record that took more values than the consume record allows"
+			}
+			d.consume.Values = w.Consumed
 		}
 		d.end = e
 		return outcomeOK, ""

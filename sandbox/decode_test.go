@@ -1365,3 +1365,43 @@ func BenchmarkDecodeHonest(b *testing.B) {
 	b.Run("small-old", func(b *testing.B) { benchDecode(b, small, true, lim, outcomeOK) })
 	b.Run("small-new", func(b *testing.B) { benchDecode(b, small, false, lim, outcomeOK) })
 }
+
+// TestDecodeConsume: the consume record of a call whose iterator the tracer consumed, and the
+// records the tracer never writes (a second one, one that does not start at the next event, an
+// end record that took more values than the limit).
+func TestDecodeConsume(t *testing.T) {
+	call := `{"event":"call","frame":1,"func":"g","file":"main.py","lineno":1,"depth":0,"src":"def g():","names":[],"locals":{}}` + "\n"
+	ret := `{"event":"return","frame":1,"func":"g","file":"main.py","lineno":2,"depth":0,"src":"    yield 1","locals":{},"value":"1"}` + "\n"
+	consume := func(start, limit int) string {
+		return fmt.Sprintf(`{"event":"consume","start":%d,"limit":%d}`+"\n", start, limit)
+	}
+	end := func(consumed int) string {
+		return fmt.Sprintf(`{"event":"end","status":"ok","value":"[1]","consumed":%d,"events":2}`+"\n", consumed)
+	}
+	tests := []struct {
+		name    string
+		lines   []string
+		outcome decodeOutcome
+		want    *schemas.Consume
+	}{
+		{"honest", []string{consume(0, 8), call, ret, end(1)}, outcomeOK, &schemas.Consume{Start: 0, Limit: 8, Values: 1}},
+		{"after the call's events", []string{call, ret, consume(2, 8), call, ret, end(1)}, outcomeOK, &schemas.Consume{Start: 2, Limit: 8, Values: 1}},
+		{"no end record", []string{consume(0, 8), call}, outcomeOK, &schemas.Consume{Start: 0, Limit: 8, Values: -1}},
+		{"none", []string{call, ret, `{"event":"end","status":"ok","value":"1","events":2}` + "\n"}, outcomeOK, nil},
+		{"twice", []string{consume(0, 8), call, ret, consume(2, 8), end(1)}, outcomeTampered, nil},
+		{"wrong start", []string{call, consume(0, 8), ret, end(1)}, outcomeTampered, nil},
+		{"no limit", []string{consume(0, 0), call, ret, end(1)}, outcomeTampered, nil},
+		{"more values than the limit", []string{consume(0, 1), call, ret, end(2)}, outcomeTampered, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, o, why := decodeStream(sealAll(testKey, tc.lines), bigLimits)
+			if o != tc.outcome {
+				t.Fatalf("outcome %v (%s), want %v", o, why, tc.outcome)
+			}
+			if o == outcomeOK && !reflect.DeepEqual(d.consume, tc.want) {
+				t.Errorf("consume %+v, want %+v", d.consume, tc.want)
+			}
+		})
+	}
+}

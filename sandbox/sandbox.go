@@ -445,6 +445,7 @@ wait:
 
 	res.Events = dec.events
 	res.Blocks = dec.blocks
+	res.Consume = dec.consume
 	res.Functions = dec.functions
 	res.TraceBytes = dec.bytes
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
@@ -472,6 +473,10 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 	end := dec.end
 	if end != nil {
 		res.Value, res.ExcType, res.ExcMessage = end.value, end.excType, end.excMessage
+	}
+	if c := res.Consume; c != nil && end != nil && end.status == schemas.StatusOK {
+		c.Value = end.value
+		c.Exhausted = c.Values >= 0 && c.Values < c.Limit
 	}
 	switch {
 	case killStatus != "":
@@ -605,7 +610,9 @@ func verifyRun(res *Result, dec *decoder, msg runMsg) {
 	var end *traceEnd
 	if dec.end != nil {
 		end = &traceEnd{Status: res.Status, Value: res.Value, ExcType: res.ExcType, Kind: kind}
-		if kind == "call" {
+		// A consumed iterator's run ends with the values taken, not with the entry frame's
+		// return: the entry checks do not apply.
+		if kind == "call" && dec.consume == nil {
 			if m := entryCall.FindStringSubmatch(msg.Call); m != nil {
 				end.Entry = m[1]
 			}

@@ -28,6 +28,9 @@ type wireEvent struct {
 	Runner, Outcome, MissingModule, When, Writable string
 	Tests, Errors, Neutralised                     []string
 	OriginalRunnable, Fallback                     bool
+	// consume records (Start, Limit) and end records (Consumed, HasConsumed)
+	Start, Limit, Consumed int
+	HasConsumed            bool
 }
 
 var errWire = errors.New("malformed trace line")
@@ -120,6 +123,13 @@ func parseWire(b []byte) (wireEvent, error) {
 			w.OriginalRunnable, ok = s.boolOrSkip()
 		case "fallback":
 			w.Fallback, ok = s.boolOrSkip()
+		case "start":
+			w.Start, ok = s.intOrSkip()
+		case "limit":
+			w.Limit, ok = s.intOrSkip()
+		case "consumed":
+			w.Consumed, ok = s.intOrSkip()
+			w.HasConsumed = ok
 		default:
 			ok = s.skip(0)
 		}

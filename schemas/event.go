@@ -137,3 +137,21 @@ type Block struct {
 	Start int    `json:"start"`
 	End   int    `json:"end"`
 }
+
+// Consume describes a function-level run whose call returned a generator or another iterator:
+// the tracer then took up to Limit values from it, still tracing, as list(islice(CALL, Limit))
+// would (docs/tracer-protocol.md). The run's value is the list of the values taken.
+type Consume struct {
+	// Start is the index of the first event of the consumption: the events before it are the
+	// call's own (its arguments, a class's __init__), those from it on were run to take values.
+	Start int `json:"start"`
+	// Limit is how many values the tracer takes at most.
+	Limit int `json:"limit"`
+	// Values is how many it took, -1 if the run ended without saying (killed, out of memory).
+	Values int `json:"values"`
+	// Exhausted is set when the iterator ended before Limit values (the run ended ok with fewer):
+	// the list is all it had. Otherwise the iterator may have had more; it was not asked.
+	Exhausted bool `json:"exhausted,omitempty"`
+	// Value is the rendered list of the values taken (status ok), the run's value.
+	Value string `json:"value,omitempty"`
+}

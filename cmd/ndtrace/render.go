@@ -167,7 +167,7 @@ func traceItem(ctx context.Context, sb *sandbox.Sandbox, code, filename, call st
 	if _, err := debugger.ExitFor(res.Status); err != nil {
 		return debugger.Item{}, fmt.Errorf("%s: %s", res.Status, res.Detail)
 	}
-	return debugger.Item{Code: code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status}, nil
+	return debugger.Item{Code: code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: res.Consume}, nil
 }
 
 // cwmMarker marks the entry function in a CWM trace's context.

@@ -27,7 +27,7 @@ func TestRunRepositories(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var list strings.Builder
-	for _, name := range []string{"passing", "failing", "hanging", "forking", "missing_module", "unittest_only", "trace_sensitive"} {
+	for _, name := range []string{"passing", "failing", "hanging", "forking", "missing_module", "unittest_only", "trace_sensitive", "generators"} {
 		url, _ := testrepos.Git(t, name)
 		fmt.Fprintf(&list, "%s main\n", url)
 	}
@@ -70,6 +70,7 @@ created_at: 2026-11-22T00:00:00Z
 	defer st.Close()
 	levels := map[string]int{}
 	repos := map[string]bool{}
+	lazy := map[string]bool{} // function-level rows of the generators repository, by function
 	for _, s := range m.Shards {
 		rows, err := dataset.ReadRows(ctx, st, s.Path, 0)
 		if err != nil {
@@ -78,6 +79,12 @@ created_at: 2026-11-22T00:00:00Z
 		for _, r := range rows {
 			levels[r.Level]++
 			repos[r.RepoURL] = true
+			if r.Level == "function" && r.Path == "lazy.py" {
+				lazy[r.QualName] = true
+				if r.Direction == "forward" && !strings.Contains(r.Text, "    return list(islice(") {
+					t.Errorf("row %s of %s has no consuming wrapper", r.ID, r.QualName)
+				}
+			}
 			if r.Level == "repository" && (r.Commit == "" || r.RepoURL == "" || strings.HasPrefix(r.Path, "/")) {
 				t.Errorf("repository row with commit %q path %q", r.Commit, r.Path)
 			}
@@ -96,7 +103,25 @@ created_at: 2026-11-22T00:00:00Z
 	if len(repos) < 5 {
 		t.Errorf("rows come from %d repositories: %v", len(repos), repos)
 	}
+	// The generators repository's lazy functions give rows: their calls return iterators, which
+	// the tracer consumes; the async def and the context manager are left out at planning.
+	for _, fn := range []string{"squares", "countdown", "naturals", "chunks", "evens", "scaled", "fib"} {
+		if !lazy[fn] {
+			t.Errorf("no function-level row of lazy.%s (rows of %v)", fn, lazy)
+		}
+	}
+	if lazy["plus_one"] || lazy["tagged"] {
+		t.Errorf("rows of an async def or a context manager: %v", lazy)
+	}
+	for _, k := range []string{"functions_skipped:async", "functions_skipped:context_manager", "functions_skipped:resume"} {
+		if m.Counts[k] < 1 {
+			t.Errorf("counts[%s] = %d, want at least 1", k, m.Counts[k])
+		}
+	}
 	rejects := readRejects(t, out)
+	if strings.Contains(rejects, "lazy.py") && strings.Contains(rejects, "the trace has no events") {
+		t.Errorf("an item of lazy.py gave an empty trace:\n%s", rejects)
+	}
 	for _, want := range []string{"missing module hypothesis", "symlink escapes checkout", "not a git repository", "decontaminated: evalset", "duplicate of"} {
 		if !strings.Contains(rejects, want) {
 			t.Errorf("no reject saying %q:\n%s", want, rejects)

@@ -44,6 +44,12 @@
 //     test_double passes either way, test_repr_side_effect fails when a tracer renders locals with
 //     repr() and test_not_traced fails when sys.gettrace() is set. Exercises the quarantine of tests
 //     whose outcome changes under tracing.
+//   - generators: lazy.py with generator functions (squares, countdown returning a value after its
+//     yields, the infinite naturals, chunks), functions returning filter and map objects over
+//     lambdas (evens, scaled), an iterator class Fib returned by fib, an async def (plus_one) and a
+//     contextmanager (tagged); tests/test_lazy.py consumes each (nine tests, all pass). Exercises
+//     function-level items whose call returns an iterator (the tracer consumes it) and the items
+//     that can only give an empty trace (async, context managers), left out at planning.
 //   - with_dependency: scoring.py imports fixture_a, a third-party package that is not installed:
 //     the ndtrace-fixture-a wheel of internal/testwheels (which depends on ndtrace-fixture-b), named
 //     in requirements.txt; tests/test_scoring.py (three tests) pass once it is installed, and none

@@ -88,6 +88,13 @@ func TestOutcomes(t *testing.T) {
 			"tests.test_notes::test_put_get": "passed", "tests.test_notes::test_missing": "passed",
 			"tests.test_notes::test_log_next_to_code": "passed", "tests.test_notes::test_word_count": "passed",
 		}},
+		{name: "generators", want: map[string]string{
+			"tests.test_lazy::test_squares": "passed", "tests.test_lazy::test_countdown": "passed",
+			"tests.test_lazy::test_naturals": "passed", "tests.test_lazy::test_chunks": "passed",
+			"tests.test_lazy::test_evens": "passed", "tests.test_lazy::test_scaled": "passed",
+			"tests.test_lazy::test_fib": "passed", "tests.test_lazy::test_plus_one": "passed",
+			"tests.test_lazy::test_tagged": "passed",
+		}},
 		{name: "missing_module", want: map[string]string{
 			"tests.test_properties": "collect-error:ModuleNotFoundError",
 		}},
@@ -122,7 +129,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "hanging", "lib_layout", "missing_module", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
+	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "missing_module", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

@@ -87,6 +87,7 @@ typedef struct {
 #define Py_tp_clear 51
 #define Py_tp_dealloc 52
 #define Py_tp_doc 56
+#define Py_tp_iter 62
 #define Py_tp_repr 66
 #define Py_tp_str 70
 #define Py_tp_traverse 71
@@ -151,6 +152,7 @@ extern int PyObject_IsTrue(PyObject *);
 extern Py_ssize_t PyObject_Size(PyObject *);
 extern PyObject *PyObject_GetIter(PyObject *);
 extern PyObject *PyIter_Next(PyObject *);
+extern int PyIter_Check(PyObject *);
 extern int PyCallable_Check(PyObject *);
 extern PyObject *PyOS_FSPath(PyObject *);
 extern void Py_IncRef(PyObject *);
@@ -226,10 +228,10 @@ extern int PySys_AddAuditHook(int (*)(const char *, PyObject *, void *), void *)
 
 extern PyObject *PyExc_OSError, *PyExc_PermissionError, *PyExc_RuntimeError, *PyExc_ImportError,
     *PyExc_TypeError, *PyExc_ValueError, *PyExc_MemoryError, *PyExc_RecursionError,
-    *PyExc_BaseException, *PyExc_Exception;
+    *PyExc_BaseException, *PyExc_Exception, *PyExc_StopIteration;
 extern char PyFrame_Type[], PyCode_Type[], PyUnicode_Type[], PyBytes_Type[], PyByteArray_Type[],
     PyLong_Type[], PyBool_Type[], PyFloat_Type[], PyComplex_Type[], PyList_Type[], PyTuple_Type[],
-    PyDict_Type[], PySet_Type[], PyFrozenSet_Type[], PyFunction_Type[];
+    PyDict_Type[], PySet_Type[], PyFrozenSet_Type[], PyFunction_Type[], PyCoro_Type[], PyAsyncGen_Type[];
 extern PyObject _Py_NoneStruct, _Py_TrueStruct;
 
 #define TYPE(o) (((PyObject *)(o))->ob_type)

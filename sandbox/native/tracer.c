@@ -229,6 +229,11 @@ static struct {
     unsigned char prev[32];
     long ordinal;
     PyObject *entry_code;   /* function items: depth-0 frames are called from it */
+    /* function items whose call returned an iterator: the tracer takes values from it (consume) */
+    int consuming;          /* the tracer is taking a value: depth-0 frames may be called from it */
+    int consume_on;         /* a consumption started: the end record says how many values it took */
+    PyObject *consume_frame; /* the frame below the tracer's own C (tracer.py's _run_call), borrowed */
+    long consumed;          /* the values taken so far */
     PyObject *addresses, *slow, *keyj, *file_is_target, *file_lines, *file_codes, *alarm_fn, *address_fn, *traceobj;
     codeset own_codes;  /* function items: the code objects of the item's own file */
     codeset entry_codes; /* function items: the call expression's code and the code nested in it */
@@ -499,8 +504,11 @@ static void end_record(const char *status, PyObject *value, PyObject *exc_type, 
         sb_puts(&T.out, ",\"exc_message\":");
         json_str(&T.out, exc_message);
     }
-    char tail[48];
-    snprintf(tail, sizeof tail, ",\"events\":%lld}\n", T.n_events);
+    char tail[96];
+    if (T.consume_on)
+        snprintf(tail, sizeof tail, ",\"consumed\":%ld,\"events\":%lld}\n", T.consumed, T.n_events);
+    else
+        snprintf(tail, sizeof tail, ",\"events\":%lld}\n", T.n_events);
     sb_puts(&T.out, tail);
     T.commit = T.out.len;
     flush();
@@ -2023,7 +2031,10 @@ static void call_event(FrameState *st, PyObject *frame, PyObject *code, PyObject
         /* Function items: every frame at depth 0 is called from the item's call expression;
          * anything else means the bottom of the stack was rebound. */
         PyObject *bc = back ? PyFrame_GetCode(back) : NULL;
-        int ok = codeset_has(&T.entry_codes, bc);
+        /* While the tracer takes a value from the call's iterator, the frames it resumes or
+         * calls (a generator's, a __next__, map's function) are called from its C code, so
+         * their caller is the frame below it. */
+        int ok = codeset_has(&T.entry_codes, bc) || (T.consuming && back && back == T.consume_frame);
         xdecref(bc);
         if (!ok) {
             xdecref(back);
@@ -2331,6 +2342,57 @@ static PyObject *fetch(void) {
     return v;
 }
 
+/* How many values the tracer takes from an iterator a function item's call returned. */
+#define CONSUME_VALUES 8
+
+/* A function item's call returned r. A generator, or another iterator (its type has __next__ and
+ * __iter__; neither __iter__ nor anything else of it but __next__ is called), is consumed, still
+ * traced, as list(islice(r, CONSUME_VALUES)) would: up to CONSUME_VALUES values, never asking for
+ * one more, so that the lazy body runs and is traced (docs/tracer-protocol.md, "consume"). A
+ * consume record, written first, says at which event the consumption starts. Returns the list of
+ * the values taken, r itself when it is no iterator, or NULL with the exception the iterator
+ * raised (StopIteration ends the consumption, as in a for loop). A coroutine or an asynchronous
+ * generator ends the run as invalid: they need an event loop to run, and the tracer drives none.
+ * r and the iterator are never released (the process exits): releasing a generator would close
+ * it and run its finally blocks. */
+static PyObject *consume(PyObject *r) {
+    void *tp = TYPE(r);
+    if (tp == (void *)PyCoro_Type || tp == (void *)PyAsyncGen_Type) {
+        end_c("invalid", "NotDriven",
+              tp == (void *)PyCoro_Type
+                  ? "the call returned a coroutine: coroutines are not driven (no event loop), so none of its body ran"
+                  : "the call returned an asynchronous generator: those are not driven (no event loop), so none of its body ran");
+        finish(0);
+    }
+    /* PyIter_Check reads the type's __next__ slot (and runs no code of the object's) */
+    void *iter = PyType_GetSlot(tp, Py_tp_iter);
+    PyErr_Clear(); /* PyType_GetSlot of a static type raises nothing, but be sure */
+    if (!PyIter_Check(r) || !iter) return r;
+    char rec[96];
+    T.out.len = T.commit;
+    snprintf(rec, sizeof rec, "{\"event\":\"consume\",\"start\":%lld,\"limit\":%d}\n", T.n_events, CONSUME_VALUES);
+    sb_puts(&T.out, rec);
+    commit_line(0);
+    PyObject *vals = PyList_New(0);
+    if (!vals) fail("the consumed values");
+    T.consume_frame = PyEval_GetFrame();
+    T.consume_on = 1;
+    while (T.consumed < CONSUME_VALUES) {
+        T.consuming = 1;
+        PyObject *v = PyIter_Next(r); /* the type's __next__: never a name the code could rebind */
+        T.consuming = 0;
+        if (!v) {
+            if (PyErr_Occurred()) return NULL;
+            break; /* exhausted */
+        }
+        int bad = PyList_Append(vals, v);
+        Py_DecRef(v);
+        if (bad < 0) return NULL;
+        T.consumed++;
+    }
+    return vals;
+}
+
 /* tracer_call(module_code, call_code, namespace, blocks, own_codes, entry_codes): a function item,
  * start to end: the blocks record, the module body (untraced), the traced call, the end record.
  * own_codes are the module code and every code object nested in it (the only ones of the item's
@@ -2364,6 +2426,7 @@ static PyObject *nd_tracer_call(PyObject *self, PyObject *args) {
     T.recording = 1;
     start_tracing();
     r = PyEval_EvalCode(call, ns, ns);
+    if (r) r = consume(r);
     stop_tracing();
     block_signals(); /* the code's handlers do not run inside the final rendering either */
     if (!r) end_exception(fetch());

@@ -122,8 +122,11 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	if err != nil {
 		return bad("import layout: %v", err)
 	}
+	// They are the repository's own code: on sys.path after the checkout, traced like it (never
+	// PythonPath, which is never traced).
+	var imports []string
 	for _, r := range roots {
-		paths = append(paths, filepath.Join(w.Dir, filepath.FromSlash(r)))
+		imports = append(imports, filepath.Join(w.Dir, filepath.FromSlash(r)))
 	}
 	if it.Repo.Venv != "" {
 		sp, err := sandbox.VenvSitePackages(it.Repo.Venv)
@@ -166,7 +169,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	}
 	defer sb.Close()
 
-	col, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner,
+	col, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
 		Limits: sandbox.Limits{WallTime: collectTimeout, CPUTime: collectTimeout}})
 	if err != nil {
 		return t, fmt.Errorf("collect tests of %s: %w", it.Key, err)
@@ -198,7 +201,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	}
 	rt.Run = len(tests)
 	for _, test := range tests {
-		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options}
+		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options, Paths: imports}
 		plain, err := sb.RunTest(ctx, req)
 		var tr, orig *sandbox.TestResult
 		if err == nil && compare {
@@ -246,7 +249,10 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 			Detail: tr.Result.Detail, Events: tr.Result.Events, Functions: tr.Result.Functions})
 	}
 	if it.Repo.Functions {
-		if rt.Functions, err = trc.traceFunctions(ctx, cfg, w, it, rt.Traces, rt.Counts, lim, alive); err != nil {
+		// A function's module imports its package as the tests do: the import roots too.
+		fcfg := cfg
+		fcfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), imports...)
+		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, rt.Traces, rt.Counts, lim, alive); err != nil {
 			return t, err
 		}
 	}

@@ -262,7 +262,8 @@ func (b *builder) install(ctx context.Context, pkgs []Package) (string, error) {
 	if err := os.WriteFile(pinned, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("pyenv: %w", err)
 	}
-	args := []string{"--no-deps", "--ignore-installed", "--quiet", "-r", pinned}
+	// --no-compile: the environment holds no bytecode (see stripBytecode).
+	args := []string{"--no-deps", "--ignore-installed", "--no-compile", "--quiet", "-r", pinned}
 	if hashed {
 		args = append(args, "--require-hashes")
 	}

@@ -309,6 +309,9 @@ func (c *Cache) build(ctx context.Context, b *builder, dir, hash string, pkgs []
 	if err != nil {
 		return Env{}, err
 	}
+	if err := stripBytecode(sp); err != nil {
+		return Env{}, err
+	}
 	size, files, err := measure(sp, b.cfg.MaxBytes)
 	if err != nil {
 		return Env{}, err
@@ -345,6 +348,35 @@ func (c *Cache) build(ctx context.Context, b *builder, dir, hash string, pkgs []
 		return Env{}, fmt.Errorf("pyenv: extract the archive just made: %w", err)
 	}
 	return install(root, filepath.Join(dir, hash))
+}
+
+// stripBytecode removes every .pyc file and __pycache__ folder under dir. The sandbox loads
+// bytecode from its PythonPath, and CPython does not verify bytecode: a wheel that ships crafted
+// .pyc files could hand the traced code raw memory access (and so the tracer's key). Without
+// them the interpreter compiles the sources it imports itself.
+func stripBytecode(dir string) error {
+	var caches []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == "__pycache__":
+			caches = append(caches, p)
+			return fs.SkipDir
+		case !d.IsDir() && (strings.HasSuffix(d.Name(), ".pyc") || strings.HasSuffix(d.Name(), ".pyo")):
+			return os.Remove(p)
+		}
+		return nil
+	})
+	for _, c := range caches {
+		if err == nil {
+			err = os.RemoveAll(c)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("pyenv: remove bytecode from %s: %w", dir, err)
+	}
+	return nil
 }
 
 // measure returns the size and number of the regular files under dir, or an *Error when they are

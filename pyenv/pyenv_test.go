@@ -79,6 +79,13 @@ func TestEnsureIndex(t *testing.T) {
 	if len(env.Packages) != 2 || env.Packages[1].Name != "ndtrace-fixture-b" || env.Packages[1].Version != "1.2" || len(env.Packages[0].SHA256) != 64 {
 		t.Errorf("packages %+v: want fixture-a 1.0 and fixture-b 1.2 with hashes", env.Packages)
 	}
+	// No bytecode is kept (the wheel shipped some).
+	filepath.WalkDir(env.Dir, func(p string, d fs.DirEntry, err error) error {
+		if strings.HasSuffix(p, ".pyc") || d.Name() == "__pycache__" {
+			t.Errorf("bytecode in the environment: %s", p)
+		}
+		return nil
+	})
 	if got := importAnswer(t, env.SitePackages); got != "42" {
 		t.Errorf("answer() = %s, want 42", got)
 	}

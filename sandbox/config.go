@@ -270,6 +270,23 @@ func (c Config) mounts() []string {
 	return out
 }
 
+// pycPythonPath is the PythonPath directories bytecode may load from: those that are not inside
+// a ReadOnly path (a checkout, whose files the repository wrote).
+func (c Config) pycPythonPath() []string {
+	var out []string
+	for _, p := range c.PythonPath {
+		p = filepath.Clean(p)
+		inside := false
+		for _, r := range c.ReadOnly {
+			inside = inside || within(p, filepath.Clean(r))
+		}
+		if !inside {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // within reports whether path p is dir or inside it (both clean and absolute).
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")

@@ -228,6 +228,7 @@ type runBody struct {
 	Traced     bool     `json:"traced,omitempty"`
 	Exclude    []string `json:"exclude,omitempty"`
 	Options    string   `json:"options,omitempty"`
+	Paths      []string `json:"paths,omitempty"`
 }
 
 type runLimits struct {

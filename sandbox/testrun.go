@@ -69,6 +69,10 @@ type CollectRequest struct {
 	// Runner is RunnerPytest, RunnerUnittest, or "" for pytest when it is importable and unittest
 	// discovery otherwise.
 	Runner string
+	// Paths are directories inside Dir put on sys.path right after Dir, as an editable install
+	// would put a project's import roots (a src/ layout's src): unlike Config.PythonPath, their code
+	// is the repository's own, traced like the rest of Dir, and never a source of bytecode.
+	Paths []string
 	// Limits overrides the sandbox's limits field by field.
 	Limits Limits
 	// Options is how pytest applies the repository's addopts. With OptionsNeutralised, a
@@ -139,6 +143,8 @@ type TestRequest struct {
 	Targets []string
 	// Seed seeds Python's random module.
 	Seed int64
+	// Paths are as in CollectRequest.
+	Paths []string
 	// Limits overrides the sandbox's limits field by field: WallTime bounds the whole test,
 	// TraceEvents and TraceBytes its trace.
 	Limits Limits
@@ -192,8 +198,12 @@ func (s *Sandbox) CollectTests(ctx context.Context, req CollectRequest) (*Collec
 
 // collect makes one collection; fallback reports a pytest usage error while addopts applied.
 func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (*Collection, bool, error) {
+	paths, err := checkPaths(dir, req.Paths)
+	if err != nil {
+		return nil, false, err
+	}
 	msg := runMsg{Kind: "collect", Runner: req.Runner, runBody: runBody{Dir: dir, Targets: []string{dir + "/"},
-		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath, Options: string(req.Options)}}
+		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath, Options: string(req.Options), Paths: paths}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
@@ -267,6 +277,10 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 	if err := checkOptions(req.Options); err != nil {
 		return nil, err
 	}
+	paths, err := checkPaths(dir, req.Paths)
+	if err != nil {
+		return nil, err
+	}
 	targets := req.Targets
 	if len(targets) == 0 {
 		targets = []string{dir + "/"}
@@ -277,7 +291,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 		}
 	}
 	msg := runMsg{Kind: "test", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test, Traced: req.Traced,
-		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath, Options: string(req.Options)}}
+		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath, Options: string(req.Options), Paths: paths}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
@@ -344,6 +358,19 @@ func (s *Sandbox) writable(dir string) (string, int64) {
 		return "", 0
 	}
 	return dir, s.cfg.WritableBytes
+}
+
+// checkPaths checks the import roots of a test request: absolute directories inside dir.
+func checkPaths(dir string, paths []string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		c := filepath.Clean(p)
+		if !filepath.IsAbs(p) || !within(c, dir) {
+			return nil, fmt.Errorf("sandbox: import path %q is not a directory inside %s", p, dir)
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // excluded is what test runs never trace: the PythonPath directories.

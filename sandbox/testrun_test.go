@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -445,5 +446,31 @@ func TestOwnCopyWins(t *testing.T) {
 		if err != nil || tr.Outcome != sandbox.OutcomePassed {
 			t.Fatalf("%v %+v %s", err, tr, tr.Result.Detail)
 		}
+	}
+}
+
+// TestPycNotFromPythonPathInCheckout: a PythonPath directory inside a checkout (a src/ layout's
+// folder) is importable, but bytecode never loads from it: the repository wrote it.
+func TestPycNotFromPythonPathInCheckout(t *testing.T) {
+	ctx := context.Background()
+	checkout := sandboxtest.HostDir(t)
+	src := filepath.Join(checkout, "src")
+	sandboxtest.WriteTree(t, checkout, map[string]string{"src/evil_pyc_src.py": "X = 42\n", "src/plain.py": "Y = 7\n"})
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)",
+		filepath.Join(src, "evil_pyc_src.py"), filepath.Join(src, "evil_pyc.pyc")).CombinedOutput(); err != nil {
+		t.Fatalf("compiling a .pyc: %v: %s", err, out)
+	}
+	os.Chmod(filepath.Join(src, "evil_pyc.pyc"), 0o644)
+	sb, err := sandbox.New(ctx, sandbox.Config{ReadOnly: []string{checkout}, PythonPath: []string{src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Run(ctx, sandbox.Request{Code: "import plain\n\ndef f():\n    import evil_pyc\n    return evil_pyc.X\n", Call: "f()"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusException || res.ExcType != "PermissionError" {
+		t.Fatalf("importing a .pyc from a PythonPath folder inside a checkout: %s %s %s %s", res.Status, res.Value, res.ExcType, res.ExcMessage)
 	}
 }

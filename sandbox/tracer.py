@@ -850,7 +850,7 @@ def _run_tests(req):
 
     try:
         _purge_preloaded(d, req["pythonpath"])
-        _extend_path(d, req["pythonpath"])
+        _extend_path(d, req["pythonpath"], req["paths"])
         module = types.ModuleType("__main__")
         module.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = module
@@ -1630,17 +1630,18 @@ def _in_repo(d, top, pythonpath):
     return False
 
 
-def _extend_path(d, pythonpath):
-    """sys.path = [dir (if given)] + standard library + the PythonPath site dirs (with their .pth files)
-    + the interpreter's own site/dist-packages."""
+def _extend_path(d, pythonpath, paths=()):
+    """sys.path = [dir (if given)] + paths (the checkout's import roots) + standard library + the
+    PythonPath site dirs (with their .pth files) + the interpreter's own site/dist-packages."""
     import site
-    before = [p for p in sys.path if p != d]
+    first = ([d] if d else []) + [p for p in paths if p != d]
+    before = [p for p in sys.path if p not in first]
     for p in pythonpath:
         site.addsitedir(p)
-    added = [p for p in sys.path if p not in before and p != d]
+    added = [p for p in sys.path if p not in before and p not in first]
     at = next((i for i, p in enumerate(before)
                if p.endswith(("site-packages", "dist-packages"))), len(before))
-    sys.path[:] = ([d] if d else []) + before[:at] + added + before[at:]
+    sys.path[:] = first + before[:at] + added + before[at:]
 
 
 def _preload(req):
@@ -1808,7 +1809,7 @@ def validate_body(hdr, msg):
     targets = need("targets", list)
     if not all(type(t) is str and t for t in targets):
         raise ProtocolError("run: targets must be non-empty strings")
-    for key in ("exclude", "pythonpath"):
+    for key in ("exclude", "pythonpath", "paths"):
         v = msg.get(key) or []
         if type(v) is not list or not all(type(t) is str and t.startswith("/") for t in v):
             raise ProtocolError("run: %s must be a list of absolute paths" % key)
@@ -1825,7 +1826,7 @@ def validate_body(hdr, msg):
             "dir": msg.get("dir", ""), "runner": hdr["runner"],
             "test": msg.get("test", ""), "traced": msg.get("traced", False),
             "exclude": msg.get("exclude") or [], "pythonpath": msg.get("pythonpath") or [],
-            "options": msg.get("options", "")}
+            "options": msg.get("options", ""), "paths": msg.get("paths") or []}
 
 
 def _signal_group(pid):

@@ -103,9 +103,9 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	}
 	// Bytecode (.pyc) loads only from the interpreter's own directories and Config.PythonPath:
 	// never from Config.ReadOnly (a repository's checkout is the attacker's to write, and
-	// CPython does not verify bytecode).
+	// CPython does not verify bytecode), not even from a PythonPath directory inside one.
 	pycRoots, _ := readOnlyPaths(cfg.Python, nil)
-	for _, p := range append(pycRoots, cfg.PythonPath...) {
+	for _, p := range append(pycRoots, cfg.pycPythonPath()...) {
 		args = append(args, "--pyc-root", filepath.Clean(p))
 	}
 	// Extension modules (native code) load only from the standard library's own directory (the

@@ -272,6 +272,7 @@ func TestRunRepositoryShapes(t *testing.T) {
 	st, _ := store.Open(ctx, out)
 	defer st.Close()
 	repos := map[string]int{}
+	traced := map[string]bool{} // the files of the repositories' own code that rows show
 	for _, s := range m.Shards {
 		rows, err := dataset.ReadRows(ctx, st, s.Path, -1)
 		if err != nil {
@@ -280,7 +281,15 @@ func TestRunRepositoryShapes(t *testing.T) {
 		for _, r := range rows {
 			if r.Level == "repository" {
 				repos[filepath.Base(r.RepoURL)]++
+				traced[r.Path] = true
 			}
+		}
+	}
+	// The packages of src/ and declared layouts are the repositories' code: traced, not only
+	// imported.
+	for _, f := range []string{"src/geometry/shapes.py", "lib/textkit/__init__.py", "notes.py"} {
+		if !traced[f] {
+			t.Errorf("no repository-level row enters %s (rows enter %v)", f, traced)
 		}
 	}
 	if len(repos) != len(shapes) || m.Counts["tests:passed"] != 9 || m.Counts["quarantined"] != 0 {
@@ -300,7 +309,7 @@ func checkYields(t *testing.T, out string) {
 	if y == nil {
 		t.Fatal("stats.json has no repositories' yield")
 	}
-	if y.Repositories != 9 || y.WithRows < 5 || y.RejectedByClass["missing_module"] != 1 ||
+	if y.Repositories != 10 || y.WithRows < 5 || y.RejectedByClass["missing_module"] != 1 ||
 		y.RejectedByClass["checkout"]+y.RejectedByClass["unresolved"] != 2 || y.Run == 0 || y.PassedPlain < y.PassedTraced {
 		t.Errorf("yield %+v", *y)
 	}
@@ -321,7 +330,7 @@ func checkYields(t *testing.T, out string) {
 		t.Fatalf("stats: exit %d: %s", code, stderr.String())
 	}
 	t.Logf("ndtrace stats:\n%s", stdout.String())
-	for _, want := range []string{"Repositories (9, ", "passed untraced", "without rows, by stage: ", "missing_module=1", "/passing"} {
+	for _, want := range []string{"Repositories (10, ", "passed untraced", "without rows, by stage: ", "missing_module=1", "/passing"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("ndtrace stats lacks %q:\n%s", want, stdout.String())
 		}

@@ -85,7 +85,9 @@ func (w Wheel) Bytes() []byte {
 func Fixtures() []Wheel {
 	return []Wheel{
 		{Name: "ndtrace-fixture-a", Version: "1.0", Requires: []string{"ndtrace-fixture-b>=1.0"},
-			Files: map[string]string{"fixture_a/__init__.py": "from fixture_b import base\n\n\ndef answer():\n    return base() + 1\n"}},
+			Files: map[string]string{"fixture_a/__init__.py": "from fixture_b import base\n\n\ndef answer():\n    return base() + 1\n",
+				// Bytecode shipped in the wheel (a stand-in for crafted bytecode): environments drop it.
+				"fixture_a/__pycache__/__init__.cpython-311.pyc": "not bytecode"}},
 		{Name: "ndtrace-fixture-b", Version: "1.2", Files: map[string]string{"fixture_b/__init__.py": "def base():\n    return 41\n"}},
 		{Name: "ndtrace-fixture-b", Version: "0.9", Files: map[string]string{"fixture_b/__init__.py": "def base():\n    return 0\n"}},
 	}

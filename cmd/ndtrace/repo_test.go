@@ -254,7 +254,7 @@ func TestRunRepositoryShapes(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var list strings.Builder
-	shapes := []string{"src_layout", "lib_layout", "writes_files"}
+	shapes := []string{"src_layout", "lib_layout", "ns_layout", "writes_files"}
 	for _, name := range shapes {
 		url, _ := testrepos.Git(t, name)
 		fmt.Fprintf(&list, "%s main\n", url)
@@ -287,12 +287,12 @@ func TestRunRepositoryShapes(t *testing.T) {
 	}
 	// The packages of src/ and declared layouts are the repositories' code: traced, not only
 	// imported.
-	for _, f := range []string{"src/geometry/shapes.py", "lib/textkit/__init__.py", "notes.py"} {
+	for _, f := range []string{"src/geometry/shapes.py", "lib/textkit/__init__.py", "src/acme/geo/core.py", "notes.py"} {
 		if !traced[f] {
 			t.Errorf("no repository-level row enters %s (rows enter %v)", f, traced)
 		}
 	}
-	if len(repos) != len(shapes) || m.Counts["tests:passed"] != 9 || m.Counts["quarantined"] != 0 {
+	if len(repos) != len(shapes) || m.Counts["tests:passed"] != 11 || m.Counts["quarantined"] != 0 {
 		t.Errorf("repository-level rows by repository %v, counts %v; rejects:\n%s", repos, m.Counts, readRejects(t, out))
 	}
 }

@@ -40,6 +40,10 @@
 //     -m, and test_legacy_total_is_an_error passes only while filterwarnings = error applies; the
 //     other three pass. Plain pytest without pytest-cov and pytest-xdist refuses the
 //     configuration (usage error). Exercises the neutralising of runner options.
+//   - ns_layout: a namespace package under src/ (src/acme has no __init__.py; pyproject.toml
+//     declares packages.find where = ["src"] with namespaces) whose tests live inside the package
+//     (src/acme/geo/tests/test_core.py imports acme.geo.core; two tests, both pass with src on
+//     sys.path). Exercises namespace packages and tests inside the package.
 //   - trace_sensitive: counter.py (double, traced_now, class Noisy whose __repr__ counts its calls);
 //     test_double passes either way, test_repr_side_effect fails when a tracer renders locals with
 //     repr() and test_not_traced fails when sys.gettrace() is set. Exercises the quarantine of tests

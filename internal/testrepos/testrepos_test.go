@@ -129,7 +129,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "missing_module", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
+	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "missing_module", "ns_layout", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

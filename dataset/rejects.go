@@ -17,29 +17,12 @@ import (
 // rejects object (a page's).
 func EachReject(ctx context.Context, st *store.Store, m *Manifest, fn func(schemas.Reject) error) (ok bool, err error) {
 	each := func(key string, data []byte) error {
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 64<<10), maxRejectLine)
-		line := 0
-		for sc.Scan() {
-			line++
-			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-				continue
-			}
-			var r schemas.Reject
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				return fmt.Errorf("dataset: %s line %d in %s: %w", key, line, st.URL(), err)
-			}
+		return eachJSONLine(data, key, st.URL(), maxRejectLine, func(r schemas.Reject) error {
 			if r.Class == "" {
 				r.Class = schemas.RejectClass(ReasonClass(r.Reason))
 			}
-			if err := fn(r); err != nil {
-				return err
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return fmt.Errorf("dataset: %s: %w", key, err)
-		}
-		return nil
+			return fn(r)
+		})
 	}
 	if m.Version != "" {
 		for _, ref := range m.Rejects {
@@ -61,4 +44,29 @@ func EachReject(ctx context.Context, st *store.Store, m *Manifest, fn func(schem
 		return false, err
 	}
 	return true, each(RejectsKey, data)
+}
+
+// eachJSONLine decodes the JSON Lines of the object key of the store at url (data), skipping
+// blank lines, and calls fn with each record; lines are at most maxLine bytes.
+func eachJSONLine[T any](data []byte, key, url string, maxLine int, fn func(T) error) error {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			return fmt.Errorf("dataset: %s line %d in %s: %w", key, line, url, err)
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("dataset: %s: %w", key, err)
+	}
+	return nil
 }

@@ -1,10 +1,7 @@
 package dataset
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -165,24 +162,8 @@ func EachRepoYield(ctx context.Context, st *store.Store, m *Manifest, fn func(sc
 		if err != nil {
 			return err
 		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 64<<10), maxYieldLine)
-		line := 0
-		for sc.Scan() {
-			line++
-			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-				continue
-			}
-			var y schemas.RepoYield
-			if err := json.Unmarshal(sc.Bytes(), &y); err != nil {
-				return fmt.Errorf("dataset: %s line %d in %s: %w", ref.Key, line, st.URL(), err)
-			}
-			if err := fn(y); err != nil {
-				return err
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return fmt.Errorf("dataset: %s: %w", ref.Key, err)
+		if err := eachJSONLine(data, ref.Key, st.URL(), maxYieldLine, fn); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
+	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
 )
 
 // TestRunRepositories turns the fixture repositories, served as local git repositories (file://)
@@ -252,38 +253,18 @@ func TestRunRepositoryShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	dir := t.TempDir()
-	var list strings.Builder
+	var lines []string
 	shapes := []string{"src_layout", "lib_layout", "ns_layout", "writes_files"}
 	for _, name := range shapes {
 		url, _ := testrepos.Git(t, name)
-		fmt.Fprintf(&list, "%s main\n", url)
+		lines = append(lines, url+" main")
 	}
-	listPath := filepath.Join(dir, "repos.txt")
-	os.WriteFile(listPath, []byte(list.String()), 0o644)
-	out := filepath.Join(dir, "data")
-	spec := writeSpec(t, dir, fmt.Sprintf("name: layouts\noutput: %s\nsources:\n  - kind: repository\n    list: %s\nlimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n", out, listPath))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		t.Fatalf("run: exit %d: %s", code, stderr.String())
-	}
-	m, _ := checkDataset(t, out)
-	ctx := context.Background()
-	st, _ := store.Open(ctx, out)
-	defer st.Close()
+	out, m := runRepoList(t, "layouts", lines, "", "")
 	repos := map[string]int{}
 	traced := map[string]bool{} // the files of the repositories' own code that rows show
-	for _, s := range m.Shards {
-		rows, err := dataset.ReadRows(ctx, st, s.Path, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			if r.Level == "repository" {
-				repos[filepath.Base(r.RepoURL)]++
-				traced[r.Path] = true
-			}
-		}
+	for _, r := range repositoryRows(t, out, m) {
+		repos[filepath.Base(r.RepoURL)]++
+		traced[r.Path] = true
 	}
 	// The packages of src/ and declared layouts are the repositories' code: traced, not only
 	// imported.
@@ -352,32 +333,9 @@ func TestRunRunnerOptions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	dir := t.TempDir()
 	url, _ := testrepos.Git(t, "runner_options")
-	listPath := filepath.Join(dir, "repos.txt")
-	os.WriteFile(listPath, []byte(url+" main\n"), 0o644)
-	out := filepath.Join(dir, "data")
-	spec := writeSpec(t, dir, fmt.Sprintf("name: runopts\noutput: %s\nsources:\n  - kind: repository\n    list: %s\nlimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n", out, listPath))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		t.Fatalf("run: exit %d: %s", code, stderr.String())
-	}
-	m, _ := checkDataset(t, out)
-	ctx := context.Background()
-	st, _ := store.Open(ctx, out)
-	defer st.Close()
-	rows := 0
-	for _, s := range m.Shards {
-		rs, err := dataset.ReadRows(ctx, st, s.Path, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rs {
-			if r.Level == "repository" {
-				rows++
-			}
-		}
-	}
+	out, m := runRepoList(t, "runopts", []string{url + " main"}, "", "")
+	rows := len(repositoryRows(t, out, m))
 	want := map[string]int64{"tests:passed": 3, "tests:runner_options_neutralised": 3, "neutralised:--cov": 1,
 		"neutralised:-n": 1, "neutralised:-p no_such_plugin": 1}
 	for k, v := range want {
@@ -400,7 +358,7 @@ func TestRunOriginalRunnerOptions(t *testing.T) {
 	}
 	dir := t.TempDir()
 	env := filepath.Join(testrepos.MountableDir(t), "env")
-	writeFiles(t, env, map[string]string{
+	sandboxtest.WriteTree(t, env, map[string]string{
 		"pytest_cov/__init__.py": "",
 		"pytest_cov/plugin.py": "import os\n\n\ndef pytest_addoption(parser):\n    parser.addoption('--cov', action='append', nargs='?', const=True, default=[])\n\n\n" +
 			"def pytest_configure(config):\n    if config.getoption('--cov'):\n        os.environ['FAKE_COV'] = '1'\n",
@@ -408,7 +366,7 @@ func TestRunOriginalRunnerOptions(t *testing.T) {
 		"pytest_cov-9.9.dist-info/entry_points.txt": "[pytest11]\npytest_cov = pytest_cov.plugin\n",
 	})
 	repo := filepath.Join(dir, "covered")
-	writeFiles(t, repo, map[string]string{
+	sandboxtest.WriteTree(t, repo, map[string]string{
 		"pytest.ini":        "[pytest]\naddopts = --cov=calc\n",
 		"calc.py":           "def double(x):\n    y = x * 2\n    return y\n",
 		"tests/__init__.py": "",
@@ -417,15 +375,7 @@ func TestRunOriginalRunnerOptions(t *testing.T) {
 	})
 	testrepos.RunGit(t, repo, "init", "-q", "--template=", ".")
 	testrepos.Commit(t, repo, "Add covered")
-	listPath := filepath.Join(dir, "repos.txt")
-	os.WriteFile(listPath, []byte("file://"+repo+" main\n"), 0o644)
-	out := filepath.Join(dir, "data")
-	spec := writeSpec(t, dir, fmt.Sprintf("name: origopts\noutput: %s\nsources:\n  - kind: repository\n    list: %s\n    python_path: [%s]\nlimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n", out, listPath, env))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		t.Fatalf("run: exit %d: %s", code, stderr.String())
-	}
-	m, _ := checkDataset(t, out)
+	out, m := runRepoList(t, "origopts", []string{"file://" + repo + " main"}, "    python_path: ["+env+"]\n", "")
 	want := map[string]int64{"tests:passed": 2, "tests:changed_by_runner_options": 1, "quarantined": 1,
 		"tests:runner_options_neutralised": 0, "neutralised:--cov": 1}
 	for k, v := range want {
@@ -438,16 +388,47 @@ func TestRunOriginalRunnerOptions(t *testing.T) {
 	}
 }
 
-// writeFiles writes files (by slash-separated path) under dir.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+// runRepoList produces a dataset (named name) of one repository source listing lines (a list file
+// line each), with sourceYAML added to the source (lines indented by four spaces) and extraYAML at
+// the top level of the spec, and returns the dataset's folder and checked manifest.
+func runRepoList(t *testing.T, name string, lines []string, sourceYAML, extraYAML string) (string, *dataset.Manifest) {
 	t.Helper()
-	for p, data := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+	dir := t.TempDir()
+	listPath := filepath.Join(dir, "repos.txt")
+	if err := os.WriteFile(listPath, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "data")
+	spec := writeSpec(t, dir, fmt.Sprintf("name: %s\noutput: %s\nsources:\n  - kind: repository\n    list: %s\n%s%slimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n",
+		name, out, listPath, sourceYAML, extraYAML))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr.String())
+	}
+	m, _ := checkDataset(t, out)
+	return out, m
+}
+
+// repositoryRows returns the repository-level rows of the dataset in out.
+func repositoryRows(t *testing.T, out string, m *dataset.Manifest) []schemas.Row {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var rows []schemas.Row
+	for _, s := range m.Shards {
+		rs, err := dataset.ReadRows(ctx, st, s.Path, -1)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
+		for _, r := range rs {
+			if r.Level == "repository" {
+				rows = append(rows, r)
+			}
 		}
 	}
+	return rows
 }

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
 	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
@@ -137,6 +141,7 @@ created_at: 2026-11-22T00:00:00Z
 	// computed from its shards and rejects.
 	checkMergedStats(t, out)
 	checkYields(t, out)
+	checkNativePassRates(t, out, []string{"passing", "failing", "forking", "unittest_only", "generators"})
 	entries, _ := os.ReadDir("/var/tmp/ndtrace-scratch")
 	for _, e := range entries {
 		t.Errorf("checkout left behind: %s", e.Name())
@@ -260,6 +265,7 @@ func TestRunRepositoryShapes(t *testing.T) {
 		lines = append(lines, url+" main")
 	}
 	out, m := runRepoList(t, "layouts", lines, "", "")
+	checkNativePassRates(t, out, shapes)
 	repos := map[string]int{}
 	traced := map[string]bool{} // the files of the repositories' own code that rows show
 	for _, r := range repositoryRows(t, out, m) {
@@ -431,4 +437,46 @@ func repositoryRows(t *testing.T, out string, m *dataset.Manifest) []schemas.Row
 		}
 	}
 	return rows
+}
+
+// checkNativePassRates compares, for each fixture repository named, the tests that pass under
+// plain pytest outside ndtrace (run by this test on a writable copy, with the import roots on
+// PYTHONPATH as an editable install would put them) with the tests that passed in the sandbox,
+// untraced and traced, as the dataset in out reports them: the same counts.
+func checkNativePassRates(t *testing.T, out string, names []string) {
+	t.Helper()
+	st, _, err := loadDatasetStats(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yields := map[string]*dataset.Yield{}
+	for _, s := range st.Sources {
+		if s.Yield != nil {
+			yields[filepath.Base(s.Source)] = s.Yield
+		}
+	}
+	summary := regexp.MustCompile(`(\d+) passed`)
+	for _, name := range names {
+		dir := testrepos.Dir(t, name)
+		roots, err := crawl.ImportRoots(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pp []string
+		for _, r := range roots {
+			pp = append(pp, filepath.Join(dir, r))
+		}
+		cmd := exec.Command("/usr/bin/python3", "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+strings.Join(pp, ":"))
+		data, _ := cmd.CombinedOutput()
+		native := int64(0)
+		if m := summary.FindSubmatch(data); m != nil {
+			native, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		}
+		y := yields[name]
+		if native == 0 || y == nil || y.PassedPlain != native || y.PassedTraced != native {
+			t.Errorf("%s: %d tests pass natively, yield %+v; pytest said:\n%s", name, native, y, data)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -136,20 +137,87 @@ func DeclaredRequirements(dir string) ([]pyreq.Requirement, error) {
 		}
 	}
 	slices.Sort(files)
+	read := map[string]bool{}
 	for _, f := range files {
-		data, err := readIn(root, f)
+		err := eachRequirementFile(root, f, 0, read, func(name string, data []byte) error {
+			rs, err := pyreq.ParseFile(name, data)
+			if err != nil {
+				return err
+			}
+			return add(name, rs)
+		})
 		if err != nil {
-			return nil, err
-		}
-		rs, err := pyreq.ParseFile(f, data)
-		if err != nil {
-			return nil, err
-		}
-		if err := add(f, rs); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// maxIncludeDepth bounds the chain of requirement files included with -r.
+const maxIncludeDepth = 4
+
+// includeRE matches a line that includes another requirement file (-r FILE, --requirement FILE),
+// and selfRE one that installs the project itself (., .[extras], -e ., --editable .[extras]).
+var (
+	includeRE = regexp.MustCompile(`^(?:-r|--requirement)(?:\s*=\s*|\s+|)(\S+)$`)
+	selfRE    = regexp.MustCompile(`^(?:(?:-e|--editable)(?:\s*=\s*|\s+))?\.(?:/)?(?:\[[A-Za-z0-9_,.\- ]*\])?$`)
+)
+
+// eachRequirementFile calls fn with requirement file name (relative to root) and then with every
+// file it includes with -r, depth first, each file once: an included file is named relative to
+// the including file's folder and read inside the checkout only. Lines that install the project
+// itself are left out (the checkout is on the path already); include lines are replaced by the
+// included file. Any other option stays, for pyreq to refuse.
+func eachRequirementFile(root *os.Root, name string, depth int, read map[string]bool, fn func(string, []byte) error) error {
+	if read[name] {
+		return nil
+	}
+	read[name] = true
+	data, err := readIn(root, name)
+	if err != nil {
+		return err
+	}
+	if data == nil {
+		return fmt.Errorf("crawl: %s: no such file", name)
+	}
+	lines := strings.Split(string(data), "\n")
+	var includes []string
+	for i, l := range lines {
+		t := strings.TrimSpace(stripHash(l))
+		if selfRE.MatchString(t) {
+			lines[i] = ""
+		} else if m := includeRE.FindStringSubmatch(t); m != nil {
+			lines[i] = ""
+			inc := path.Clean(path.Join(path.Dir(name), m[1]))
+			if depth >= maxIncludeDepth {
+				return fmt.Errorf("crawl: %s line %d: requirement files include each other more than %d deep", name, i+1, maxIncludeDepth)
+			}
+			if strings.HasPrefix(inc, "../") || inc == ".." || path.IsAbs(m[1]) {
+				return fmt.Errorf("crawl: %s line %d: includes %s, outside the checkout", name, i+1, m[1])
+			}
+			includes = append(includes, inc)
+		}
+	}
+	if err := fn(name, []byte(strings.Join(lines, "\n"))); err != nil {
+		return err
+	}
+	for _, inc := range includes {
+		if err := eachRequirementFile(root, inc, depth+1, read, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stripHash removes a requirement line's comment: from a # at the start or after a space.
+func stripHash(line string) string {
+	if strings.HasPrefix(line, "#") {
+		return ""
+	}
+	if i := strings.Index(line, " #"); i >= 0 {
+		return line[:i]
+	}
+	return line
 }
 
 // readIn reads name inside root (nil if it does not exist), refusing what is not a regular file

@@ -45,7 +45,8 @@ type RepoTrace struct {
 	// rows.
 	Quarantined []string `json:"quarantined,omitempty"`
 	// Neutralised names what of the repository's pytest configuration the sandbox did not apply
-	// (sandbox.Collection.Neutralised): each name is also counted once as "neutralised:NAME".
+	// (sandbox.Collection.Neutralised): each is also counted once by class, as
+	// "neutralised:CLASS" (neutralisedClass).
 	Neutralised []string `json:"neutralised,omitempty"`
 	// Traces are the TracedItem tests that kept their outcome.
 	Traces []TestTrace `json:"traces,omitempty"`
@@ -186,7 +187,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	}
 	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}, Neutralised: col.Neutralised}
 	for _, n := range col.Neutralised {
-		rt.Counts["neutralised:"+n] = 1
+		rt.Counts["neutralised:"+neutralisedClass(n)] = 1
 	}
 	// With options neutralised, each test is run once more untraced with the original ones when
 	// they can run here, else counted as run under neutralised options.
@@ -623,4 +624,41 @@ func literalArgs(locals schemas.Locals) (string, bool) {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, ", "), true
+}
+
+// neutralisedClasses are the classes of runner options the sandbox neutralises, by option name
+// (what sandbox.Collection.Neutralised names). The repository writes those names: counting them
+// as they are would let one dataset's counters grow with every name its repositories invent.
+var neutralisedClasses = func() map[string]string {
+	m := map[string]string{"required_plugins": "required_plugins", "addopts": "addopts"}
+	for class, names := range map[string][]string{
+		"xdist": {"-n", "--numprocesses", "--maxprocesses", "--dist", "--tx", "--rsyncdir", "--rsyncignore",
+			"--max-worker-restart", "-d", "-f", "--looponfail", "--boxed", "--distload", "--forked"},
+		"report": {"--junitxml", "--junit-xml", "--log-file", "--pastebin", "--report-log", "--html", "--css",
+			"--self-contained-html", "--json-report-file", "--json-report", "--alluredir", "--resultlog", "--result-log"},
+		"runner": {"-c", "--config-file", "--rootdir", "--confcutdir", "--basetemp", "--debug", "--cache-show",
+			"--collect-only", "--co", "-h", "--help", "-V", "--version", "--pdb", "--trace", "--lf", "--ff",
+			"--last-failed", "--failed-first", "--cache-clear", "--sw", "--stepwise", "-o", "--override-ini", "--"},
+	} {
+		for _, n := range names {
+			m[n] = class
+		}
+	}
+	return m
+}()
+
+// neutralisedClass is the class of a neutralised runner option: coverage, xdist, report, runner
+// (options that change how ndtrace runs pytest), plugin (-p of a plugin that is not there),
+// required_plugins, addopts (dropped whole), or other (options of plugins that are not installed).
+func neutralisedClass(name string) string {
+	switch {
+	case strings.HasPrefix(name, "--cov") || strings.HasPrefix(name, "--no-cov"):
+		return "coverage"
+	case strings.HasPrefix(name, "-p ") || strings.HasPrefix(name, "-p=") || len(name) > 2 && strings.HasPrefix(name, "-p") && name[2] != '-':
+		return "plugin"
+	}
+	if c, ok := neutralisedClasses[name]; ok {
+		return c
+	}
+	return "other"
 }

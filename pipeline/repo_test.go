@@ -135,3 +135,18 @@ func TestRelativize(t *testing.T) {
 		t.Errorf("%+v", tt)
 	}
 }
+
+// TestNeutralisedClass: counters of neutralised runner options are by class, whatever names a
+// repository's configuration invents.
+func TestNeutralisedClass(t *testing.T) {
+	for name, want := range map[string]string{
+		"--cov": "coverage", "--cov-report": "coverage", "--no-cov": "coverage", "-n": "xdist", "--dist": "xdist",
+		"--junitxml": "report", "--basetemp": "runner", "-c": "runner", "-p no_such_plugin": "plugin",
+		"-pno_such": "plugin", "required_plugins": "required_plugins", "addopts": "addopts",
+		"--runslow-invented-by-a-repo": "other", "-p": "other", "": "other",
+	} {
+		if got := neutralisedClass(name); got != want {
+			t.Errorf("neutralisedClass(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

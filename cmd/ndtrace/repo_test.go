@@ -342,8 +342,8 @@ func TestRunRunnerOptions(t *testing.T) {
 	url, _ := testrepos.Git(t, "runner_options")
 	out, m := runRepoList(t, "runopts", []string{url + " main"}, "", "")
 	rows := len(repositoryRows(t, out, m))
-	want := map[string]int64{"tests:passed": 3, "tests:runner_options_neutralised": 3, "neutralised:--cov": 1,
-		"neutralised:-n": 1, "neutralised:-p no_such_plugin": 1}
+	want := map[string]int64{"tests:passed": 3, "tests:runner_options_neutralised": 3, "neutralised:coverage": 1,
+		"neutralised:xdist": 1, "neutralised:plugin": 1}
 	for k, v := range want {
 		if m.Counts[k] != v {
 			t.Errorf("counts[%s] = %d, want %d", k, m.Counts[k], v)
@@ -383,7 +383,7 @@ func TestRunOriginalRunnerOptions(t *testing.T) {
 	testrepos.Commit(t, repo, "Add covered")
 	out, m := runRepoList(t, "origopts", []string{"file://" + repo + " main"}, "    python_path: ["+env+"]\n", "")
 	want := map[string]int64{"tests:passed": 2, "tests:changed_by_runner_options": 1, "quarantined": 1,
-		"tests:runner_options_neutralised": 0, "neutralised:--cov": 1}
+		"tests:runner_options_neutralised": 0, "neutralised:coverage": 1}
 	for k, v := range want {
 		if m.Counts[k] != v {
 			t.Errorf("counts[%s] = %d, want %d (counts %v; rejects:\n%s)", k, m.Counts[k], v, m.Counts, readRejects(t, out))

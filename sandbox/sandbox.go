@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -381,7 +382,11 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 	}
 	go func() {
 		defer wg.Done()
-		switch outcome, why := dec.read(decodeCtx, pipes[0][0]); outcome {
+		var events io.Reader = pipes[0][0]
+		if recordEvents != nil {
+			events = recordEvents(key, events)
+		}
+		switch outcome, why := dec.read(decodeCtx, events); outcome {
 		case outcomeLimit:
 			killItem(schemas.StatusEventLimit, why)
 		case outcomeTampered:
@@ -593,6 +598,10 @@ const (
 // entryCall matches a call expression that is a plain call of a name, f(...): its function is
 // the run's entry frame (traceEnd.Entry).
 var entryCall = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+
+// recordEvents, when set (by tests only), wraps each run's events stream, given the key that
+// seals it: the benchmarks record real streams with it.
+var recordEvents func(key []byte, r io.Reader) io.Reader
 
 // verifyRun checks the decoded trace of a run against the source it claims to come from
 // (verifyTrace); a trace that disagrees is the traced code's doing, and the run is tampered.

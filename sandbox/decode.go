@@ -29,7 +29,12 @@ const (
 	// sealLineLen is the length of a seal line: '#', the hex tag, '\n'.
 	sealLineLen = 1 + 2*sealTagLen + 1
 	// readBufSize is the size of one read from the stream; the context is checked between reads.
-	readBufSize = 64 << 10
+	readBufSize = 128 << 10
+	// readBufs is how many read buffers a stream may have in flight: the reading goroutine keeps
+	// draining the pipe into them, up to readBufs*readBufSize bytes ahead of the decoder, so that
+	// the tracer is not left waiting on a full pipe while a chunk is decoded. They are allocated
+	// as the reader gets ahead, so a small item pays for one or two.
+	readBufs = 16
 	// ctxEveryLines is how many lines of a sealed chunk are decoded between context checks.
 	ctxEveryLines = 1024
 	// smallList is the largest names list or diff searched linearly; longer ones use a map.
@@ -207,7 +212,7 @@ func newDecoder(key []byte, lim decodeLimits) *decoder {
 // read consumes r until EOF, a read error, a cap, tampering or the end of ctx, and returns why it
 // stopped with a one-line reason. What was decoded from sealed chunks before is kept in d.
 //
-// r is read by a goroutine of read's own, 64 KiB at a time, so read returns promptly when ctx ends
+// r is read by a goroutine of read's own, readBufSize at a time and up to readBufs reads ahead, so read returns promptly when ctx ends
 // even while that goroutine is blocked in r.Read; it then checks ctx between reads and every 1024
 // lines. Contract: when read returns on anything but EOF or a read error, the goroutine may still
 // be blocked in r.Read; the caller must then close r (os.File.Close or io.PipeReader.Close from
@@ -678,11 +683,12 @@ func (d *decoder) newLocals(n int) schemas.Locals {
 	if n == 0 {
 		return schemas.Locals{} // empty, not nil: no allocation
 	}
-	if n > localsChunk/4 {
+	if n > 64 {
 		return make(schemas.Locals, n)
 	}
 	if cap(d.arena)-len(d.arena) < n {
-		d.arena = make([]schemas.Var, 0, localsChunk)
+		// The chunks grow from 256 locals, so that a small item does not pay for a large one.
+		d.arena = make([]schemas.Var, 0, min(max(2*cap(d.arena), 256), localsChunk))
 	}
 	l := len(d.arena)
 	d.arena = d.arena[:l+n]
@@ -707,8 +713,8 @@ type readResult struct {
 	err error
 }
 
-// streamReader reads a stream in a goroutine of its own, through two buffers, so that its
-// consumer can stop waiting at any time.
+// streamReader reads a stream in a goroutine of its own, through up to readBufs buffers, so that
+// its consumer can stop waiting at any time and the writer is not held up by the decoding.
 type streamReader struct {
 	out  chan readResult
 	free chan []byte
@@ -717,16 +723,26 @@ type streamReader struct {
 
 // startReader starts reading r.
 func startReader(r io.Reader) *streamReader {
-	s := &streamReader{out: make(chan readResult), free: make(chan []byte, 2), quit: make(chan struct{})}
-	s.free <- make([]byte, readBufSize)
-	s.free <- make([]byte, readBufSize)
+	s := &streamReader{out: make(chan readResult, readBufs), free: make(chan []byte, readBufs), quit: make(chan struct{})}
 	go func() {
+		allocated := 0
 		for {
 			var buf []byte
 			select {
 			case buf = <-s.free:
 			case <-s.quit:
 				return
+			default:
+				if allocated < readBufs {
+					allocated++
+					buf = make([]byte, readBufSize)
+					break
+				}
+				select {
+				case buf = <-s.free:
+				case <-s.quit:
+					return
+				}
 			}
 			n, err := r.Read(buf)
 			for empty := 1; n == 0 && err == nil; empty++ {

@@ -35,6 +35,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -271,6 +273,11 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 			return res, dec, true, err
 		}
 		pipes[i] = [2]*os.File{r, w}
+		if i == 0 {
+			// A larger events pipe lets the tracer write on while Go decodes a chunk. Best effort:
+			// the default 64 KiB works, only slower.
+			_, _ = unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, eventsPipeSize)
+		}
 	}
 	msg.Limits = runLimits{
 		WallMS: lim.WallTime.Milliseconds(), CPUS: int64(math.Ceil(lim.CPUTime.Seconds())),
@@ -598,6 +605,10 @@ const (
 // entryCall matches a call expression that is a plain call of a name, f(...): its function is
 // the run's entry frame (traceEnd.Entry).
 var entryCall = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+
+// eventsPipeSize is the capacity asked for the events pipe (the unprivileged maximum,
+// /proc/sys/fs/pipe-max-size, is 1 MiB by default).
+const eventsPipeSize = 1 << 20
 
 // recordEvents, when set (by tests only), wraps each run's events stream, given the key that
 // seals it: the benchmarks record real streams with it.

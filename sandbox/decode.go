@@ -29,7 +29,12 @@ const (
 	// sealLineLen is the length of a seal line: '#', the hex tag, '\n'.
 	sealLineLen = 1 + 2*sealTagLen + 1
 	// readBufSize is the size of one read from the stream; the context is checked between reads.
-	readBufSize = 64 << 10
+	readBufSize = 128 << 10
+	// readBufs is how many read buffers a stream may have in flight: the reading goroutine keeps
+	// draining the pipe into them, up to readBufs*readBufSize bytes ahead of the decoder, so that
+	// the tracer is not left waiting on a full pipe while a chunk is decoded. They are allocated
+	// as the reader gets ahead, so a small item pays for one or two.
+	readBufs = 16
 	// ctxEveryLines is how many lines of a sealed chunk are decoded between context checks.
 	ctxEveryLines = 1024
 	// smallList is the largest names list or diff searched linearly; longer ones use a map.
@@ -169,6 +174,13 @@ type decoder struct {
 	frames   map[int]*frameLocals
 	funcSeen map[[3]string]bool // file, first, last of the functions kept
 
+	// Reused from one line to the next.
+	parser    wireParser
+	w         wireEvent     // the line being decoded (its Names and Locals are scratch)
+	lastFrame int           // the frame of the previous event, whose state is lastState
+	lastState *frameLocals  // nil before the first event
+	arena     []schemas.Var // where the events' locals are carved from (see newLocals)
+
 	// The framing state, across reads.
 	pend   []byte // the event lines read since the last seal (the last one possibly unfinished)
 	state  lineState
@@ -200,7 +212,7 @@ func newDecoder(key []byte, lim decodeLimits) *decoder {
 // read consumes r until EOF, a read error, a cap, tampering or the end of ctx, and returns why it
 // stopped with a one-line reason. What was decoded from sealed chunks before is kept in d.
 //
-// r is read by a goroutine of read's own, 64 KiB at a time, so read returns promptly when ctx ends
+// r is read by a goroutine of read's own, readBufSize at a time and up to readBufs reads ahead, so read returns promptly when ctx ends
 // even while that goroutine is blocked in r.Read; it then checks ctx between reads and every 1024
 // lines. Contract: when read returns on anything but EOF or a read error, the goroutine may still
 // be blocked in r.Read; the caller must then close r (os.File.Close or io.PipeReader.Close from
@@ -411,8 +423,8 @@ func (d *decoder) decodeChunk(ctx context.Context, chunk []byte) (decodeOutcome,
 // decode applies one sealed line. A line that does not parse is skipped, as are records of
 // unknown kinds.
 func (d *decoder) decode(line []byte) (decodeOutcome, string) {
-	w, err := parseWire(line)
-	if err != nil {
+	w := &d.w
+	if err := d.parser.parse(line, w); err != nil {
 		return outcomeOK, ""
 	}
 	switch w.Event {
@@ -433,13 +445,15 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 		return outcomeOK, ""
 	case "test":
 		if d.test == nil {
-			t := w // a copy, so that w, the line's record, stays off the heap
+			t := *w
+			t.Names, t.Locals = nil, nil // scratch
 			d.test = &t
 		}
 		return outcomeOK, ""
 	case "collection":
 		if d.collect == nil {
-			c := w
+			c := *w
+			c.Names, c.Locals = nil, nil // scratch
 			d.collect = &c
 		}
 		return outcomeOK, ""
@@ -474,10 +488,14 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 	if w.HasNames && len(w.Names) > d.lim.MaxNames {
 		return outcomeLimit, fmt.Sprintf("a frame declared %d local names, more than %d", len(w.Names), d.lim.MaxNames)
 	}
-	st := d.frames[w.Frame]
-	if st == nil {
-		st = &frameLocals{}
-		d.frames[w.Frame] = st
+	st := d.lastState
+	if st == nil || w.Frame != d.lastFrame {
+		st = d.frames[w.Frame]
+		if st == nil {
+			st = &frameLocals{}
+			d.frames[w.Frame] = st
+		}
+		d.lastFrame, d.lastState = w.Frame, st
 	}
 	rebuild := w.HasNames || len(w.Locals) > 0
 	cost := int64(len(st.locals))
@@ -492,7 +510,7 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 	}
 	d.cells += cost
 	if rebuild {
-		st.apply(&w)
+		st.apply(w, d.newLocals)
 	}
 	d.events = append(d.events, schemas.Event{Event: w.Event, Frame: w.Frame, Func: w.Func, File: w.File,
 		Lineno: w.Lineno, Depth: w.Depth, Src: w.Src, Locals: st.locals, Value: w.Value, ExcType: w.ExcType,
@@ -506,24 +524,26 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 // modified in place. Every entry of one name has the same value, even in a names list with
 // duplicates (which the tracer never writes).
 type frameLocals struct {
-	names  []string
+	names  []string // the frame's own copy
 	locals schemas.Locals
 	// partial is set when some name has no value (which the tracer never lets happen); otherwise
 	// locals[i] is names[i]'s entry.
 	partial bool
-	// index maps each name to its position, for a names list longer than smallList, built when a
-	// diff first needs it; dupNames is set instead when the list holds a name twice.
-	index    map[string]int32
+	// checked is set once dupNames (and index, for a names list longer than smallList) describe
+	// names: dupNames when the list holds a name twice; index maps each name to its position.
+	checked  bool
 	dupNames bool
+	index    map[string]int32
 }
 
 // apply builds the frame's new locals from the previous ones and an event's names and diff, with
 // the semantics of the original decoder: the names in order (the event's list if it has one),
 // each with its value in the diff (the last entry of a repeated key) or else its previous value;
 // names without either are left out. The cost is O(len(names) + len(diff) + len(previous locals)).
-func (st *frameLocals) apply(w *wireEvent) {
+// alloc gives the new locals' memory.
+func (st *frameLocals) apply(w *wireEvent, alloc func(int) schemas.Locals) {
 	diff := w.Locals
-	if !w.HasNames && !st.partial && st.patch(diff) {
+	if !w.HasNames && !st.partial && st.patch(diff, alloc) {
 		return
 	}
 	names := st.names
@@ -550,7 +570,7 @@ func (st *frameLocals) apply(w *wireEvent) {
 			dm[v.Name] = v.Value // the last entry of a repeated key wins
 		}
 	}
-	next := make(schemas.Locals, 0, len(names))
+	next := alloc(len(names))[:0]
 	for i, n := range names {
 		var v string
 		var ok bool
@@ -574,33 +594,69 @@ func (st *frameLocals) apply(w *wireEvent) {
 		}
 	}
 	if w.HasNames {
-		st.names, st.index, st.dupNames = names, nil, false
+		st.names = append(st.names[:0:0], names...) // names is the parser's scratch
+		st.checked, st.dupNames, st.index = false, false, nil
 	}
 	st.locals = next
 	st.partial = len(next) != len(names)
 }
 
-// patch is apply's fast path for a diff on unchanged names that all have a value: copy the
-// locals and overwrite the changed values in place, each found by a map lookup (or a scan of at
-// most smallList names). It reports false, doing nothing, when the names hold a duplicate.
-func (st *frameLocals) patch(diff []schemas.Var) bool {
+// check sets checked, dupNames and index for the current names.
+func (st *frameLocals) check() {
+	st.checked = true
 	names := st.names
-	if len(names) > smallList && st.index == nil {
-		if st.dupNames {
-			return false
-		}
-		st.index = make(map[string]int32, len(names))
-		for i, n := range names {
-			if _, dup := st.index[n]; dup {
-				st.index, st.dupNames = nil, true
-				return false
+	if len(names) <= smallList {
+		for i := range names {
+			for j := range i {
+				if names[i] == names[j] {
+					st.dupNames = true
+					return
+				}
 			}
-			st.index[n] = int32(i)
 		}
+		return
 	}
-	next := make(schemas.Locals, len(st.locals))
+	st.index = make(map[string]int32, len(names))
+	for i, n := range names {
+		if _, dup := st.index[n]; dup {
+			st.index, st.dupNames = nil, true
+			return
+		}
+		st.index[n] = int32(i)
+	}
+}
+
+// patch is apply's fast path for a diff on unchanged names that all have a value: copy the
+// locals and overwrite the changed values. The tracer writes a diff in names order, so each entry
+// is found by walking the names on from the previous one: O(len(names) + len(diff)) in all, no
+// lookup per name. An entry out of that order (never the tracer's) is found by a map lookup (or a
+// scan of at most smallList names). patch reports false, doing nothing, when the names hold a
+// duplicate.
+func (st *frameLocals) patch(diff []schemas.Var, alloc func(int) schemas.Locals) bool {
+	if !st.checked {
+		st.check()
+	}
+	if st.dupNames {
+		return false
+	}
+	names := st.names
+	next := alloc(len(st.locals))
 	copy(next, st.locals)
+	j := 0
+	inOrder := true
 	for _, v := range diff {
+		if inOrder {
+			k := j
+			for k < len(names) && names[k] != v.Name {
+				k++
+			}
+			if k < len(names) {
+				next[k].Value = v.Value
+				j = k // a repeated key may follow
+				continue
+			}
+			inOrder = false // from here on, look each name up
+		}
 		if st.index != nil {
 			if i, ok := st.index[v.Name]; ok {
 				next[i].Value = v.Value
@@ -615,6 +671,28 @@ func (st *frameLocals) patch(diff []schemas.Var) bool {
 	}
 	st.locals = next
 	return true
+}
+
+// localsChunk is how many locals newLocals carves from one allocation.
+const localsChunk = 4096
+
+// newLocals returns n locals, all zero, from the decoder's arena: one allocation serves many
+// events, and the events' locals lie side by side in memory. The result's capacity is n, so an
+// append to it never reaches the next event's.
+func (d *decoder) newLocals(n int) schemas.Locals {
+	if n == 0 {
+		return schemas.Locals{} // empty, not nil: no allocation
+	}
+	if n > 64 {
+		return make(schemas.Locals, n)
+	}
+	if cap(d.arena)-len(d.arena) < n {
+		// The chunks grow from 256 locals, so that a small item does not pay for a large one.
+		d.arena = make([]schemas.Var, 0, min(max(2*cap(d.arena), 256), localsChunk))
+	}
+	l := len(d.arena)
+	d.arena = d.arena[:l+n]
+	return d.arena[l : l+n : l+n]
 }
 
 // diffValue finds name in a short diff, searched from the end so that a repeated key's last value
@@ -635,8 +713,8 @@ type readResult struct {
 	err error
 }
 
-// streamReader reads a stream in a goroutine of its own, through two buffers, so that its
-// consumer can stop waiting at any time.
+// streamReader reads a stream in a goroutine of its own, through up to readBufs buffers, so that
+// its consumer can stop waiting at any time and the writer is not held up by the decoding.
 type streamReader struct {
 	out  chan readResult
 	free chan []byte
@@ -645,16 +723,26 @@ type streamReader struct {
 
 // startReader starts reading r.
 func startReader(r io.Reader) *streamReader {
-	s := &streamReader{out: make(chan readResult), free: make(chan []byte, 2), quit: make(chan struct{})}
-	s.free <- make([]byte, readBufSize)
-	s.free <- make([]byte, readBufSize)
+	s := &streamReader{out: make(chan readResult, readBufs), free: make(chan []byte, readBufs), quit: make(chan struct{})}
 	go func() {
+		allocated := 0
 		for {
 			var buf []byte
 			select {
 			case buf = <-s.free:
 			case <-s.quit:
 				return
+			default:
+				if allocated < readBufs {
+					allocated++
+					buf = make([]byte, readBufSize)
+					break
+				}
+				select {
+				case buf = <-s.free:
+				case <-s.quit:
+					return
+				}
 			}
 			n, err := r.Read(buf)
 			for empty := 1; n == 0 && err == nil; empty++ {

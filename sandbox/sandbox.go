@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,6 +34,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -270,6 +273,11 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 			return res, dec, true, err
 		}
 		pipes[i] = [2]*os.File{r, w}
+		if i == 0 {
+			// A larger events pipe lets the tracer write on while Go decodes a chunk. Best effort:
+			// the default 64 KiB works, only slower.
+			_, _ = unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, eventsPipeSize)
+		}
 	}
 	msg.Limits = runLimits{
 		WallMS: lim.WallTime.Milliseconds(), CPUS: int64(math.Ceil(lim.CPUTime.Seconds())),
@@ -381,7 +389,11 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 	}
 	go func() {
 		defer wg.Done()
-		switch outcome, why := dec.read(decodeCtx, pipes[0][0]); outcome {
+		var events io.Reader = pipes[0][0]
+		if recordEvents != nil {
+			events = recordEvents(key, events)
+		}
+		switch outcome, why := dec.read(decodeCtx, events); outcome {
 		case outcomeLimit:
 			killItem(schemas.StatusEventLimit, why)
 		case outcomeTampered:
@@ -593,6 +605,14 @@ const (
 // entryCall matches a call expression that is a plain call of a name, f(...): its function is
 // the run's entry frame (traceEnd.Entry).
 var entryCall = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+
+// eventsPipeSize is the capacity asked for the events pipe (the unprivileged maximum,
+// /proc/sys/fs/pipe-max-size, is 1 MiB by default).
+const eventsPipeSize = 1 << 20
+
+// recordEvents, when set (by tests only), wraps each run's events stream, given the key that
+// seals it: the benchmarks record real streams with it.
+var recordEvents func(key []byte, r io.Reader) io.Reader
 
 // verifyRun checks the decoded trace of a run against the source it claims to come from
 // (verifyTrace); a trace that disagrees is the traced code's doing, and the run is tampered.

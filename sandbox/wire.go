@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"errors"
+	"hash/maphash"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -38,26 +40,55 @@ var errWire = errors.New("malformed trace line")
 // parseWire decodes one events line. It is a dedicated decoder for the tracer's flat JSON objects,
 // several times faster than encoding/json's reflection, and it accepts any valid JSON: unknown keys
 // and values of unexpected types are skipped. The input is untrusted; parseWire never panics.
+// Every slice and string of the result is freshly allocated; the decoder uses a wireParser, which
+// reuses them.
 func parseWire(b []byte) (wireEvent, error) {
+	var s scanner
 	var w wireEvent
-	s := scanner{b: b}
+	err := parseInto(&s, b, &w)
+	return w, err
+}
+
+// wireParser is parseWire with memory reused from one line to the next: the strings it returns
+// come from a bounded cache of recent strings (so that the func, file, src, names and repeated
+// values of a trace share their bytes), and w.Names and w.Locals reuse the previous line's
+// backing arrays, which the caller must therefore copy to keep past the next parse.
+type wireParser struct {
+	s     scanner
+	cache internCache
+}
+
+// parse decodes line b into w, overwriting every field of w but reusing the backing arrays of
+// w.Names and w.Locals.
+func (p *wireParser) parse(b []byte, w *wireEvent) error {
+	p.s.b, p.s.i, p.s.cache = b, 0, &p.cache
+	err := parseInto(&p.s, b, w)
+	p.s.b = nil // do not keep the line alive
+	return err
+}
+
+// parseInto is parse on a scanner: a nil s.cache allocates every string.
+func parseInto(s *scanner, b []byte, w *wireEvent) error {
+	names, locals := w.Names[:0], w.Locals[:0]
+	*w = wireEvent{}
+	s.b, s.i = b, 0
 	if !s.byte('{') {
-		return w, errWire
+		return errWire
 	}
 	if s.byte('}') {
 		if s.ws(); s.i != len(s.b) {
-			return w, errWire
+			return errWire
 		}
-		return w, nil
+		return nil
 	}
 	for {
-		key, ok := s.str()
+		key, ok := s.key()
 		if !ok || !s.byte(':') {
-			return w, errWire
+			return errWire
 		}
 		switch key {
 		case "event":
-			w.Event, ok = s.strOrSkip()
+			w.Event, ok = s.eventOrSkip()
 		case "func":
 			w.Func, ok = s.strOrSkip()
 		case "file":
@@ -89,10 +120,16 @@ func parseWire(b []byte) (wireEvent, error) {
 				ok = s.skip(0)
 			}
 		case "names":
-			w.Names, ok = s.strList()
+			w.Names, ok = s.strList(names)
 			w.HasNames = ok && w.Names != nil
+			if w.Names != nil {
+				names = w.Names[:0]
+			}
 		case "locals":
-			w.Locals, ok = s.strMap()
+			w.Locals, ok = s.strMap(locals)
+			if w.Locals != nil {
+				locals = w.Locals[:0]
+			}
 		case "blocks":
 			w.Blocks, ok = s.pairs()
 		case "qualname":
@@ -114,11 +151,11 @@ func parseWire(b []byte) (wireEvent, error) {
 		case "writable":
 			w.Writable, ok = s.strOrSkip()
 		case "tests":
-			w.Tests, ok = s.strList()
+			w.Tests, ok = s.strList(nil)
 		case "errors":
-			w.Errors, ok = s.strList()
+			w.Errors, ok = s.strList(nil)
 		case "neutralised":
-			w.Neutralised, ok = s.strList()
+			w.Neutralised, ok = s.strList(nil)
 		case "original_runnable":
 			w.OriginalRunnable, ok = s.boolOrSkip()
 		case "fallback":
@@ -134,18 +171,18 @@ func parseWire(b []byte) (wireEvent, error) {
 			ok = s.skip(0)
 		}
 		if !ok {
-			return w, errWire
+			return errWire
 		}
 		if s.byte(',') {
 			continue
 		}
 		if s.byte('}') {
 			if s.ws(); s.i != len(s.b) {
-				return w, errWire // trailing bytes after the object
+				return errWire // trailing bytes after the object
 			}
-			return w, nil
+			return nil
 		}
-		return w, errWire
+		return errWire
 	}
 }
 
@@ -153,6 +190,10 @@ func parseWire(b []byte) (wireEvent, error) {
 type scanner struct {
 	b []byte
 	i int
+	// cache, when set, supplies the strings read (see internCache).
+	cache *internCache
+	// esc is scratch for unescaping a string.
+	esc []byte
 }
 
 func (s *scanner) ws() {
@@ -185,9 +226,61 @@ func (s *scanner) byte(c byte) bool {
 
 // str reads a JSON string.
 func (s *scanner) str() (string, bool) {
+	raw, ok := s.rawStr()
+	if !ok {
+		return "", false
+	}
+	return s.intern(raw), true
+}
+
+// key reads an object's key. The result may alias the scanner's buffers: it is valid until the
+// next read.
+func (s *scanner) key() (string, bool) {
+	raw, ok := s.rawStr()
+	if !ok {
+		return "", false
+	}
+	return unsafe.String(unsafe.SliceData(raw), len(raw)), true
+}
+
+// eventOrSkip reads the event kind: the tracer's kinds are constants, others strings.
+func (s *scanner) eventOrSkip() (string, bool) {
 	s.ws()
 	if s.peek() != '"' {
+		return "", s.skip(0)
+	}
+	raw, ok := s.rawStr()
+	if !ok {
 		return "", false
+	}
+	switch string(raw) {
+	case schemas.EventLine:
+		return schemas.EventLine, true
+	case schemas.EventCall:
+		return schemas.EventCall, true
+	case schemas.EventReturn:
+		return schemas.EventReturn, true
+	case schemas.EventException:
+		return schemas.EventException, true
+	}
+	return s.intern(raw), true
+}
+
+// intern returns raw as a string, from the cache when there is one.
+func (s *scanner) intern(raw []byte) string {
+	if s.cache != nil {
+		return s.cache.get(raw)
+	}
+	return string(raw)
+}
+
+// rawStr reads a JSON string and returns its value as valid UTF-8 (invalid bytes become U+FFFD,
+// as encoding/json has it). The result aliases the input, or s.esc when the string holds escapes
+// or invalid bytes: it is valid until the next read.
+func (s *scanner) rawStr() ([]byte, bool) {
+	s.ws()
+	if s.peek() != '"' {
+		return nil, false
 	}
 	s.i++
 	start := s.i
@@ -198,9 +291,10 @@ func (s *scanner) str() (string, bool) {
 			raw := s.b[start:s.i]
 			s.i++
 			if !ascii && !utf8.Valid(raw) {
-				return string([]rune(string(raw))), true // invalid bytes become U+FFFD
+				s.esc = fixUTF8(s.esc[:0], raw)
+				return s.esc, true
 			}
-			return string(raw), true
+			return raw, true
 		}
 		if c >= 0x80 {
 			ascii = false
@@ -209,35 +303,50 @@ func (s *scanner) str() (string, bool) {
 			return s.strEscaped(start)
 		}
 		if c < 0x20 {
-			return "", false
+			return nil, false
 		}
 		s.i++
 	}
-	return "", false
+	return nil, false
 }
 
-// strEscaped finishes a string that contains escapes, from its first byte at start.
-func (s *scanner) strEscaped(start int) (string, bool) {
-	out := make([]byte, 0, s.i-start+16)
-	out = append(out, s.b[start:s.i]...)
+// fixUTF8 appends b to dst with every invalid byte replaced by U+FFFD.
+func fixUTF8(dst, b []byte) []byte {
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n == 1 {
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		} else {
+			dst = append(dst, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return dst
+}
+
+// strEscaped finishes a string that contains escapes, from its first byte at start, into s.esc.
+func (s *scanner) strEscaped(start int) ([]byte, bool) {
+	out := append(s.esc[:0], s.b[start:s.i]...)
+	defer func() { s.esc = out[:0] }()
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
 			s.i++
 			if !utf8.Valid(out) {
-				out = []byte(string([]rune(string(out))))
+				fixed := fixUTF8(make([]byte, 0, len(out)+8), out)
+				out = fixed
 			}
-			return string(out), true
+			return out, true
 		case c < 0x20:
-			return "", false
+			return nil, false
 		case c != '\\':
 			out = append(out, c)
 			s.i++
 			continue
 		}
 		if s.i+1 >= len(s.b) {
-			return "", false
+			return nil, false
 		}
 		e := s.b[s.i+1]
 		s.i += 2
@@ -257,7 +366,7 @@ func (s *scanner) strEscaped(start int) (string, bool) {
 		case 'u':
 			r, ok := s.hex4()
 			if !ok {
-				return "", false
+				return nil, false
 			}
 			if utf16.IsSurrogate(r) {
 				// A high surrogate followed by a low one is one rune; a lone one is U+FFFD.
@@ -277,10 +386,10 @@ func (s *scanner) strEscaped(start int) (string, bool) {
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 func (s *scanner) hex4() (rune, bool) {
@@ -377,8 +486,8 @@ func (s *scanner) lit(word string) bool {
 	return false
 }
 
-// strList reads an array of strings (null gives nil).
-func (s *scanner) strList() ([]string, bool) {
+// strList reads an array of strings (null gives nil) into dst[:0], or a new slice when dst is nil.
+func (s *scanner) strList(dst []string) ([]string, bool) {
 	s.ws()
 	if s.lit("null") {
 		return nil, true
@@ -386,7 +495,10 @@ func (s *scanner) strList() ([]string, bool) {
 	if !s.byte('[') {
 		return nil, s.skip(0)
 	}
-	out := []string{}
+	out := dst[:0]
+	if out == nil {
+		out = []string{}
+	}
 	if s.byte(']') {
 		return out, true
 	}
@@ -403,8 +515,9 @@ func (s *scanner) strList() ([]string, bool) {
 	}
 }
 
-// strMap reads an object of string values, in order.
-func (s *scanner) strMap() ([]schemas.Var, bool) {
+// strMap reads an object of string values, in order (null gives nil), into dst[:0], or a new
+// slice when dst is nil.
+func (s *scanner) strMap(dst []schemas.Var) ([]schemas.Var, bool) {
 	s.ws()
 	if s.lit("null") {
 		return nil, true
@@ -412,7 +525,10 @@ func (s *scanner) strMap() ([]schemas.Var, bool) {
 	if !s.byte('{') {
 		return nil, s.skip(0)
 	}
-	out := []schemas.Var{}
+	out := dst[:0]
+	if out == nil {
+		out = []schemas.Var{}
+	}
 	if s.byte('}') {
 		return out, true
 	}
@@ -533,4 +649,43 @@ func (s *scanner) skip(depth int) bool {
 		return ok
 	}
 	return false
+}
+
+const (
+	// internSlots is the number of strings an internCache holds.
+	internSlots = 1 << 13
+	// internMaxLen is the longest string an internCache keeps; longer ones are allocated.
+	internMaxLen = 256
+)
+
+// internCache turns byte strings into strings, handing out the same string for equal bytes
+// while it is cached: a direct-mapped cache of internSlots recent strings, each slot chosen by a
+// hash of the bytes. Its memory is bounded (internSlots strings of at most internMaxLen bytes)
+// and a lookup is one hash and one comparison, with no map to grow; a trace's func, file and src
+// strings, its local names and its repeated values then share their bytes, and most strings of a
+// long trace are never allocated.
+type internCache struct {
+	seed  maphash.Seed
+	slots []string
+}
+
+// get returns b as a string.
+func (c *internCache) get(b []byte) string {
+	if len(b) > internMaxLen {
+		return string(b)
+	}
+	if len(b) == 0 {
+		return ""
+	}
+	if c.slots == nil {
+		c.seed = maphash.MakeSeed()
+		c.slots = make([]string, internSlots)
+	}
+	slot := &c.slots[maphash.Bytes(c.seed, b)&(internSlots-1)]
+	if *slot == string(b) {
+		return *slot
+	}
+	v := string(b)
+	*slot = v
+	return v
 }

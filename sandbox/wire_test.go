@@ -91,9 +91,42 @@ func FuzzParseWire(f *testing.F) {
 	for _, s := range wireSeeds {
 		f.Add([]byte(s))
 	}
+	// The decoder's parser reuses its record's arrays and interns strings: after any other line
+	// it must give what a fresh parseWire gives.
+	var p wireParser
+	var reused wireEvent
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkWire(t, b)
+		want, wantErr := parseWire(b)
+		err := p.parse(b, &reused)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("reused parser: error %v, fresh %v", err, wantErr)
+		}
+		if err == nil && !sameWire(reused, want) {
+			t.Fatalf("reused parser\n got %+v\nwant %+v", reused, want)
+		}
 	})
+}
+
+// sameWire compares two records, nil and empty Names and Locals alike but for HasNames.
+func sameWire(a, b wireEvent) bool {
+	if len(a.Names) != len(b.Names) || len(a.Locals) != len(b.Locals) ||
+		(a.Locals == nil) != (b.Locals == nil) || (a.Value == nil) != (b.Value == nil) ||
+		(a.Value != nil && *a.Value != *b.Value) {
+		return false
+	}
+	for i := range a.Names {
+		if a.Names[i] != b.Names[i] {
+			return false
+		}
+	}
+	for i := range a.Locals {
+		if a.Locals[i] != b.Locals[i] {
+			return false
+		}
+	}
+	a.Names, b.Names, a.Locals, b.Locals, a.Value, b.Value = nil, nil, nil, nil, nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 // checkWire compares parseWire with encoding/json: whatever parseWire accepts is valid JSON, and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/ndtrace/ndtrace/store"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -185,4 +186,90 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// traceCLIWorkload is BenchmarkTraceCLI's program: a CPU-bound call with a long trace (f(60000):
+// 240,005 events) and no growing container, so that the naive tracer is not quadratic.
+const traceCLIWorkload = `def f(n):
+    total = 0
+    for i in range(n):
+        x = i * i
+        if x % 3 == 0:
+            total += x
+        else:
+            total -= 1
+    return total
+`
+
+// naiveTracer is BenchmarkTraceCLI's baseline, our own code run outside any sandbox: sys.settrace,
+// every local repr'd at every event, one JSON line per event through json.dumps.
+const naiveTracer = `import json, sys
+path, call = sys.argv[1], sys.argv[2]
+g = {"__name__": "__main__"}
+exec(compile(open(path).read(), path, "exec"), g)
+out, dumps = sys.stdout, json.dumps
+def trace(frame, event, arg):
+    code = frame.f_code
+    out.write(dumps({"event": event, "func": code.co_qualname, "file": code.co_filename,
+                     "lineno": frame.f_lineno,
+                     "locals": {k: repr(v) for k, v in frame.f_locals.items()}}) + "\n")
+    return trace
+sys.settrace(trace)
+eval(call, g)
+sys.settrace(None)
+`
+
+// BenchmarkTraceCLI times the whole of ndtrace trace (run in process: sandbox start-up, tracing,
+// decoding, JSON Lines to a file) against the naive tracer (naiveTracer, run by the same
+// /usr/bin/python3 without a sandbox, its lines to a file) on the same call, alternating the two
+// in each iteration. It reports both wall times per run and their ratio (target: <= 0.5).
+func BenchmarkTraceCLI(b *testing.B) {
+	dir := b.TempDir()
+	code := filepath.Join(dir, "work.py")
+	naive := filepath.Join(dir, "naive.py")
+	if err := os.WriteFile(code, []byte(traceCLIWorkload), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(naive, []byte(naiveTracer), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	const call = "f(60000)"
+	var naiveTime, cliTime time.Duration
+	var naiveBytes, cliBytes int64
+	for i := 0; i < b.N; i++ {
+		out, err := os.Create(filepath.Join(dir, "naive.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command("/usr/bin/python3", naive, code, call)
+		cmd.Stdout = out
+		t0 := time.Now()
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("naive tracer: %v", err)
+		}
+		naiveTime += time.Since(t0)
+		st, _ := out.Stat()
+		naiveBytes = st.Size()
+		out.Close()
+
+		out, err = os.Create(filepath.Join(dir, "ndtrace.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		t0 = time.Now()
+		rc := run([]string{"trace", "--code", code, "--call", call, "--max-events", "1000000", "--timeout", "60s"}, out, &stderr)
+		cliTime += time.Since(t0)
+		if rc != 0 {
+			b.Fatalf("ndtrace trace: %s", stderr.String())
+		}
+		st, _ = out.Stat()
+		cliBytes = st.Size()
+		out.Close()
+	}
+	b.ReportMetric(naiveTime.Seconds()/float64(b.N), "naive-s")
+	b.ReportMetric(cliTime.Seconds()/float64(b.N), "ndtrace-s")
+	b.ReportMetric(cliTime.Seconds()/naiveTime.Seconds(), "ratio")
+	b.ReportMetric(float64(naiveBytes)/1e6, "naive-MB")
+	b.ReportMetric(float64(cliBytes)/1e6, "ndtrace-MB")
 }

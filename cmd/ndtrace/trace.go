@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -99,15 +100,30 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if res.Status == schemas.StatusInvalid {
 		return usagef("%s: %s", cf.code, res.Detail)
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
+	// The events are encoded by hand into one reused buffer (the bytes of encoding/json, see
+	// schemas.Event.AppendJSON) and written in large writes: one write per event made the
+	// kernel, not the encoder, the cost of a long trace.
+	w := bufio.NewWriterSize(stdout, traceWriteBuf)
+	var line []byte
 	for i := range res.Events {
-		if err := enc.Encode(&res.Events[i]); err != nil {
+		line = res.Events[i].AppendJSON(line[:0])
+		if _, err := w.Write(line); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
-	return enc.Encode(traceSummary{Status: res.Status, Detail: res.Detail, Value: res.Value, ExcType: res.ExcType,
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(traceSummary{Status: res.Status, Detail: res.Detail, Value: res.Value, ExcType: res.ExcType,
 		ExcMessage: res.ExcMessage, Events: len(res.Events), TraceBytes: res.TraceBytes,
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes, WallMS: res.Wall.Milliseconds(),
-		CPUMS: res.CPU.Milliseconds()})
+		CPUMS: res.CPU.Milliseconds()}); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
 }
+
+// traceWriteBuf is the size of ndtrace trace's output buffer.
+const traceWriteBuf = 256 << 10

@@ -36,8 +36,8 @@ func TestConsumedTrajectories(t *testing.T) {
 		fwd := forward(t, res)
 		checkTree(t, i, res, fwd)
 		first := fwd.Order[c.Start]
-		if first.Parent != nil || first.Kind != debugger.KindCall || first.Event.Func != p.firstFunc {
-			t.Fatalf("program %d: the consumption starts at %s of %s (top level: %v)", i, first.Kind, first.Event.Func, first.Parent == nil)
+		if first.Parent != nil || first.Kind != debugger.KindCall || first.Event().Func != p.firstFunc {
+			t.Fatalf("program %d: the consumption starts at %s of %s (top level: %v)", i, first.Kind, first.Event().Func, first.Parent == nil)
 		}
 		item := debugger.Item{Code: p.code, Call: p.call, Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: c}
 
@@ -50,12 +50,12 @@ func TestConsumedTrajectories(t *testing.T) {
 			t.Errorf("program %d: CODE context ends %q", i, code[max(0, len(code)-80):])
 		}
 		line := wrapped.Top[1]
-		if line.Event.Src != "    return list(islice("+p.call+", 8))" || len(line.Children) != len(fwd.Top) {
-			t.Fatalf("program %d: main's line %q holds %d states", i, line.Event.Src, len(line.Children))
+		if line.Event().Src != "    return list(islice("+p.call+", 8))" || len(line.Children) != len(fwd.Top) {
+			t.Fatalf("program %d: main's line %q holds %d states", i, line.Event().Src, len(line.Children))
 		}
 		last := wrapped.Top[len(wrapped.Top)-1]
-		if p.status == schemas.StatusOK && (last.Kind != debugger.KindReturn || *last.Event.Value != res.Value || !strings.HasPrefix(res.Value, "[")) {
-			t.Errorf("program %d: main returns %v, the run's value is %s", i, last.Event.Value, res.Value)
+		if p.status == schemas.StatusOK && (last.Kind != debugger.KindReturn || *last.Event().Value != res.Value || !strings.HasPrefix(res.Value, "[")) {
+			t.Errorf("program %d: main returns %v, the run's value is %s", i, last.Event().Value, res.Value)
 		}
 		// step_over from one resumption's return lands on the next resumption's call.
 		for k, n := range line.Children[:len(line.Children)-1] {
@@ -87,8 +87,8 @@ func TestConsumedTrajectories(t *testing.T) {
 			}
 		}
 		checkInverse(t, i, fwd, inv, start)
-		if end := inv.Top[len(inv.Top)-1]; end.Event.Frame != first.Event.Frame || end.Event.Lineno != first.Event.Lineno {
-			t.Errorf("program %d: the inverse ends at %s of %s line %d, not at the consumption's first call", i, end.Kind, end.Event.Func, end.Event.Lineno)
+		if end := inv.Top[len(inv.Top)-1]; end.Event().Frame != first.Event().Frame || end.Event().Lineno != first.Event().Lineno {
+			t.Errorf("program %d: the inverse ends at %s of %s line %d, not at the consumption's first call", i, end.Kind, end.Event().Func, end.Event().Lineno)
 		}
 		for seed := uint64(0); seed < 10; seed++ {
 			for _, tr := range []*debugger.Tree{wrapped, inv} {

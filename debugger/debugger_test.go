@@ -173,18 +173,18 @@ func checkTree(t *testing.T, prog int, res *sandbox.Result, tr *debugger.Tree) {
 			next, _ := tr.Apply(n, debugger.StepReturn, "")
 			if next == nil {
 				if tr.Exit != debugger.ExitNever {
-					t.Fatalf("program %d: step_return from %s:%d reached the exit of a complete trace", prog, n.Kind, n.Event.Lineno)
+					t.Fatalf("program %d: step_return from %s:%d reached the exit of a complete trace", prog, n.Kind, n.Event().Lineno)
 				}
-			} else if next.Kind != debugger.KindReturn || next.Event.Frame != n.Event.Frame || next.Depth != n.Depth {
-				t.Fatalf("program %d: step_return from frame %d landed on %s of frame %d", prog, n.Event.Frame, next.Kind, next.Event.Frame)
+			} else if next.Kind != debugger.KindReturn || next.Event().Frame != n.Event().Frame || next.Depth != n.Depth {
+				t.Fatalf("program %d: step_return from frame %d landed on %s of frame %d", prog, n.Event().Frame, next.Kind, next.Event().Frame)
 			}
 		}
 		// breakpoint lands on the first future node with that source, or on the exit.
-		for _, target := range []string{n.Event.Src, "    return n", "no such line"} {
+		for _, target := range []string{n.Event().Src, "    return n", "no such line"} {
 			next, _ := tr.Apply(n, debugger.Breakpoint, target)
 			var want *debugger.Node
 			for _, m := range tr.Order[idx+1:] {
-				if m.Event.Src == target {
+				if m.Event().Src == target {
 					want = m
 					break
 				}
@@ -235,7 +235,7 @@ func checkInverse(t *testing.T, prog int, fwd, inv *debugger.Tree, start int) {
 	}
 	for i := range got {
 		f := want[len(want)-1-i]
-		if !reflect.DeepEqual(got[i].Event, f.Event) || got[i].Depth != f.Depth {
+		if !reflect.DeepEqual(got[i].Event(), f.Event()) || got[i].Depth != f.Depth {
 			t.Fatalf("program %d: inverse state %d (%s) differs from forward %s", prog, i, got[i].Kind, f.Kind)
 		}
 	}
@@ -246,7 +246,7 @@ func checkInverse(t *testing.T, prog int, fwd, inv *debugger.Tree, start int) {
 		// inv_step_call goes to the current call's inv_call, at the same depth.
 		if inv.Valid(n, debugger.InvStepCall) {
 			next, _ := inv.Apply(n, debugger.InvStepCall, "")
-			if next == nil || next.Kind != debugger.KindInvCall || next.Event.Frame != n.Event.Frame {
+			if next == nil || next.Kind != debugger.KindInvCall || next.Event().Frame != n.Event().Frame {
 				t.Fatalf("program %d: inv_step_call from %s", prog, n.Kind)
 			}
 		}
@@ -307,16 +307,16 @@ func TestScopeAndEntrySampling(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := sub.Start()
-		counts[start.Event.Func]++
+		counts[start.Event().Func]++
 		if start.Kind != debugger.KindCall || start.Depth != 0 || sub.Exit != debugger.ExitNormal {
 			t.Fatalf("entry %s at depth %d, exit %s", start.Kind, start.Depth, sub.Exit)
 		}
 		last := sub.Top[len(sub.Top)-1]
-		if last.Kind != debugger.KindReturn || last.Event.Frame != start.Event.Frame {
-			t.Fatalf("scope of %s ends with %s", start.Event.Func, last.Kind)
+		if last.Kind != debugger.KindReturn || last.Event().Frame != start.Event().Frame {
+			t.Fatalf("scope of %s ends with %s", start.Event().Func, last.Kind)
 		}
 		ctx := debugger.CodeContext(code, res.Blocks, sub, "")
-		if start.Event.Func == "leaf" && ctx != "def leaf(x):\n    return x + 1\n" {
+		if start.Event().Func == "leaf" && ctx != "def leaf(x):\n    return x + 1\n" {
 			t.Fatalf("CODE context of leaf: %q", ctx)
 		}
 	}

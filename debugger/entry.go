@@ -35,11 +35,11 @@ func wrapMain(fwd *Tree, call string, c *schemas.Consume) *Tree {
 		first = 3 // after the import and a blank line
 	}
 	mk := func(kind Kind, src string, value *string) *Node {
-		return &Node{Kind: kind, Event: schemas.Event{Event: string(kind), Func: MainFunc, File: "<main>",
+		return &Node{Kind: kind, syn: &schemas.Event{Event: string(kind), Func: MainFunc, File: "<main>",
 			Src: src, Locals: schemas.Locals{}, Value: value, Frame: 0, Lineno: first + 1}}
 	}
 	callN := mk(KindCall, "def main():", nil)
-	callN.Event.Lineno = first
+	callN.syn.Lineno = first
 	line := mk(KindLine, src, nil)
 	line.Children = fwd.Top
 	top := []*Node{callN, line}
@@ -52,8 +52,10 @@ func wrapMain(fwd *Tree, call string, c *schemas.Consume) *Tree {
 		v := "None"
 		if c != nil && c.Value != "" {
 			v = c.Value // the list of the values taken, not the last resumption's yield
-		} else if lastTop != nil && lastTop.Event.Value != nil {
-			v = *lastTop.Event.Value
+		} else if lastTop != nil {
+			if lv := lastTop.Value(); lv != nil {
+				v = *lv
+			}
 		}
 		ret := mk(KindReturn, src, &v)
 		top = append(top, ret)
@@ -66,11 +68,11 @@ func wrapMain(fwd *Tree, call string, c *schemas.Consume) *Tree {
 			}
 		}
 		if exc != nil {
-			e := mk(KindException, src, exc.Event.Value)
-			e.Event.ExcType = exc.Event.ExcType
+			e := mk(KindException, src, exc.Value())
+			e.syn.ExcType = exc.ExcType()
 			none := "None"
 			ret := mk(KindReturn, src, &none)
-			ret.Event.Unwind = true
+			ret.syn.Unwind = true
 			top = append(top, e, ret)
 		}
 	}
@@ -117,11 +119,11 @@ func codeContext(code string, blocks []schemas.Block, t *Tree, wrapper string) s
 	visited := map[int]bool{}
 	var file string
 	for _, n := range t.Order {
-		if n.Event.Func == MainFunc && n.Event.File == "<main>" {
+		if n.Func() == MainFunc && n.File() == "<main>" {
 			continue
 		}
-		visited[n.Event.Lineno] = true
-		file = n.Event.File
+		visited[n.Lineno()] = true
+		file = n.File()
 	}
 	var parts []string
 	sorted := append([]schemas.Block(nil), blocks...)
@@ -159,8 +161,8 @@ func SampleEntry(fwd *Tree, rng *rand.Rand) (*Tree, error) {
 	seen := map[int]bool{}
 	var calls []*Node
 	for _, n := range fwd.Order {
-		if n.Kind == KindCall && !seen[n.Event.Frame] {
-			seen[n.Event.Frame] = true
+		if n.Kind == KindCall && !seen[n.Frame()] {
+			seen[n.Frame()] = true
 			calls = append(calls, n)
 		}
 	}
@@ -178,16 +180,30 @@ func Scope(fwd *Tree, c *Node) (*Tree, error) {
 	if ret != nil {
 		end = ret.seq + 1
 		exit = ExitNormal
-		if ret.Event.Unwind {
+		if ret.Unwind() {
 			exit = ExitError
 		}
 	} else if fwd.Exit != ExitNever {
 		exit = fwd.Exit
 	}
-	events := make([]schemas.Event, 0, end-c.seq)
-	for _, n := range fwd.Order[c.seq:end] {
-		ev := n.Event
-		ev.Depth -= c.Event.Depth
+	// The scope's states are events of one trace in a row (a forward tree's order is the recorded
+	// order): a tree over that range, no copy.
+	scope := fwd.Order[c.seq:end]
+	contiguous := c.tr != nil
+	for i, n := range scope {
+		if n.tr != c.tr || int(n.ev) != int(c.ev)+i {
+			contiguous = false
+			break
+		}
+	}
+	depth := c.Event().Depth
+	if contiguous {
+		return buildForward(c.tr, int(c.ev), int(c.ev)+len(scope), int32(depth)+c.dbase, exit)
+	}
+	events := make([]schemas.Event, 0, len(scope))
+	for _, n := range scope {
+		ev := n.Event()
+		ev.Depth -= depth
 		events = append(events, ev)
 	}
 	return BuildForward(events, exit)

@@ -59,10 +59,10 @@ func (it RepoItem) SampleEntry(seed uint64) (*Tree, Entry, error) {
 	seen := map[int]bool{}
 	var calls, code []*Node
 	for _, n := range fwd.Order {
-		if n.Kind == KindCall && !seen[n.Event.Frame] {
-			seen[n.Event.Frame] = true
+		if n.Kind == KindCall && !seen[n.Frame()] {
+			seen[n.Frame()] = true
 			calls = append(calls, n)
-			if !IsTestFile(n.Event.File) {
+			if !IsTestFile(n.File()) {
 				code = append(code, n)
 			}
 		}
@@ -80,7 +80,7 @@ func (it RepoItem) SampleEntry(seed uint64) (*Tree, Entry, error) {
 	if err != nil {
 		return nil, Entry{}, err
 	}
-	return t, Entry{File: c.Event.File, QualName: c.Event.Func, Line: c.Event.Lineno}, nil
+	return t, Entry{File: c.File(), QualName: c.Func(), Line: c.Lineno()}, nil
 }
 
 // Tree returns the state tree of a trajectory of the item in direction dir (the entry's scope,
@@ -129,14 +129,14 @@ func RepoCodeContext(funcs []schemas.FuncSource, t *Tree) string {
 	}
 	shown := make([]bool, len(funcs))
 	for _, n := range t.Order {
-		ev := n.Event
-		if i, ok := byName[key{ev.File, ev.Func}]; ok {
+		file, fn, lineno := n.File(), n.Func(), n.Lineno()
+		if i, ok := byName[key{file, fn}]; ok {
 			shown[i] = true
 			continue
 		}
 		best := -1
 		for i, f := range funcs {
-			if f.File == ev.File && f.FirstLine <= ev.Lineno && ev.Lineno <= f.LastLine &&
+			if f.File == file && f.FirstLine <= lineno && lineno <= f.LastLine &&
 				(best < 0 || f.LastLine-f.FirstLine < funcs[best].LastLine-funcs[best].FirstLine) {
 				best = i
 			}

@@ -84,22 +84,22 @@ func Sample(t *Tree, code string, p Policy, seed uint64, cost CostFunc) (Traject
 // an inv_call, after a breakpoint, and whenever the previous state belongs to another frame (the
 // scope changed); otherwise they are the diff against the previous state.
 func stateAt(n, prev *Node, a Action) State {
-	ev := n.Event
-	st := State{Kind: n.Kind, Src: ev.Src, Func: ev.Func, Lineno: ev.Lineno, Depth: n.Depth, Frame: ev.Frame,
-		Locals: ev.Locals}
+	frame := n.Frame()
+	st := State{Kind: n.Kind, Src: n.Src(), Func: n.Func(), Lineno: n.Lineno(), Depth: n.Depth, Frame: frame,
+		Locals: n.Locals()}
 	if n.Kind.HasArgs() {
 		v := "None"
-		if ev.Value != nil {
-			v = *ev.Value
+		if ev := n.Value(); ev != nil {
+			v = *ev
 		}
 		st.Value = &v
 		return st
 	}
-	if prev == nil || prev.Event.Frame != ev.Frame || n.Kind == KindCall || n.Kind == KindInvCall || a == Breakpoint {
-		st.Shown = append(schemas.Locals{}, ev.Locals...)
+	if prev == nil || prev.Frame() != frame || n.Kind == KindCall || n.Kind == KindInvCall || a == Breakpoint {
+		st.Shown = append(schemas.Locals{}, st.Locals...)
 		return st
 	}
-	st.Shown, st.Elided = Diff(ev.Locals, prev.Event.Locals)
+	st.Shown, st.Elided = Diff(st.Locals, prev.Locals())
 	return st
 }
 
@@ -140,7 +140,7 @@ func breakpointTarget(rng *rand.Rand, t *Tree, n *Node, codeLines []string, reac
 	var ahead []string
 	seen := map[string]bool{}
 	for _, m := range t.Order[n.seq+1:] {
-		if s := m.Event.Src; s != "" && !seen[s] {
+		if s := m.Src(); s != "" && !seen[s] {
 			seen[s] = true
 			ahead = append(ahead, s)
 		}
@@ -152,7 +152,7 @@ func breakpointTarget(rng *rand.Rand, t *Tree, n *Node, codeLines []string, reac
 	if len(codeLines) > 0 {
 		return codeLines[rng.IntN(len(codeLines))]
 	}
-	return n.Event.Src
+	return n.Src()
 }
 
 // Replay follows the given actions from t's first state (the breakpoint arguments in args, by

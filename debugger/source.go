@@ -10,8 +10,10 @@ import (
 type Item struct {
 	// Code is the module source and Call the traced call expression.
 	Code, Call string
-	// Events, Blocks and Status come from the trace (sandbox.Result).
+	// Events, Blocks and Status come from the trace (sandbox.Result). Trace, if set, is the
+	// compact form of the events and is used instead of Events.
 	Events []schemas.Event
+	Trace  *Trace
 	Blocks []schemas.Block
 	Status schemas.Status
 	// Consume is set when the call returned an iterator the tracer consumed (sandbox.Result):
@@ -28,7 +30,7 @@ func (it Item) Tree(dir Direction) (*Tree, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	fwd, err := BuildForward(it.Events, exit)
+	fwd, err := it.forward(exit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -57,4 +59,12 @@ func (it Item) Sample(dir Direction, p Policy, seed uint64, cost CostFunc) (Traj
 		return Trajectory{}, err
 	}
 	return Sample(t, code, p, seed, cost)
+}
+
+// forward builds the item's forward tree from its Trace, or else its Events.
+func (it Item) forward(exit Exit) (*Tree, error) {
+	if it.Trace != nil {
+		return BuildForwardTrace(it.Trace, exit)
+	}
+	return BuildForward(it.Events, exit)
 }

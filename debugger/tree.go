@@ -11,8 +11,6 @@ import (
 type Node struct {
 	// Kind is the state's event type.
 	Kind Kind
-	// Event is the traced event the state comes from; its Locals are the frame's full locals.
-	Event schemas.Event
 	// Children are the states of the calls made from this node (a call-site line), in order. In an
 	// inverse tree only inv_line_call nodes have children: the callees' states, reversed.
 	Children []*Node
@@ -23,6 +21,108 @@ type Node struct {
 
 	index int // position in its level
 	seq   int // position in the tree's order
+
+	// The traced event the state comes from: event ev of tr, or syn for a state of no trace (the
+	// main() wrapper). dbase is subtracted from the event's depth (a Scope's entry depth).
+	tr    *Trace
+	ev    int32
+	dbase int32
+	syn   *schemas.Event
+}
+
+// Event returns the traced event the state comes from, with the frame's full locals materialised.
+func (n *Node) Event() schemas.Event {
+	if n.syn != nil {
+		return *n.syn
+	}
+	ev := n.tr.Event(int(n.ev))
+	ev.Depth -= int(n.dbase)
+	return ev
+}
+
+// Locals materialises the frame's full locals at the state.
+func (n *Node) Locals() schemas.Locals {
+	if n.syn != nil {
+		return n.syn.Locals
+	}
+	return n.tr.Locals(int(n.ev))
+}
+
+// EventKind is the event's type (schemas.EventCall, ...).
+func (n *Node) EventKind() string {
+	if n.syn != nil {
+		return n.syn.Event
+	}
+	return n.tr.Kind(int(n.ev))
+}
+
+// Src is the event's source line.
+func (n *Node) Src() string {
+	if n.syn != nil {
+		return n.syn.Src
+	}
+	return n.tr.Src(int(n.ev))
+}
+
+// Func is the event's function.
+func (n *Node) Func() string {
+	if n.syn != nil {
+		return n.syn.Func
+	}
+	return n.tr.Func(int(n.ev))
+}
+
+// File is the event's file.
+func (n *Node) File() string {
+	if n.syn != nil {
+		return n.syn.File
+	}
+	return n.tr.File(int(n.ev))
+}
+
+// Frame is the event's frame.
+func (n *Node) Frame() int {
+	if n.syn != nil {
+		return n.syn.Frame
+	}
+	return n.tr.Frame(int(n.ev))
+}
+
+// Lineno is the event's line.
+func (n *Node) Lineno() int {
+	if n.syn != nil {
+		return n.syn.Lineno
+	}
+	return n.tr.Lineno(int(n.ev))
+}
+
+// Value is the event's return value or exception, nil if it has none.
+func (n *Node) Value() *string {
+	if n.syn != nil {
+		return n.syn.Value
+	}
+	return n.tr.Value(int(n.ev))
+}
+
+// ExcType is the event's exception type.
+func (n *Node) ExcType() string {
+	if n.syn != nil {
+		return n.syn.ExcType
+	}
+	return n.tr.strs[n.tr.evs[n.ev].exc]
+}
+
+// Unwind is the event's Unwind.
+func (n *Node) Unwind() bool {
+	if n.syn != nil {
+		return n.syn.Unwind
+	}
+	return n.tr.Unwind(int(n.ev))
+}
+
+// same returns a node of kind k for the same event as n, at depth.
+func (n *Node) same(k Kind, depth int) *Node {
+	return &Node{Kind: k, Depth: depth, tr: n.tr, ev: n.ev, dbase: n.dbase, syn: n.syn}
 }
 
 // Tree is a state tree. Its order (pre-order: a node, then its children, then its next sibling) is
@@ -60,6 +160,19 @@ func BuildForward(events []schemas.Event, exit Exit) (*Tree, error) {
 	if len(events) == 0 {
 		return nil, ErrEmptyTrace
 	}
+	return BuildForwardTrace(NewTrace(events), exit)
+}
+
+// BuildForwardTrace is BuildForward over a compact trace: the tree's states refer to its events.
+func BuildForwardTrace(tr *Trace, exit Exit) (*Tree, error) {
+	return buildForward(tr, 0, tr.Len(), 0, exit)
+}
+
+// buildForward builds the forward tree of events lo to hi of tr, their depths less dbase.
+func buildForward(tr *Trace, lo, hi int, dbase int32, exit Exit) (*Tree, error) {
+	if hi <= lo {
+		return nil, ErrEmptyTrace
+	}
 	t := &Tree{Direction: Forward, Exit: exit}
 	var owners []*Node // owners[i] holds level i+1; the top level has no owner
 	level := func() *[]*Node {
@@ -69,8 +182,8 @@ func BuildForward(events []schemas.Event, exit Exit) (*Tree, error) {
 		o := owners[len(owners)-1]
 		return &o.Children
 	}
-	for _, ev := range events {
-		n := &Node{Kind: Kind(ev.Event), Event: ev}
+	for i := lo; i < hi; i++ {
+		n := &Node{Kind: Kind(tr.Kind(i)), tr: tr, ev: int32(i), dbase: dbase}
 		switch n.Kind {
 		case KindCall:
 			// A call belongs to the caller's current state (the line making the call). On the top
@@ -92,7 +205,7 @@ func BuildForward(events []schemas.Event, exit Exit) (*Tree, error) {
 				owners = owners[:len(owners)-1]
 			}
 		default:
-			return nil, fmt.Errorf("debugger: unknown event %q", ev.Event)
+			return nil, fmt.Errorf("debugger: unknown event %q", tr.Kind(i))
 		}
 	}
 	t.index()
@@ -190,7 +303,7 @@ func (t *Tree) Apply(n *Node, a Action, arg string) (*Node, error) {
 		return t.firstOnLevel(n, KindInvCall), nil
 	case Breakpoint:
 		for i := n.seq + 1; i < len(t.Order); i++ {
-			if t.Order[i].Event.Src == arg {
+			if t.Order[i].Src() == arg {
 				return t.Order[i], nil
 			}
 		}
@@ -245,11 +358,11 @@ func buildInverse(fwd *Tree, start int) (*Tree, error) {
 		for i := len(level) - 1; i >= 0; i-- {
 			n := level[i]
 			if len(n.Children) > 0 {
-				lc := &Node{Kind: KindInvLineCall, Event: n.Event, Depth: depth}
+				lc := n.same(KindInvLineCall, depth)
 				lc.Children = reverse(n.Children, depth+1)
 				out = append(out, lc)
 			}
-			out = append(out, &Node{Kind: inverseKind(n.Kind), Event: n.Event, Depth: depth})
+			out = append(out, n.same(inverseKind(n.Kind), depth))
 		}
 		return out
 	}

@@ -237,7 +237,8 @@ func ItemRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 		}
 		return reject(schemas.StatusReject(t.Status), string(t.Status))
 	}
-	item := debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Events: t.Events, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}
+	trace := t.trace()
+	item := debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}
 	src := Source{Level: "function", RepoURL: t.Item.RepoURL, Commit: t.Item.Commit, Path: t.Item.Path,
 		QualName: t.Item.QualName, SourceID: t.Item.SourceID}
 	var rows []schemas.Row
@@ -251,7 +252,7 @@ func ItemRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 		}
 		for k := 0; k < spec.TrajectoriesPerTrace; k++ {
 			seed := trajectorySeed(spec.Seed, t.Item.Key, dir, k)
-			row, err := BuildRow(src, tree, code, t.Events, p, seed, o)
+			row, err := buildRow(src, tree, code, traceCounts(trace), p, seed, o)
 			if err != nil {
 				counts["dropped:"+reasonKey(err)]++
 				last = err.Error()

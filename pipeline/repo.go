@@ -316,7 +316,7 @@ func repoRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 				}
 				src := Source{Level: "repository", RepoURL: t.Item.Path, Commit: commit, Path: entry.File,
 					QualName: entry.QualName, SourceID: tt.Test}
-				row, err := BuildRow(src, tree, code, treeEvents(tree), p, seed, o)
+				row, err := buildRow(src, tree, code, treeCounts(tree), p, seed, o)
 				if err != nil {
 					counts["dropped:"+reasonKey(err)]++
 					last = err.Error()
@@ -332,13 +332,13 @@ func repoRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 	return rows, ""
 }
 
-// treeEvents returns the events of a tree's states.
-func treeEvents(t *debugger.Tree) []schemas.Event {
-	out := make([]schemas.Event, 0, len(t.Order))
-	for _, n := range t.Order {
-		out = append(out, n.Event)
+// treeCounts counts the events of a tree's states by type.
+func treeCounts(t *debugger.Tree) func(*schemas.Row) {
+	return func(r *schemas.Row) {
+		for _, n := range t.Order {
+			countEvent(r, n.EventKind())
+		}
 	}
-	return out
 }
 
 // pin is a repository's commit, or its content hash if it is not a git repository.
@@ -384,7 +384,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 		if err != nil {
 			t.Detail = err.Error()
 		} else {
-			t.Status, t.Detail, t.Events, t.Blocks, t.Consume = res.Status, res.Detail, res.Events, res.Blocks, res.Consume
+			t.Status, t.Detail, t.Trace, t.Blocks, t.Consume = res.Status, res.Detail, compactTrace(res.Events), res.Blocks, res.Consume
 		}
 		out = append(out, t)
 		alive()

@@ -79,6 +79,11 @@ var ErrTooLong = errors.New("trajectory longer than the token limit")
 // it and returns its row. events are the trace's events (counted per type). An error wrapping
 // ErrTooLong means the trajectory was dropped for its length; the caller counts it.
 func BuildRow(src Source, tree *debugger.Tree, code string, events []schemas.Event, p debugger.Policy, seed uint64, o RowOptions) (schemas.Row, error) {
+	return buildRow(src, tree, code, func(r *schemas.Row) { countEvents(r, events) }, p, seed, o)
+}
+
+// buildRow is BuildRow with the trace's events counted into the row by count.
+func buildRow(src Source, tree *debugger.Tree, code string, count func(*schemas.Row), p debugger.Policy, seed uint64, o RowOptions) (schemas.Row, error) {
 	o = o.withDefaults()
 	if o.Tokenizer == nil {
 		return schemas.Row{}, errors.New("dataset: no tokenizer")
@@ -137,7 +142,7 @@ func BuildRow(src Source, tree *debugger.Tree, code string, events []schemas.Eve
 	}
 	row.NumLearned = int32(dataset.LearnedTokens(mask))
 	countActions(&row, traj)
-	countEvents(&row, events)
+	count(&row)
 	row.ID = RowID(row)
 	return row, nil
 }
@@ -206,15 +211,29 @@ func countActions(r *schemas.Row, t debugger.Trajectory) {
 
 func countEvents(r *schemas.Row, events []schemas.Event) {
 	for _, e := range events {
-		switch e.Event {
-		case schemas.EventCall:
-			r.EvCall++
-		case schemas.EventLine:
-			r.EvLine++
-		case schemas.EventReturn:
-			r.EvReturn++
-		case schemas.EventException:
-			r.EvException++
+		countEvent(r, e.Event)
+	}
+}
+
+// traceCounts counts the events of a compact trace by type.
+func traceCounts(tr *debugger.Trace) func(*schemas.Row) {
+	return func(r *schemas.Row) {
+		for i := 0; i < tr.Len(); i++ {
+			countEvent(r, tr.Kind(i))
 		}
+	}
+}
+
+// countEvent counts one event of type kind.
+func countEvent(r *schemas.Row, kind string) {
+	switch kind {
+	case schemas.EventCall:
+		r.EvCall++
+	case schemas.EventLine:
+		r.EvLine++
+	case schemas.EventReturn:
+		r.EvReturn++
+	case schemas.EventException:
+		r.EvException++
 	}
 }

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
@@ -44,10 +44,14 @@ func badInput(format string, args ...any) error {
 
 // TracedItem is one traced item, as stored between TraceBatch and BuildShard.
 type TracedItem struct {
-	Item   crawl.Item      `json:"item"`
-	Status schemas.Status  `json:"status"`
-	Detail string          `json:"detail,omitempty"`
+	Item   crawl.Item     `json:"item"`
+	Status schemas.Status `json:"status"`
+	Detail string         `json:"detail,omitempty"`
+	// Events is the trace as chunks stored before Trace held it (read, never written).
 	Events []schemas.Event `json:"events,omitempty"`
+	// Trace is the trace in compact form: the locals of each frame as changes, every string
+	// interned (debugger.Trace). Nil for a run without events.
+	Trace  *debugger.Trace `json:"trace,omitempty"`
 	Blocks []schemas.Block `json:"blocks,omitempty"`
 	// Consume is set when the call returned an iterator the tracer consumed (sandbox.Result).
 	Consume *schemas.Consume `json:"consume,omitempty"`
@@ -117,7 +121,24 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 		}
 		return TracedItem{Item: it, Status: schemas.StatusInvalid, Detail: err.Error()}, nil
 	}
-	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Events: res.Events, Blocks: res.Blocks, Consume: res.Consume}, nil
+	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Trace: compactTrace(res.Events), Blocks: res.Blocks, Consume: res.Consume}, nil
+}
+
+// compactTrace returns the compact form of a run's events, nil for none. Once it is made, the
+// decoded events (and any buffer their strings point into) can go.
+func compactTrace(events []schemas.Event) *debugger.Trace {
+	if len(events) == 0 {
+		return nil
+	}
+	return debugger.NewTrace(events)
+}
+
+// trace returns the item's trace in compact form, from Events for a chunk stored before Trace.
+func (t *TracedItem) trace() *debugger.Trace {
+	if t.Trace == nil {
+		return debugger.NewTrace(t.Events)
+	}
+	return t.Trace
 }
 
 // checkoutLimitsOf returns the repository checkout limits of a spec.
@@ -203,16 +224,18 @@ func readChunk(ctx context.Context, s *store.Store, key string) ([]TracedItem, e
 		return nil, fmt.Errorf("read traces: %w", err)
 	}
 	var out []TracedItem
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for sc.Scan() {
+	err = eachJSONLine(data, func(line []byte) error {
 		var t TracedItem
-		if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
-			return nil, fmt.Errorf("read traces %s: %w", key, err)
+		if err := json.Unmarshal(line, &t); err != nil {
+			return err
 		}
 		out = append(out, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read traces %s: %w", key, err)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // writeTraces stores the traces of a planned batch whose items were traced already (the functions

@@ -226,8 +226,8 @@ func buildPrompts(ctx context.Context, sb *sandbox.Sandbox, r cruxRow, fn, task 
 func entryReturnSrc(tr *debugger.Tree) string {
 	src := ""
 	for _, n := range tr.Order {
-		if n.Kind == debugger.KindReturn && n.Depth == 1 && !n.Event.Unwind {
-			src = n.Event.Src
+		if n.Kind == debugger.KindReturn && n.Depth == 1 && !n.Unwind() {
+			src = n.Src()
 		}
 	}
 	return src

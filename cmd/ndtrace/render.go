@@ -189,7 +189,7 @@ func renderCWM(item debugger.Item) (string, error) {
 		return "", err
 	}
 	ctx := debugger.CodeContext(item.Code, item.Blocks, fwd, "")
-	entry := fwd.Start().Event.Src
+	entry := fwd.Start().Src()
 	lines := strings.Split(ctx, "\n")
 	for i, l := range lines {
 		if l == entry {

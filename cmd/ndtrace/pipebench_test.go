@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
+)
+
+// benchBinary builds ndtrace from this checkout once per test binary and returns its path.
+var benchBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "ndtrace-bench-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "ndtrace")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v: %s", err, out)
+	}
+	return bin, nil
+})
+
+// runBinary runs the ndtrace binary with args as a child process and returns its wall time and
+// peak RSS in bytes (the child's own maximum resident set; the sandbox's processes are separate
+// children of it and not counted).
+func runBinary(b *testing.B, args ...string) (time.Duration, int64) {
+	b.Helper()
+	bin, err := benchBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("ndtrace %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	wall := time.Since(t0)
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		b.Fatal("no rusage")
+	}
+	return wall, ru.Maxrss << 10 // Linux reports kilobytes
+}
+
+// bigCallSource is a CPU-bound function whose call f(76000) makes about 305,000 trace events.
+const bigCallSource = `def f(n):
+    total = 0
+    for i in range(n):
+        x = i * i
+        if x % 3 == 0:
+            total += x
+        else:
+            total -= 1
+    return total
+`
+
+// BenchmarkPipelinePeakRSS runs one CPU-bound call of about 305,000 events (issue 14) through the
+// whole pipeline (`ndtrace run --spec`, built from this checkout, as a child process: embedded
+// Temporal, sandbox, trees in both directions, tokens, Parquet) and reports its peak RSS, with
+// that of a one-event call of the same function measured in the same run as the baseline (the
+// binary, the embedded server and the tokenizer). Run with -benchtime=1x.
+func BenchmarkPipelinePeakRSS(b *testing.B) {
+	dir := b.TempDir()
+	spec := func(name, input string) string {
+		corpus := filepath.Join(dir, name+".jsonl")
+		row, _ := json.Marshal(map[string]string{"id": name, "code": bigCallSource, "input": input, "output": ""})
+		if err := os.WriteFile(corpus, append(row, '\n'), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		p := filepath.Join(dir, name+".yaml")
+		body := fmt.Sprintf("name: %s\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\ncreated_at: 2026-11-22T00:00:00Z\nlimits:\n  timeout: 120s\n  max_events: 1000000\n",
+			name, filepath.Join(dir, name+"-data-%d"), corpus)
+		return p + "\x00" + body
+	}
+	var bigWall time.Duration
+	var bigPeak, smallPeak int64
+	for i := 0; i < b.N; i++ {
+		for _, s := range []struct {
+			name, input string
+			peak        *int64
+			wall        *time.Duration
+		}{{"small", "1", &smallPeak, nil}, {"big", "76000", &bigPeak, &bigWall}} {
+			p, body, _ := strings.Cut(spec(s.name, s.input), "\x00")
+			if err := os.WriteFile(p, []byte(fmt.Sprintf(body, i)), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			wall, peak := runBinary(b, "run", "--spec", p, "--db", filepath.Join(dir, fmt.Sprintf("%s-%d.db", s.name, i)))
+			*s.peak = max(*s.peak, peak)
+			if s.wall != nil {
+				*s.wall += wall
+			}
+			m := benchManifest(b, filepath.Join(dir, fmt.Sprintf("%s-data-%d", s.name, i)))
+			if m.Totals.Rows == 0 {
+				b.Fatalf("%s: no rows", s.name)
+			}
+		}
+	}
+	b.ReportMetric(float64(bigPeak)/(1<<20), "peak-RSS-MiB")
+	b.ReportMetric(float64(smallPeak)/(1<<20), "baseline-RSS-MiB")
+	b.ReportMetric(bigWall.Seconds()/float64(b.N), "wall-s")
+}
+
+// naiveTracer is the baseline BenchmarkPipelineCorpus measures against: sys.settrace, every local
+// repr'd at every event, one JSON line per event, over the calls of a CruxEval-format corpus:
+// python3 naive.py CORPUS OUT [K] traces every call, or only the K-th (0-based) with K.
+const naiveTracer = `import json, sys
+out = open(sys.argv[2], "a")
+only = int(sys.argv[3]) if len(sys.argv) > 3 else -1
+def tracer(frame, event, arg):
+    if frame.f_code.co_filename != "<item>":
+        return tracer
+    loc = {}
+    for k, v in frame.f_locals.items():
+        try:
+            loc[k] = repr(v)
+        except Exception as e:
+            loc[k] = "<repr failed>"
+    out.write(json.dumps({"event": event, "func": frame.f_code.co_qualname, "lineno": frame.f_lineno, "locals": loc}) + "\n")
+    return tracer
+for k, line in enumerate(open(sys.argv[1])):
+    if only >= 0 and k != only:
+        continue
+    row = json.loads(line)
+    g = {"__name__": "item"}
+    try:
+        exec(compile(row["code"], "<item>", "exec"), g)
+        call = compile("f(" + row["input"] + ")", "<item>", "eval")
+        sys.settrace(tracer)
+        try:
+            eval(call, g)
+        finally:
+            sys.settrace(None)
+    except Exception:
+        pass
+out.close()
+`
+
+// BenchmarkPipelineCorpus runs the CruxEval corpus (800 small calls) through the whole pipeline
+// (`ndtrace run --spec` as a child process: embedded Temporal, sandboxes, trees in both
+// directions, tokens, Parquet) and, in the same run, the naive tracer above over the same calls
+// with /usr/bin/python3, each call in a fresh interpreter, one after the other (naive-s: the
+// isolation the pipeline gives every item, without a sandbox), and all calls in one interpreter
+// (naive-1proc-s, for scale: no isolation at all). It reports the wall times, the ratio
+// pipeline-s / naive-s (the target is <= 0.25 on 2 cores) and the pipeline's tokens per second per
+// core. Run with -benchtime=1x or more.
+func BenchmarkPipelineCorpus(b *testing.B) {
+	corpus := cruxeval.Path(b)
+	dir := b.TempDir()
+	script := filepath.Join(dir, "naive.py")
+	if err := os.WriteFile(script, []byte(naiveTracer), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	calls := len(cruxeval.Rows(b))
+	var pipe, naive, naive1 time.Duration
+	var tokens int64
+	var naiveLines int
+	for i := 0; i < b.N; i++ {
+		events := filepath.Join(dir, fmt.Sprintf("naive-%d.jsonl", i))
+		t0 := time.Now()
+		for k := 0; k < calls; k++ {
+			if out, err := exec.Command("/usr/bin/python3", script, corpus, events, fmt.Sprint(k)).CombinedOutput(); err != nil {
+				b.Fatalf("naive tracer, call %d: %v: %s", k, err, out)
+			}
+		}
+		naive += time.Since(t0)
+		naiveLines = countLines(b, events)
+		events1 := filepath.Join(dir, fmt.Sprintf("naive1-%d.jsonl", i))
+		t0 = time.Now()
+		if out, err := exec.Command("/usr/bin/python3", script, corpus, events1).CombinedOutput(); err != nil {
+			b.Fatalf("naive tracer: %v: %s", err, out)
+		}
+		naive1 += time.Since(t0)
+		if n := countLines(b, events1); n != naiveLines {
+			b.Fatalf("naive tracer: %d events in one interpreter, %d in one per call", n, naiveLines)
+		}
+
+		out := filepath.Join(dir, fmt.Sprintf("data-%d", i))
+		spec := filepath.Join(dir, fmt.Sprintf("spec-%d.yaml", i))
+		body := fmt.Sprintf("name: corpus\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nparallelism: 2\ncreated_at: 2026-11-22T00:00:00Z\n", out, corpus)
+		if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		wall, _ := runBinary(b, "run", "--spec", spec, "--db", filepath.Join(dir, fmt.Sprintf("t-%d.db", i)))
+		pipe += wall
+		tokens += benchManifest(b, out).Totals.Tokens
+	}
+	n := float64(b.N)
+	b.ReportMetric(pipe.Seconds()/n, "pipeline-s")
+	b.ReportMetric(naive.Seconds()/n, "naive-s")
+	b.ReportMetric(naive1.Seconds()/n, "naive-1proc-s")
+	b.ReportMetric(pipe.Seconds()/naive.Seconds(), "ratio")
+	b.ReportMetric(float64(tokens)/pipe.Seconds()/float64(runtime.NumCPU()), "tokens/s/core")
+	b.ReportMetric(float64(naiveLines), "naive-events")
+}
+
+// countLines counts the lines of a file.
+func countLines(b *testing.B, path string) int {
+	b.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		n++
+	}
+	return n
+}

@@ -113,10 +113,10 @@ func BenchmarkPipelinePeakRSS(b *testing.B) {
 	b.ReportMetric(bigWall.Seconds()/float64(b.N), "wall-s")
 }
 
-// naiveTracer is the baseline BenchmarkPipelineCorpus measures against: sys.settrace, every local
+// naiveCorpusTracer is the baseline BenchmarkPipelineCorpus measures against: sys.settrace, every local
 // repr'd at every event, one JSON line per event, over the calls of a CruxEval-format corpus:
 // python3 naive.py CORPUS OUT [K] traces every call, or only the K-th (0-based) with K.
-const naiveTracer = `import json, sys
+const naiveCorpusTracer = `import json, sys
 out = open(sys.argv[2], "a")
 only = int(sys.argv[3]) if len(sys.argv) > 3 else -1
 def tracer(frame, event, arg):
@@ -160,7 +160,7 @@ func BenchmarkPipelineCorpus(b *testing.B) {
 	corpus := cruxeval.Path(b)
 	dir := b.TempDir()
 	script := filepath.Join(dir, "naive.py")
-	if err := os.WriteFile(script, []byte(naiveTracer), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(naiveCorpusTracer), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	calls := len(cruxeval.Rows(b))

@@ -114,14 +114,23 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 		return TracedItem{}, err
 	}
 	defer release()
-	res, err := sb.Run(ctx, sandbox.Request{Code: it.Code, Filename: it.Filename, Call: it.Call, Limits: lim})
+	// The events go into their compact form as they are decoded: the whole decoded trace (full
+	// locals at every event) never exists at once.
+	tb := debugger.NewTraceBuilder()
+	n := 0
+	res, err := sb.Run(ctx, sandbox.Request{Code: it.Code, Filename: it.Filename, Call: it.Call, Limits: lim,
+		Events: func(ev *schemas.Event) { tb.Add(ev); n++ }})
 	if err != nil {
 		if res != nil && res.Status == schemas.StatusSandboxError {
 			return TracedItem{}, itemError(fmt.Errorf("trace %s: %w", it.Key, err))
 		}
 		return TracedItem{Item: it, Status: schemas.StatusInvalid, Detail: err.Error()}, nil
 	}
-	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Trace: compactTrace(res.Events), Blocks: res.Blocks, Consume: res.Consume}, nil
+	var trace *debugger.Trace
+	if n > 0 {
+		trace = tb.Trace()
+	}
+	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Trace: trace, Blocks: res.Blocks, Consume: res.Consume}, nil
 }
 
 // compactTrace returns the compact form of a run's events, nil for none. Once it is made, the

@@ -340,6 +340,13 @@ type Request struct {
 	// Naive makes the tracer render every local at every event with plain repr: the benchmark
 	// baseline, never used for data.
 	Naive bool
+	// Events, when set, is given each event as it is decoded, in order, and Result.Events stays
+	// empty, so the caller never holds the whole decoded trace (a long one can be kept in a
+	// compact form as it arrives). ev is valid during the call only (its Locals slice may be
+	// shared with later events: copy what you keep, never modify it). The events it gets are the
+	// ones Result.Events would hold: from sealed chunks only, so a run that ends as tampered or
+	// past a limit has given some events; the Result's Status says what they are worth.
+	Events func(ev *schemas.Event)
 }
 
 // CallFromInput returns the call expression for a CruxEval-style row: fn applied to input, the

@@ -149,6 +149,9 @@ type decoder struct {
 	// events are the call, line, return and exception events. An event at which nothing of its
 	// frame's locals changed shares the previous event's Locals slice: never modify one in place.
 	events []schemas.Event
+	// count is the number of events decoded; sink, when set, gets each one instead of events.
+	count int
+	sink  func(*schemas.Event)
 	// blocks are the top-level statement ranges of a call run's blocks record.
 	blocks []schemas.Block
 	// functions are the function records of a test run, each block once.
@@ -201,13 +204,21 @@ const (
 
 // newDecoder returns a decoder for one item's stream, sealed with key.
 func newDecoder(key []byte, lim decodeLimits) *decoder {
+	return newSinkDecoder(key, lim, nil)
+}
+
+// newSinkDecoder is newDecoder whose events go to sink as they are decoded instead of into
+// d.events (see Request.Events); sink nil keeps them.
+func newSinkDecoder(key []byte, lim decodeLimits, sink func(*schemas.Event)) *decoder {
 	return &decoder{
 		lim:      lim.withDefaults(),
 		mac:      hmac.New(sha256.New, key),
 		frames:   map[int]*frameLocals{},
 		funcSeen: map[[3]string]bool{},
+		sink:     sink,
 	}
 }
+
 
 // read consumes r until EOF, a read error, a cap, tampering or the end of ctx, and returns why it
 // stopped with a one-line reason. What was decoded from sealed chunks before is kept in d.
@@ -390,6 +401,9 @@ func (d *decoder) sealChunk(ctx context.Context) (decodeOutcome, string) {
 // events as the chunk has lines, doubling it at least and never beyond MaxEvents: so the events
 // are copied about once as they grow, rather than the ~25 times of append's 1.25 growth.
 func (d *decoder) reserve(lines int) {
+	if d.sink != nil {
+		return
+	}
 	n, c := len(d.events), cap(d.events)
 	if n+lines <= c || c >= d.lim.MaxEvents {
 		return
@@ -460,7 +474,7 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 	case "consume":
 		// Written once, by the tracer, between the call's events and the consumption's: a second
 		// one or one that does not start at the next event is not the tracer's.
-		if d.consume != nil || w.Start != len(d.events) || w.Limit <= 0 {
+		if d.consume != nil || w.Start != d.count || w.Limit <= 0 {
 			return outcomeTampered, "a consume record the tracer did not write"
 		}
 		d.consume = &schemas.Consume{Start: w.Start, Limit: w.Limit, Values: -1}
@@ -482,7 +496,7 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 	default:
 		return outcomeOK, ""
 	}
-	if len(d.events) >= d.lim.MaxEvents {
+	if d.count >= d.lim.MaxEvents {
 		return outcomeLimit, fmt.Sprintf("trace exceeded %d events", d.lim.MaxEvents)
 	}
 	if w.HasNames && len(w.Names) > d.lim.MaxNames {
@@ -512,9 +526,15 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 	if rebuild {
 		st.apply(w, d.newLocals)
 	}
-	d.events = append(d.events, schemas.Event{Event: w.Event, Frame: w.Frame, Func: w.Func, File: w.File,
+	ev := schemas.Event{Event: w.Event, Frame: w.Frame, Func: w.Func, File: w.File,
 		Lineno: w.Lineno, Depth: w.Depth, Src: w.Src, Locals: st.locals, Value: w.Value, ExcType: w.ExcType,
-		Unwind: w.Unwind})
+		Unwind: w.Unwind}
+	d.count++
+	if d.sink != nil {
+		d.sink(&ev)
+	} else {
+		d.events = append(d.events, ev)
+	}
 	return outcomeOK, ""
 }
 

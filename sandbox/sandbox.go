@@ -148,7 +148,7 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 		req.Targets = []string{req.Filename}
 	}
 	msg := runMsg{runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
-		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.cfg.PythonPath}}
+		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.cfg.PythonPath}, sink: req.Events}
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
 }
@@ -199,6 +199,8 @@ type runMsg struct {
 	// Config.WritableBytes), WritableBytes what it may write there.
 	Writable      string
 	WritableBytes int64
+	// sink gets the events as they are decoded (Request.Events), instead of Result.Events.
+	sink func(*schemas.Event)
 	runBody
 }
 
@@ -253,7 +255,7 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 	id := msg.ID
 	key := make([]byte, 32)
 	_, kerr := rand.Read(key)
-	dec = newDecoder(key, decodeLimitsOf(lim))
+	dec = newSinkDecoder(key, decodeLimitsOf(lim), msg.sink)
 	if kerr != nil {
 		err = fmt.Errorf("sandbox: item key: %w", kerr)
 		res.Status, res.Detail = schemas.StatusSandboxError, err.Error()

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -454,5 +455,29 @@ func TestDiffsMatchNaive(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRequestEvents: a run whose events go to Request.Events as they are decoded gets the events
+// Result.Events holds otherwise, in order, and its Result holds none.
+func TestRequestEvents(t *testing.T) {
+	sb := shared(t)
+	ctx := context.Background()
+	code := "def f(n):\n    total = 0\n    for i in range(n):\n        total += i\n    return total\n"
+	whole, err := sb.Run(ctx, sandbox.Request{Code: code, Call: "f(50)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []schemas.Event
+	res, err := sb.Run(ctx, sandbox.Request{Code: code, Call: "f(50)", Events: func(ev *schemas.Event) {
+		c := *ev
+		c.Locals = append(schemas.Locals(nil), ev.Locals...)
+		got = append(got, c)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusOK || len(res.Events) != 0 || len(got) == 0 || !reflect.DeepEqual(got, whole.Events) {
+		t.Fatalf("status %s, %d events in the result, %d given (%d whole)", res.Status, len(res.Events), len(got), len(whole.Events))
 	}
 }

@@ -219,7 +219,6 @@ func newSinkDecoder(key []byte, lim decodeLimits, sink func(*schemas.Event)) *de
 	}
 }
 
-
 // read consumes r until EOF, a read error, a cap, tampering or the end of ctx, and returns why it
 // stopped with a one-line reason. What was decoded from sealed chunks before is kept in d.
 //

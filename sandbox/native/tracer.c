@@ -258,7 +258,7 @@ static struct {
     PyObject *addresses, *slow, *keyj, *file_is_target, *file_lines, *file_codes, *alarm_fn, *address_fn, *traceobj;
     codeset own_codes;  /* function items: the code objects of the item's own file */
     codeset entry_codes; /* function items: the call expression's code and the code nested in it */
-    PyObject *reprtimeout, *s_0x, *s_copy, *empty_str, *empty_bytes;
+    PyObject *reprtimeout, *s_0x, *s_items, *empty_str, *empty_bytes;
     ptrmap codes;       /* code -> CodeInfo, traced code only */
     ptrmap frames;      /* frame -> FrameState, traced frames only */
     PyObject *nt_cache[NT_CACHE]; /* code objects known not to be traced */
@@ -1613,8 +1613,72 @@ static void rename_locals(FrameState *st, PyObject **ks, Py_ssize_t n) {
 }
 
 /* The frame's locals, as (name, value) references in T.sk/T.sv; returns their count. */
+static void release_locals(Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DecRef(T.sk[i]);
+        Py_DecRef(T.sv[i]);
+    }
+}
+
+static void locals_room(Py_ssize_t n) {
+    if (n <= T.scap) return;
+    free(T.sk);
+    free(T.sv);
+    T.scap = n * 2;
+    T.sk = malloc(sizeof(PyObject *) * (size_t)T.scap);
+    T.sv = malloc(sizeof(PyObject *) * (size_t)T.scap);
+    if (!T.sk || !T.sv) out_of_memory();
+}
+
+/* 3.13+: the locals of a function's frame from its FrameLocalsProxy's items(), a list of
+ * (name, value) in the frame's variable order, then names written into the mapping; a name met
+ * again is skipped. The same names, order and values as proxy.copy() (a dict built from keys()
+ * and [key]), at half the cost and without hashing a key: a key planted in the mapping is never
+ * hashed or compared by its own methods (only exact strs are names, same_name). -1: not a
+ * list of pairs. */
+static Py_ssize_t proxy_locals(PyObject *proxy) {
+    PyObject *items = PyObject_CallMethodObjArgs(proxy, T.s_items, NULL);
+    if (!items) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading locals");
+        PyErr_Clear();
+        return 0;
+    }
+    if (!IS_TYPE(items, PyList_Type)) {
+        Py_DecRef(items);
+        return -1;
+    }
+    Py_ssize_t n = PyList_Size(items), m = 0;
+    locals_room(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *kv = PyList_GetItem(items, i);
+        if (!kv || !IS_TYPE(kv, PyTuple_Type) || PyTuple_Size(kv) != 2) {
+            PyErr_Clear();
+            release_locals(m);
+            Py_DecRef(items);
+            return -1;
+        }
+        PyObject *k = PyTuple_GetItem(kv, 0), *v = PyTuple_GetItem(kv, 1);
+        int seen = 0;
+        for (Py_ssize_t j = 0; j < m && !seen; j++) seen = same_name(T.sk[j], k);
+        if (seen) continue;
+        Py_IncRef(k);
+        Py_IncRef(v);
+        T.sk[m] = k;
+        T.sv[m] = v;
+        m++;
+    }
+    Py_DecRef(items);
+    return m;
+}
+
 static Py_ssize_t gather_locals(PyObject *frame) {
     PyObject *loc = PyFrame_GetLocals(frame);
+    if (loc && cfg.proxy_type && TYPE(loc) == (void *)cfg.proxy_type) {
+        Py_ssize_t n = proxy_locals(loc);
+        Py_DecRef(loc);
+        if (n < 0) fail("reading locals");
+        return n;
+    }
     if (!loc) {
         /* A class body's own mapping (__prepare__) may refuse what CPython writes into it. */
         if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading locals");
@@ -1624,9 +1688,9 @@ static Py_ssize_t gather_locals(PyObject *frame) {
     }
     PyObject *d = loc;
     if (!IS_TYPE(loc, PyDict_Type)) {
-        /* 3.13+ gives a write-through FrameLocalsProxy; a class body may use any mapping from
-         * __prepare__, whose iteration would run user code: that is no locals. */
-        d = cfg.proxy_type && TYPE(loc) == (void *)cfg.proxy_type ? PyObject_CallMethodObjArgs(loc, T.s_copy, NULL) : PyDict_New();
+        /* A class body may use any mapping from __prepare__, whose iteration would run user
+         * code: that is no locals. (3.13+'s FrameLocalsProxy is read above.) */
+        d = PyDict_New();
         Py_DecRef(loc);
         if (!d && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
             PyErr_Clear();
@@ -1635,14 +1699,7 @@ static Py_ssize_t gather_locals(PyObject *frame) {
         if (!d || !IS_TYPE(d, PyDict_Type)) fail("reading locals");
     }
     Py_ssize_t n = PyDict_Size(d);
-    if (n > T.scap) {
-        free(T.sk);
-        free(T.sv);
-        T.scap = n * 2;
-        T.sk = malloc(sizeof(PyObject *) * (size_t)T.scap);
-        T.sv = malloc(sizeof(PyObject *) * (size_t)T.scap);
-        if (!T.sk || !T.sv) out_of_memory();
-    }
+    locals_room(n);
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *v;
     while (i < n && PyDict_Next(d, &pos, &k, &v)) {
@@ -1656,12 +1713,6 @@ static Py_ssize_t gather_locals(PyObject *frame) {
     return i;
 }
 
-static void release_locals(Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_DecRef(T.sk[i]);
-        Py_DecRef(T.sv[i]);
-    }
-}
 
 /* Whether the flat container v still holds exactly the elements of the slot's snapshot. */
 static int snap_same(Slot *s, PyObject *v, void *tp) {
@@ -2166,6 +2217,13 @@ static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
     return 0;
 }
 
+/* A trace function (PyEval_SetTrace), not PEP 669's sys.monitoring, on every version:
+ * on 3.12+ a monitoring tool would receive line events without the trace function's frame
+ * bookkeeping, but its state is reachable from Python code without any audit event
+ * (sys.monitoring.set_events, set_local_events and free_tool_id raise none; only
+ * register_callback does), so traced code could switch the tracer's events off for a code
+ * object, run unseen lines, and switch them on again. The legacy trace function sits on tool
+ * ids sys.monitoring refuses to touch, and sys.settrace is audited. */
 static void start_tracing(void) {
     native_settrace = 1;
     PyEval_SetTrace(tracefunc, T.traceobj); /* what sys.gettrace() shows: a callable doing nothing */
@@ -2336,12 +2394,16 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
     }
     if (!(T.addresses = PyDict_New()) || !(T.slow = PyDict_New()) || !(T.keyj = PyDict_New()) ||
         !(T.file_is_target = PyDict_New()) || !(T.file_lines = PyDict_New()) || !(T.file_codes = PyDict_New()) ||
-        !(T.s_0x = PyUnicode_FromString("0x")) || !(T.s_copy = PyUnicode_InternFromString("copy")) || !(T.empty_str = PyUnicode_FromString("")) ||
+        !(T.s_0x = PyUnicode_FromString("0x")) || !(T.s_items = PyUnicode_InternFromString("items")) || !(T.empty_str = PyUnicode_FromString("")) ||
         !(T.empty_bytes = PyBytes_FromStringAndSize("", 0)))
         return NULL;
     T.ballast = malloc(256 << 10);
     T.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     T.flush_at = CHUNK;
+    if (T.out.p) {
+        PyErr_SetString(PyExc_RuntimeError, "ndtrace: the tracer wrote before it was set up");
+        return NULL;
+    }
     T.out.pre = 32; /* before any byte is written to T.out */
     /* A pipe of a few chunks: the tracer runs on while the reader catches up (fewer context
      * switches). Best effort: the pipe's owner may be over its quota of pipe buffers. */

@@ -76,13 +76,24 @@ static inline void sb_putc(sbuf *b, char c) {
 }
 
 /* The decimal digits of x (as printf's %lld) into the end of buf[0, 24); returns the first. */
+static const char digits2[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                              "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                              "8081828384858687888990919293949596979899";
 static char *dec(char *end, long long x) {
     unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
     char *p = end;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        *--p = digits2[2 * r + 1];
+        *--p = digits2[2 * r];
+    }
+    if (u >= 10) {
+        *--p = digits2[2 * u + 1];
+        *--p = digits2[2 * u];
+    } else {
+        *--p = (char)('0' + u);
+    }
     if (x < 0) *--p = '-';
     return p;
 }
@@ -1715,8 +1726,39 @@ static Py_ssize_t gather_locals(PyObject *frame) {
 
 
 /* Whether the flat container v still holds exactly the elements of the slot's snapshot. */
+/* A list's size and item array, read in place where list_layout_ok() found CPython's
+ * PyListObject layout (PyVarObject's size, then the item pointer); NULL otherwise. */
+static int list_direct;
+static PyObject **list_items(PyObject *v, Py_ssize_t *n) {
+    if (!list_direct) return NULL;
+    *n = ((Py_ssize_t *)v)[2];
+    return ((PyObject ***)v)[3];
+}
+
+/* Whether lists are laid out as list_items() reads them: checked on lists built here. */
+static int list_layout_ok(void) {
+    PyObject *objs[3] = {Py_None, T.empty_str, T.empty_bytes};
+    for (int len = 0; len <= 3; len++) {
+        PyObject *l = PyList_New(0);
+        if (!l) return 0;
+        for (int i = 0; i < len; i++) PyList_Append(l, objs[i]);
+        int ok = PyList_Size(l) == len && ((Py_ssize_t *)l)[2] == len;
+        for (int i = 0; ok && i < len; i++) ok = ((PyObject ***)l)[3][i] == objs[i];
+        Py_DecRef(l);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
 static int snap_same(Slot *s, PyObject *v, void *tp) {
-    if (s->snap != v || PyObject_Size(v) != s->snap_len) {
+    if (s->snap != v) return 0;
+    /* The very tuple (kept alive here): its items cannot have changed. */
+    if (tp == PyTuple_Type) return 1;
+    Py_ssize_t ln;
+    PyObject **items = tp == PyList_Type ? list_items(v, &ln) : NULL;
+    if (items || (list_direct && tp == PyList_Type))
+        return ln == s->snap_len && (ln == 0 || memcmp(items, s->snap_vals, sizeof(PyObject *) * (size_t)ln) == 0);
+    if (PyObject_Size(v) != s->snap_len) {
         PyErr_Clear();
         return 0;
     }
@@ -2397,6 +2439,8 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
         !(T.s_0x = PyUnicode_FromString("0x")) || !(T.s_items = PyUnicode_InternFromString("items")) || !(T.empty_str = PyUnicode_FromString("")) ||
         !(T.empty_bytes = PyBytes_FromStringAndSize("", 0)))
         return NULL;
+    list_direct = list_layout_ok();
+    PyErr_Clear();
     T.ballast = malloc(256 << 10);
     T.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     T.flush_at = CHUNK;

@@ -126,3 +126,75 @@ func median(d []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// BenchmarkTracerCPU measures the tracer's own CPU per event (the item's CPU time as the zygote
+// reports it, so the Go side's decoding is not counted). "loop" is a CPU-bound loop of four int
+// locals (f(60000): 240,005 events); "list" also keeps a string and a growing list of strings
+// (BenchmarkTraceThroughput's code, f(50000): 200,504 events). The cost of an item that does nearly
+// nothing (f(1)), measured in the same run, is subtracted, so ns/event is what each event adds: the
+// trace function, reading and diffing the locals, the wire line, sealing and writing it. The naive
+// tracer (plain repr of every local and json.dumps of every event) is measured alongside.
+func BenchmarkTracerCPU(b *testing.B) {
+	workloads := []struct{ name, code, call string }{
+		{"loop", `def f(n):
+    total = 0
+    for i in range(n):
+        x = i * i
+        if x % 3 == 0:
+            total += x
+        else:
+            total -= 1
+    return total
+`, "f(60000)"},
+		{"list", `def work(n):
+    total = 0
+    text = ''
+    items = []
+    for i in range(n):
+        total += i * i
+        text = str(i)
+        if i % 100 == 0:
+            items.append(text)
+    return total, len(items)
+
+def f(n):
+    return work(n)
+`, "f(50000)"},
+	}
+	for _, w := range workloads {
+		for _, mode := range []struct {
+			name  string
+			naive bool
+		}{{"ndtrace", false}, {"naive", true}} {
+			b.Run(w.name+"/"+mode.name, func(b *testing.B) {
+				sb, err := sandbox.New(context.Background(), sandbox.Config{})
+				if err != nil {
+					b.Skip(err)
+				}
+				defer sb.Close()
+				lim := sandbox.Limits{TraceEvents: 1 << 22, TraceBytes: 1 << 32, WallTime: time.Minute, CPUTime: time.Minute}
+				run := func(call string) (time.Duration, int) {
+					res, err := sb.Run(context.Background(), sandbox.Request{Code: w.code, Call: call, Naive: mode.naive, Limits: lim})
+					if err != nil || res.Status != schemas.StatusOK {
+						b.Fatalf("%v %s %s", err, res.Status, res.Detail)
+					}
+					return res.CPU, len(res.Events)
+				}
+				run("f(1)") // warm
+				var cpu, idle time.Duration
+				events := 0
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					c0, e0 := run("f(1)")
+					c1, e1 := run(w.call)
+					idle += c0
+					cpu += c1 - c0
+					events += e1 - e0
+				}
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(events), "ns/event")
+				b.ReportMetric(float64(idle.Milliseconds())/float64(b.N), "idle-cpu-ms")
+				b.ReportMetric(float64(events)/float64(b.N), "events")
+			})
+		}
+	}
+}

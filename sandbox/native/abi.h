@@ -144,6 +144,7 @@ extern PyObject *PyObject_CallOneArg(PyObject *, PyObject *);
 extern PyObject *PyObject_CallFunction(PyObject *, const char *, ...);
 extern PyObject *PyObject_CallFunctionObjArgs(PyObject *, ...);
 extern PyObject *PyObject_CallMethod(PyObject *, const char *, const char *, ...);
+extern PyObject *PyObject_CallMethodObjArgs(PyObject *, PyObject *, ...);
 extern PyObject *PyObject_GetAttrString(PyObject *, const char *);
 extern int PyObject_SetAttrString(PyObject *, const char *, PyObject *);
 extern PyObject *PyObject_Repr(PyObject *);
@@ -192,6 +193,7 @@ extern PyObject *PySequence_GetItem(PyObject *, Py_ssize_t);
 extern PyObject *PySequence_GetSlice(PyObject *, Py_ssize_t, Py_ssize_t);
 extern int PySequence_Contains(PyObject *, PyObject *);
 extern PyObject *PyUnicode_FromString(const char *);
+extern PyObject *PyUnicode_InternFromString(const char *);
 extern PyObject *PyUnicode_FromStringAndSize(const char *, Py_ssize_t);
 extern PyObject *PyUnicode_FromFormat(const char *, ...);
 extern PyObject *PyUnicode_FromObject(PyObject *);
@@ -203,6 +205,8 @@ extern PyObject *PyUnicode_Join(PyObject *, PyObject *);
 extern int PyUnicode_CompareWithASCIIString(PyObject *, const char *);
 extern PyObject *PyBytes_FromStringAndSize(const char *, Py_ssize_t);
 extern int PyBytes_AsStringAndSize(PyObject *, char **, Py_ssize_t *);
+extern PyObject *PyMemoryView_FromMemory(char *, Py_ssize_t, int);
+#define PyBUF_READ 0x100
 
 /* Frames, code, evaluation, threads */
 extern PyObject *PyEval_GetFrame(void);

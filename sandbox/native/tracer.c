@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 #include "native.h"
 
 #define CHUNK (64 << 10)     /* output flushed (and sealed) past this many bytes */
+#define PIPE_BYTES (256 << 10) /* the events pipe's buffer, asked for at set-up */
 #define MAX_NAMES 4096       /* local names one frame may report (Go's decoder has the same cap) */
 #define MAX_LINE (8 << 20)   /* bytes of one record line (Go takes at most 16 MiB unsealed) */
 #define NEST_LIMIT 40        /* container nesting rendered before giving up */
@@ -43,28 +45,57 @@
 typedef struct {
     char *p;
     size_t len, cap;
+    size_t pre; /* bytes of the allocation before p (T.out: room for the previous seal) */
 } sbuf;
 
 static void out_of_memory(void);
 
-static void sb_need(sbuf *b, size_t more) {
-    if (b->len + more <= b->cap) return;
+static void sb_grow(sbuf *b, size_t more) __attribute__((noinline));
+static inline void sb_need(sbuf *b, size_t more) {
+    if (__builtin_expect(b->len + more <= b->cap, 1)) return;
+    sb_grow(b, more);
+}
+static void sb_grow(sbuf *b, size_t more) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + more) cap *= 2;
-    char *p = realloc(b->p, cap);
+    char *p = realloc(b->p ? b->p - b->pre : NULL, cap + b->pre);
     if (!p) out_of_memory();
-    b->p = p;
+    b->p = p + b->pre;
     b->cap = cap;
 }
-static void sb_put(sbuf *b, const char *s, size_t n) {
+static inline void sb_put(sbuf *b, const char *s, size_t n) {
     sb_need(b, n);
     memcpy(b->p + b->len, s, n);
     b->len += n;
 }
 static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_putc(sbuf *b, char c) {
+#define sb_lit(b, s) sb_put((b), "" s, sizeof(s) - 1) /* a string literal */
+static inline void sb_putc(sbuf *b, char c) {
     sb_need(b, 1);
     b->p[b->len++] = c;
+}
+
+/* The decimal digits of x (as printf's %lld) into the end of buf[0, 24); returns the first. */
+static const char digits2[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                              "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                              "8081828384858687888990919293949596979899";
+static char *dec(char *end, long long x) {
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    char *p = end;
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        *--p = digits2[2 * r + 1];
+        *--p = digits2[2 * r];
+    }
+    if (u >= 10) {
+        *--p = digits2[2 * u + 1];
+        *--p = digits2[2 * u];
+    } else {
+        *--p = (char)('0' + u);
+    }
+    if (x < 0) *--p = '-';
+    return p;
 }
 
 /* ------------------------------------------------------------------ pointer-keyed hash map */
@@ -158,7 +189,7 @@ typedef struct {
     PyObject *keyj;  /* bytes: "name": */
     PyObject *obj;   /* the last value when immutable (identity means unchanged), else NULL */
     char *val;       /* the last value's JSON */
-    size_t vlen;
+    size_t vlen, vcap;
     int has_val;
     /* A flat list/tuple/dict of immutable scalars renders as before while it holds the very
      * same elements: its snapshot (the container, its length, its elements and keys). */
@@ -212,6 +243,7 @@ static struct {
     int guard;          /* a guarded user __repr__/__str__ is running */
     double guard_deadline; /* ... and has run too long past this */
     int in_event;       /* the trace function is handling an event (no re-entry: sys.call_tracing) */
+    int sealing;        /* _hashlib is reading T.out (another thread may run meanwhile) */
     int sig_blocked;    /* every signal is blocked while the tracer works (restored from sig_saved) */
     sigset_t sig_saved;
     int timer_sig;      /* the real-time signal of the repr timer (never SIGALRM: that is the code's) */
@@ -237,7 +269,7 @@ static struct {
     PyObject *addresses, *slow, *keyj, *file_is_target, *file_lines, *file_codes, *alarm_fn, *address_fn, *traceobj;
     codeset own_codes;  /* function items: the code objects of the item's own file */
     codeset entry_codes; /* function items: the call expression's code and the code nested in it */
-    PyObject *reprtimeout, *s_0x, *empty_str, *empty_bytes;
+    PyObject *reprtimeout, *s_0x, *s_items, *empty_str, *empty_bytes;
     ptrmap codes;       /* code -> CodeInfo, traced code only */
     ptrmap frames;      /* frame -> FrameState, traced frames only */
     PyObject *nt_cache[NT_CACHE]; /* code objects known not to be traced */
@@ -416,6 +448,22 @@ static void write_all(const char *p, size_t n) {
     }
 }
 
+/* write_all of a then b, in one system call when the pipe takes both. */
+static void write_two(const char *a, size_t an, const char *b, size_t bn) {
+    struct iovec v[2] = {{(void *)a, an}, {(void *)b, bn}};
+    ssize_t w;
+    do {
+        w = writev(EVENTS_FD, v, 2);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) _exit(EXIT_PIPE);
+    size_t done = (size_t)w;
+    if (done < an) {
+        write_all(a + done, an - done);
+        done = an;
+    }
+    write_all(b + (done - an), bn - (done - an));
+}
+
 /* Seal the committed lines (HMAC-SHA256 over the previous tag and the lines, by CPython's
  * _hashlib: OpenSSL) and write them with their seal line. */
 static void flush(void) {
@@ -426,14 +474,18 @@ static void flush(void) {
         T.commit = 0;
         return;
     }
-    PyObject *msg = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(32 + n));
-    char *mp;
-    Py_ssize_t ml;
-    if (!msg || PyBytes_AsStringAndSize(msg, &mp, &ml) < 0) fail("sealing the trace");
-    memcpy(mp, T.prev, 32);
-    memcpy(mp + 32, T.out.p, n);
+    /* The previous tag goes in the 32 bytes reserved before the lines (T.out.pre), and the HMAC
+     * reads both in place: a read-only view of C memory that only _hashlib's C code sees. */
+    sb_need(&T.out, 1); /* allocated */
+    memcpy(T.out.p - 32, T.prev, 32);
+    PyObject *msg = PyMemoryView_FromMemory(T.out.p - 32, (Py_ssize_t)(32 + n), PyBUF_READ);
+    if (!msg) fail("sealing the trace");
     py_enter();
+    /* _hashlib lets other threads run while it hashes: one that reports tampering meanwhile
+     * must not touch T.out under it (tracer_tamper). */
+    T.sealing = 1;
     PyObject *tag = PyObject_CallFunction(cfg.hmac, "OOs", cfg.key, msg, "sha256");
+    T.sealing = 0;
     py_leave();
     Py_DecRef(msg);
     char *tp;
@@ -448,8 +500,7 @@ static void flush(void) {
         seal[2 + 2 * i] = hexd[T.prev[i] & 15];
     }
     seal[65] = '\n';
-    write_all(T.out.p, n);
-    write_all(seal, 66);
+    write_two(T.out.p, n, seal, 66);
     memmove(T.out.p, T.out.p + n, T.out.len - n);
     T.out.len -= n;
     T.commit = 0;
@@ -489,19 +540,19 @@ static void end_record(const char *status, PyObject *value, PyObject *exc_type, 
     block_signals();
     T.ending = 1;
     T.out.len = T.commit; /* a line being built is dropped */
-    sb_puts(&T.out, "{\"event\":\"end\",\"status\":\"");
+    sb_lit(&T.out, "{\"event\":\"end\",\"status\":\"");
     sb_puts(&T.out, status);
     sb_putc(&T.out, '"');
     if (value) {
-        sb_puts(&T.out, ",\"value\":");
+        sb_lit(&T.out, ",\"value\":");
         json_str(&T.out, value);
     }
     if (exc_type) {
-        sb_puts(&T.out, ",\"exc_type\":");
+        sb_lit(&T.out, ",\"exc_type\":");
         json_str(&T.out, exc_type);
     }
     if (exc_message) {
-        sb_puts(&T.out, ",\"exc_message\":");
+        sb_lit(&T.out, ",\"exc_message\":");
         json_str(&T.out, exc_message);
     }
     char tail[96];
@@ -581,7 +632,7 @@ static void fail(const char *where) {
 
 void tracer_tamper(const char *reason) {
     if (!T.ready) return;
-    if (T.dead || T.ending) _exit(EXIT_TAMPERED);
+    if (T.dead || T.ending || T.sealing) _exit(EXIT_TAMPERED);
     stop_tracing();
     PyErr_Clear();
     end_c("tampered", NULL, reason);
@@ -922,9 +973,9 @@ static PyObject *fast_repr(PyObject *v, void *tp) {
         Py_ssize_t pos = 0, i = 0;
         PyObject *k, *x;
         while (!err && PyDict_Next(v, &pos, &k, &x)) {
-            if (i++) sb_puts(&b, ", ");
+            if (i++) sb_lit(&b, ", ");
             put_repr(&b, k, &err);
-            sb_puts(&b, ": ");
+            sb_lit(&b, ": ");
             put_repr(&b, x, &err);
         }
     } else {
@@ -932,7 +983,7 @@ static PyObject *fast_repr(PyObject *v, void *tp) {
         Py_ssize_t i = 0;
         if (!it) err = 1;
         while (!err && it && (x = PyIter_Next(it))) {
-            if (i++) sb_puts(&b, ", ");
+            if (i++) sb_lit(&b, ", ");
             put_repr(&b, x, &err);
             Py_DecRef(x);
         }
@@ -1238,15 +1289,15 @@ static void function_record(PyObject *code, PyObject *fn) {
         return;
     }
     T.out.len = T.commit;
-    sb_puts(&T.out, "{\"event\":\"function\",\"file\":");
+    sb_lit(&T.out, "{\"event\":\"function\",\"file\":");
     json_str(&T.out, fn);
-    sb_puts(&T.out, ",\"qualname\":");
+    sb_lit(&T.out, ",\"qualname\":");
     json_str(&T.out, q);
     char nums[64];
     snprintf(nums, sizeof nums, ",\"first\":%ld,\"last\":%ld,\"source\":", first, last);
     sb_puts(&T.out, nums);
     json_str(&T.out, text);
-    sb_puts(&T.out, "}\n");
+    sb_lit(&T.out, "}\n");
     Py_DecRef(r);
     commit_line(0);
 }
@@ -1298,9 +1349,9 @@ static CodeInfo *code_info(PyObject *code, PyObject *fn) {
         if (!info->localnames) fail("reading a code object");
     }
     sbuf h = {0};
-    sb_puts(&h, ",\"func\":");
+    sb_lit(&h, ",\"func\":");
     json_str(&h, name);
-    sb_puts(&h, ",\"file\":");
+    sb_lit(&h, ",\"file\":");
     json_str(&h, fn);
     sb_putc(&h, ',');
     info->head = h.p;
@@ -1337,7 +1388,7 @@ static LinePair *line_pair(CodeInfo *info, int lineno) {
     p->a = strdup(a);
     p->alen = (size_t)n;
     sbuf b = {0};
-    sb_puts(&b, ",\"src\":");
+    sb_lit(&b, ",\"src\":");
     json_str(&b, getsrc(info->lines, lineno));
     p->b = b.p;
     p->blen = b.len;
@@ -1564,7 +1615,7 @@ static void rename_locals(FrameState *st, PyObject **ks, Py_ssize_t n) {
     free(st->slots);
     st->slots = slots;
     st->nslots = m;
-    sb_puts(&T.out, ",\"names\":[");
+    sb_lit(&T.out, ",\"names\":[");
     for (Py_ssize_t i = 0; i < m; i++) {
         if (i) sb_putc(&T.out, ',');
         json_str(&T.out, slots[i].name);
@@ -1573,8 +1624,72 @@ static void rename_locals(FrameState *st, PyObject **ks, Py_ssize_t n) {
 }
 
 /* The frame's locals, as (name, value) references in T.sk/T.sv; returns their count. */
+static void release_locals(Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DecRef(T.sk[i]);
+        Py_DecRef(T.sv[i]);
+    }
+}
+
+static void locals_room(Py_ssize_t n) {
+    if (n <= T.scap) return;
+    free(T.sk);
+    free(T.sv);
+    T.scap = n * 2;
+    T.sk = malloc(sizeof(PyObject *) * (size_t)T.scap);
+    T.sv = malloc(sizeof(PyObject *) * (size_t)T.scap);
+    if (!T.sk || !T.sv) out_of_memory();
+}
+
+/* 3.13+: the locals of a function's frame from its FrameLocalsProxy's items(), a list of
+ * (name, value) in the frame's variable order, then names written into the mapping; a name met
+ * again is skipped. The same names, order and values as proxy.copy() (a dict built from keys()
+ * and [key]), at half the cost and without hashing a key: a key planted in the mapping is never
+ * hashed or compared by its own methods (only exact strs are names, same_name). -1: not a
+ * list of pairs. */
+static Py_ssize_t proxy_locals(PyObject *proxy) {
+    PyObject *items = PyObject_CallMethodObjArgs(proxy, T.s_items, NULL);
+    if (!items) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading locals");
+        PyErr_Clear();
+        return 0;
+    }
+    if (!IS_TYPE(items, PyList_Type)) {
+        Py_DecRef(items);
+        return -1;
+    }
+    Py_ssize_t n = PyList_Size(items), m = 0;
+    locals_room(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *kv = PyList_GetItem(items, i);
+        if (!kv || !IS_TYPE(kv, PyTuple_Type) || PyTuple_Size(kv) != 2) {
+            PyErr_Clear();
+            release_locals(m);
+            Py_DecRef(items);
+            return -1;
+        }
+        PyObject *k = PyTuple_GetItem(kv, 0), *v = PyTuple_GetItem(kv, 1);
+        int seen = 0;
+        for (Py_ssize_t j = 0; j < m && !seen; j++) seen = same_name(T.sk[j], k);
+        if (seen) continue;
+        Py_IncRef(k);
+        Py_IncRef(v);
+        T.sk[m] = k;
+        T.sv[m] = v;
+        m++;
+    }
+    Py_DecRef(items);
+    return m;
+}
+
 static Py_ssize_t gather_locals(PyObject *frame) {
     PyObject *loc = PyFrame_GetLocals(frame);
+    if (loc && cfg.proxy_type && TYPE(loc) == (void *)cfg.proxy_type) {
+        Py_ssize_t n = proxy_locals(loc);
+        Py_DecRef(loc);
+        if (n < 0) fail("reading locals");
+        return n;
+    }
     if (!loc) {
         /* A class body's own mapping (__prepare__) may refuse what CPython writes into it. */
         if (PyErr_ExceptionMatches(PyExc_MemoryError)) fail("reading locals");
@@ -1584,9 +1699,9 @@ static Py_ssize_t gather_locals(PyObject *frame) {
     }
     PyObject *d = loc;
     if (!IS_TYPE(loc, PyDict_Type)) {
-        /* 3.13+ gives a write-through FrameLocalsProxy; a class body may use any mapping from
-         * __prepare__, whose iteration would run user code: that is no locals. */
-        d = cfg.proxy_type && TYPE(loc) == (void *)cfg.proxy_type ? PyObject_CallMethod(loc, "copy", NULL) : PyDict_New();
+        /* A class body may use any mapping from __prepare__, whose iteration would run user
+         * code: that is no locals. (3.13+'s FrameLocalsProxy is read above.) */
+        d = PyDict_New();
         Py_DecRef(loc);
         if (!d && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
             PyErr_Clear();
@@ -1595,14 +1710,7 @@ static Py_ssize_t gather_locals(PyObject *frame) {
         if (!d || !IS_TYPE(d, PyDict_Type)) fail("reading locals");
     }
     Py_ssize_t n = PyDict_Size(d);
-    if (n > T.scap) {
-        free(T.sk);
-        free(T.sv);
-        T.scap = n * 2;
-        T.sk = malloc(sizeof(PyObject *) * (size_t)T.scap);
-        T.sv = malloc(sizeof(PyObject *) * (size_t)T.scap);
-        if (!T.sk || !T.sv) out_of_memory();
-    }
+    locals_room(n);
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *v;
     while (i < n && PyDict_Next(d, &pos, &k, &v)) {
@@ -1616,16 +1724,41 @@ static Py_ssize_t gather_locals(PyObject *frame) {
     return i;
 }
 
-static void release_locals(Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_DecRef(T.sk[i]);
-        Py_DecRef(T.sv[i]);
-    }
-}
 
 /* Whether the flat container v still holds exactly the elements of the slot's snapshot. */
+/* A list's size and item array, read in place where list_layout_ok() found CPython's
+ * PyListObject layout (PyVarObject's size, then the item pointer); NULL otherwise. */
+static int list_direct;
+static PyObject **list_items(PyObject *v, Py_ssize_t *n) {
+    if (!list_direct) return NULL;
+    *n = ((Py_ssize_t *)v)[2];
+    return ((PyObject ***)v)[3];
+}
+
+/* Whether lists are laid out as list_items() reads them: checked on lists built here. */
+static int list_layout_ok(void) {
+    PyObject *objs[3] = {Py_None, T.empty_str, T.empty_bytes};
+    for (int len = 0; len <= 3; len++) {
+        PyObject *l = PyList_New(0);
+        if (!l) return 0;
+        for (int i = 0; i < len; i++) PyList_Append(l, objs[i]);
+        int ok = PyList_Size(l) == len && ((Py_ssize_t *)l)[2] == len;
+        for (int i = 0; ok && i < len; i++) ok = ((PyObject ***)l)[3][i] == objs[i];
+        Py_DecRef(l);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
 static int snap_same(Slot *s, PyObject *v, void *tp) {
-    if (s->snap != v || PyObject_Size(v) != s->snap_len) {
+    if (s->snap != v) return 0;
+    /* The very tuple (kept alive here): its items cannot have changed. */
+    if (tp == PyTuple_Type) return 1;
+    Py_ssize_t ln;
+    PyObject **items = tp == PyList_Type ? list_items(v, &ln) : NULL;
+    if (items || (list_direct && tp == PyList_Type))
+        return ln == s->snap_len && (ln == 0 || memcmp(items, s->snap_vals, sizeof(PyObject *) * (size_t)ln) == 0);
+    if (PyObject_Size(v) != s->snap_len) {
         PyErr_Clear();
         return 0;
     }
@@ -1729,8 +1862,11 @@ static int diff_value(Slot *s, PyObject *v, int *nchanged) {
         PyErr_Clear();
     }
     if (small) {
-        char num[32];
-        sb_put(&T.out, num, (size_t)snprintf(num, sizeof num, "\"%lld\"", x));
+        char num[32], *e = num + sizeof num - 1;
+        *e = '"';
+        char *b = dec(e, x);
+        *--b = '"';
+        sb_put(&T.out, b, (size_t)(e + 1 - b));
     } else if (tp == PyUnicode_Type && PyUnicode_GetLength(v) <= cfg.vc) {
         PyErr_Clear();
         PyObject *r = cut(srepr(v));
@@ -1759,10 +1895,14 @@ static int diff_value(Slot *s, PyObject *v, int *nchanged) {
         T.out.len = mark;
         return 0;
     }
-    char *nv = realloc(s->val, jlen ? jlen : 1);
-    if (!nv) out_of_memory();
-    memcpy(nv, T.out.p + jstart, jlen);
-    s->val = nv;
+    if (jlen > s->vcap || !s->val) {
+        size_t cap = jlen < 32 ? 32 : jlen;
+        char *nv = realloc(s->val, cap);
+        if (!nv) out_of_memory();
+        s->val = nv;
+        s->vcap = cap;
+    }
+    memcpy(s->val, T.out.p + jstart, jlen);
     s->vlen = jlen;
     s->has_val = 1;
     (*nchanged)++;
@@ -1798,6 +1938,9 @@ static int unwinding(CodeInfo *info, PyObject *frame, PyObject *arg) {
 }
 
 static const char *event_names[] = {"call", "exception", "line", "return"};
+static const char *event_heads[] = {"{\"event\":\"call\",", "{\"event\":\"exception\",", "{\"event\":\"line\",",
+                                    "{\"event\":\"return\","};
+static const size_t event_heads_len[] = {16, 21, 16, 18};
 
 /* The naive baseline (benchmarks only): plain repr and json.dumps of the whole event. */
 static PyObject *plain(PyObject *v) {
@@ -1883,9 +2026,7 @@ static void trace_event(FrameState *st, PyObject *frame, int what, PyObject *arg
         naive_event(st, frame, what, arg, lineno, n);
     } else {
         LinePair *lp = line_pair(info, lineno);
-        sb_puts(&T.out, "{\"event\":\"");
-        sb_puts(&T.out, event_names[what]);
-        sb_puts(&T.out, "\",");
+        sb_put(&T.out, event_heads[what], event_heads_len[what]);
         sb_put(&T.out, st->head, st->headlen);
         sb_put(&T.out, info->head, info->headlen);
         sb_put(&T.out, lp->a, lp->alen);
@@ -1894,11 +2035,11 @@ static void trace_event(FrameState *st, PyObject *frame, int what, PyObject *arg
         int same = n == st->nkeys && st->keys;
         for (Py_ssize_t i = 0; same && i < n; i++) same = same_name(T.sk[i], st->keys[i]);
         if (!same) rename_locals(st, T.sk, n);
-        sb_puts(&T.out, ",\"locals\":{");
+        sb_lit(&T.out, ",\"locals\":{");
         int nchanged = 0;
         for (Py_ssize_t i = 0; i < st->nslots; i++) diff_value(&st->slots[i], T.sv[st->kidx[i]], &nchanged);
         if (what == PyTrace_RETURN) {
-            sb_puts(&T.out, "},\"value\":");
+            sb_lit(&T.out, "},\"value\":");
             PyObject *r = render_top(arg);
             json_str(&T.out, r);
             Py_DecRef(r);
@@ -1906,17 +2047,17 @@ static void trace_event(FrameState *st, PyObject *frame, int what, PyObject *arg
         } else if (what == PyTrace_EXCEPTION) {
             PyObject *tp = PyTuple_GetItem(arg, 0), *val = PyTuple_GetItem(arg, 1);
             if (!tp || !val) fail("an exception event");
-            sb_puts(&T.out, "},\"value\":");
+            sb_lit(&T.out, "},\"value\":");
             PyObject *r = render_top(val);
             json_str(&T.out, r);
             Py_DecRef(r);
-            sb_puts(&T.out, ",\"exc_type\":");
+            sb_lit(&T.out, ",\"exc_type\":");
             PyObject *q = qualname(tp);
             json_str(&T.out, q);
             xdecref(q);
-            sb_puts(&T.out, "}\n");
+            sb_lit(&T.out, "}\n");
         } else {
-            sb_puts(&T.out, "}}\n");
+            sb_lit(&T.out, "}}\n");
         }
     }
     release_locals(n);
@@ -2118,6 +2259,13 @@ static int tracefunc(PyObject *obj, PyObject *frame, int what, PyObject *arg) {
     return 0;
 }
 
+/* A trace function (PyEval_SetTrace), not PEP 669's sys.monitoring, on every version:
+ * on 3.12+ a monitoring tool would receive line events without the trace function's frame
+ * bookkeeping, but its state is reachable from Python code without any audit event
+ * (sys.monitoring.set_events, set_local_events and free_tool_id raise none; only
+ * register_callback does), so traced code could switch the tracer's events off for a code
+ * object, run unseen lines, and switch them on again. The legacy trace function sits on tool
+ * ids sys.monitoring refuses to touch, and sys.settrace is audited. */
 static void start_tracing(void) {
     native_settrace = 1;
     PyEval_SetTrace(tracefunc, T.traceobj); /* what sys.gettrace() shows: a callable doing nothing */
@@ -2288,12 +2436,22 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
     }
     if (!(T.addresses = PyDict_New()) || !(T.slow = PyDict_New()) || !(T.keyj = PyDict_New()) ||
         !(T.file_is_target = PyDict_New()) || !(T.file_lines = PyDict_New()) || !(T.file_codes = PyDict_New()) ||
-        !(T.s_0x = PyUnicode_FromString("0x")) || !(T.empty_str = PyUnicode_FromString("")) ||
+        !(T.s_0x = PyUnicode_FromString("0x")) || !(T.s_items = PyUnicode_InternFromString("items")) || !(T.empty_str = PyUnicode_FromString("")) ||
         !(T.empty_bytes = PyBytes_FromStringAndSize("", 0)))
         return NULL;
+    list_direct = list_layout_ok();
+    PyErr_Clear();
     T.ballast = malloc(256 << 10);
     T.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     T.flush_at = CHUNK;
+    if (T.out.p) {
+        PyErr_SetString(PyExc_RuntimeError, "ndtrace: the tracer wrote before it was set up");
+        return NULL;
+    }
+    T.out.pre = 32; /* before any byte is written to T.out */
+    /* A pipe of a few chunks: the tracer runs on while the reader catches up (fewer context
+     * switches). Best effort: the pipe's owner may be over its quota of pipe buffers. */
+    fcntl(EVENTS_FD, F_SETPIPE_SZ, PIPE_BYTES);
     cfg.main_thread = PyThread_get_thread_ident();
     cfg.main_pid = getpid();
     T.timer_sig = SIGRTMAX - 1;

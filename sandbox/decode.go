@@ -150,8 +150,9 @@ type decoder struct {
 	// frame's locals changed shares the previous event's Locals slice: never modify one in place.
 	events []schemas.Event
 	// count is the number of events decoded; sink, when set, gets each one instead of events.
-	count int
-	sink  func(*schemas.Event)
+	count   int
+	sink    func(*schemas.Event)
+	scratch schemas.Event
 	// blocks are the top-level statement ranges of a call run's blocks record.
 	blocks []schemas.Block
 	// functions are the function records of a test run, each block once.
@@ -530,7 +531,9 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 		Unwind: w.Unwind}
 	d.count++
 	if d.sink != nil {
-		d.sink(&ev)
+		// (through a field: a pointer to ev would move every event to the heap)
+		d.scratch = ev
+		d.sink(&d.scratch)
 	} else {
 		d.events = append(d.events, ev)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndtrace/ndtrace/internal/gencorpus"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -78,20 +79,7 @@ func BenchmarkColdStart(b *testing.B) {
 // decoding included, for ndtrace's tracer and for the naive tracer that reprs every local at every
 // event.
 func BenchmarkTraceThroughput(b *testing.B) {
-	code := `def work(n):
-    total = 0
-    text = ''
-    items = []
-    for i in range(n):
-        total += i * i
-        text = str(i)
-        if i % 100 == 0:
-            items.append(text)
-    return total, len(items)
-
-def f(n):
-    return work(n)
-`
+	code := gencorpus.ListWorkload
 	for _, mode := range []struct {
 		name  string
 		naive bool
@@ -136,30 +124,8 @@ func median(d []time.Duration) time.Duration {
 // tracer (plain repr of every local and json.dumps of every event) is measured alongside.
 func BenchmarkTracerCPU(b *testing.B) {
 	workloads := []struct{ name, code, call string }{
-		{"loop", `def f(n):
-    total = 0
-    for i in range(n):
-        x = i * i
-        if x % 3 == 0:
-            total += x
-        else:
-            total -= 1
-    return total
-`, "f(60000)"},
-		{"list", `def work(n):
-    total = 0
-    text = ''
-    items = []
-    for i in range(n):
-        total += i * i
-        text = str(i)
-        if i % 100 == 0:
-            items.append(text)
-    return total, len(items)
-
-def f(n):
-    return work(n)
-`, "f(50000)"},
+		{"loop", gencorpus.LoopWorkload, "f(60000)"},
+		{"list", gencorpus.ListWorkload, "f(50000)"},
 	}
 	for _, w := range workloads {
 		for _, mode := range []struct {

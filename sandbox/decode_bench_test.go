@@ -8,22 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndtrace/ndtrace/internal/gencorpus"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // recordedWorkloads are the programs whose real events streams BenchmarkDecodeRecorded decodes.
 var recordedWorkloads = []struct{ name, code, call string }{
 	// The issue's CPU-bound call: a long trace of one frame with four small locals.
-	{"loop", `def f(n):
-    total = 0
-    for i in range(n):
-        x = i * i
-        if x % 3 == 0:
-            total += x
-        else:
-            total -= 1
-    return total
-`, "f(60000)"},
+	{"loop", gencorpus.LoopWorkload, "f(60000)"},
 	// Many short calls, strings, a growing list kept small, an exception per call.
 	{"calls", `def helper(s, k):
     out = s.upper() + "<" + str(k) + ">"

@@ -190,16 +190,7 @@ func peakRSS() int64 {
 
 // traceCLIWorkload is BenchmarkTraceCLI's program: a CPU-bound call with a long trace (f(60000):
 // 240,005 events) and no growing container, so that the naive tracer is not quadratic.
-const traceCLIWorkload = `def f(n):
-    total = 0
-    for i in range(n):
-        x = i * i
-        if x % 3 == 0:
-            total += x
-        else:
-            total -= 1
-    return total
-`
+const traceCLIWorkload = gencorpus.LoopWorkload
 
 // naiveTracer is BenchmarkTraceCLI's baseline, our own code run outside any sandbox: sys.settrace,
 // every local repr'd at every event, one JSON line per event through json.dumps.

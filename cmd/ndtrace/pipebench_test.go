@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/internal/gencorpus"
 )
 
 // benchBinary builds ndtrace from this checkout once per test binary and returns its path.
@@ -56,16 +57,7 @@ func runBinary(b *testing.B, args ...string) (time.Duration, int64) {
 }
 
 // bigCallSource is a CPU-bound function whose call f(76000) makes about 305,000 trace events.
-const bigCallSource = `def f(n):
-    total = 0
-    for i in range(n):
-        x = i * i
-        if x % 3 == 0:
-            total += x
-        else:
-            total -= 1
-    return total
-`
+const bigCallSource = gencorpus.LoopWorkload
 
 // BenchmarkPipelinePeakRSS runs one CPU-bound call of about 305,000 events (issue 14) through the
 // whole pipeline (`ndtrace run --spec`, built from this checkout, as a child process: embedded

@@ -93,28 +93,40 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer sb.Close()
-	res, err := sb.Run(ctx, sandbox.Request{Code: src, Filename: filepath.Base(cf.code), Call: call, Seed: seed})
+	// The events are written as they are decoded, while the code still runs: encoded by hand into
+	// one reused buffer (the bytes of encoding/json, see schemas.Event.AppendJSON) and written in
+	// large writes (one write per event made the kernel, not the encoder, the cost of a long
+	// trace). The decoder calls Events from its own goroutine; Run returns after its last call.
+	w := bufio.NewWriterSize(stdout, traceWriteBuf)
+	var (
+		line   []byte
+		werr   error
+		events int
+	)
+	res, err := sb.Run(ctx, sandbox.Request{Code: src, Filename: filepath.Base(cf.code), Call: call, Seed: seed,
+		Events: func(ev *schemas.Event) {
+			events++
+			if werr == nil {
+				line = ev.AppendJSON(line[:0])
+				_, werr = w.Write(line)
+			}
+		}})
 	if err != nil {
 		return err
 	}
-	if res.Status == schemas.StatusInvalid {
-		return usagef("%s: %s", cf.code, res.Detail)
+	if werr != nil {
+		return fmt.Errorf("write: %w", werr)
 	}
-	// The events are encoded by hand into one reused buffer (the bytes of encoding/json, see
-	// schemas.Event.AppendJSON) and written in large writes: one write per event made the
-	// kernel, not the encoder, the cost of a long trace.
-	w := bufio.NewWriterSize(stdout, traceWriteBuf)
-	var line []byte
-	for i := range res.Events {
-		line = res.Events[i].AppendJSON(line[:0])
-		if _, err := w.Write(line); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
+	if res.Status == schemas.StatusInvalid {
+		// (Code that does not compile has no events; a call refused after it ran, such as one
+		// that returns a coroutine, has printed its events.)
+		w.Flush()
+		return usagef("%s: %s", cf.code, res.Detail)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(traceSummary{Status: res.Status, Detail: res.Detail, Value: res.Value, ExcType: res.ExcType,
-		ExcMessage: res.ExcMessage, Events: len(res.Events), TraceBytes: res.TraceBytes,
+		ExcMessage: res.ExcMessage, Events: events, TraceBytes: res.TraceBytes,
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes, WallMS: res.Wall.Milliseconds(),
 		CPUMS: res.CPU.Milliseconds()}); err != nil {
 		return fmt.Errorf("write: %w", err)

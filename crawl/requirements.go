@@ -13,7 +13,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/ndtrace/ndtrace/pyreq"
+	"github.com/ndtrace/ndtrace/crawl/pyreq"
 )
 
 // TestGroups are the optional-dependency groups (extras) read besides a project's dependencies:

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
-	"github.com/ndtrace/ndtrace/pyenv"
-	"github.com/ndtrace/ndtrace/pyreq"
+	"github.com/ndtrace/ndtrace/crawl/pyreq"
+	"github.com/ndtrace/ndtrace/sandbox/pyenv"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 

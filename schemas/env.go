@@ -10,7 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ndtrace/ndtrace/pyreq"
+	"github.com/ndtrace/ndtrace/crawl/pyreq"
 )
 
 // EnvFromRepository is the value of a repository source's env that reads the dependencies from

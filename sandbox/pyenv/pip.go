@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ndtrace/ndtrace/pyreq"
+	"github.com/ndtrace/ndtrace/crawl/pyreq"
 )
 
 // PyInfo is what of the interpreter changes what is installed.

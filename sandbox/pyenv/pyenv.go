@@ -33,7 +33,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ndtrace/ndtrace/pyreq"
+	"github.com/ndtrace/ndtrace/crawl/pyreq"
 	"github.com/ndtrace/ndtrace/store"
 )
 

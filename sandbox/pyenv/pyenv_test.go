@@ -16,8 +16,8 @@ import (
 
 	_ "gocloud.dev/blob/memblob"
 
+	"github.com/ndtrace/ndtrace/crawl/pyreq"
 	"github.com/ndtrace/ndtrace/internal/testwheels"
-	"github.com/ndtrace/ndtrace/pyreq"
 	"github.com/ndtrace/ndtrace/store"
 )
 

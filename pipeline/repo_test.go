@@ -150,3 +150,28 @@ func TestNeutralisedClass(t *testing.T) {
 		}
 	}
 }
+
+// TestYieldClass: the stage a repository without rows stopped at, from its reject.
+func TestYieldClass(t *testing.T) {
+	for _, tc := range []struct {
+		class  schemas.RejectClass
+		reason string
+		want   string
+	}{
+		{schemas.RejectRepository, "checkout: symlink escapes checkout", YieldCheckout},
+		{schemas.RejectRepository, "import layout: bad toml", YieldLayout},
+		{repoRejectClass(envReason + "pip: ERROR: no matching distribution"), envReason + "pip: ERROR", YieldEnvironment},
+		{schemas.RejectRepository, "venv: not a virtualenv", YieldMounts},
+		{schemas.RejectRepository, "missing module hypothesis", YieldMissing},
+		{schemas.RejectRepository, "test collection failed: exception: x", YieldCollection},
+		{schemas.RejectRepository, "no tests found", YieldNoTests},
+		{schemas.RejectRepository, "something new", YieldOther},
+		{schemas.RejectNoTrajectory, "no test gave a trajectory", YieldNoTrajectory},
+		{schemas.RejectPoison, "poison: killed", YieldPoison},
+		{schemas.RejectBatchFailed, "batch x failed", YieldBatchFailed},
+	} {
+		if got := yieldClass(schemas.Reject{Class: tc.class, Reason: tc.reason}); got != tc.want {
+			t.Errorf("yieldClass(%s, %q) = %q, want %q", tc.class, tc.reason, got, tc.want)
+		}
+	}
+}

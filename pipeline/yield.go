@@ -59,12 +59,14 @@ func yieldClass(r schemas.Reject) string {
 		return YieldBatchFailed
 	case schemas.RejectNoTrajectory:
 		return YieldNoTrajectory
+	case schemas.RejectEnvironment:
+		return YieldEnvironment
 	case schemas.RejectRepository:
 	default:
 		return YieldOther
 	}
 	for _, p := range []struct{ prefix, class string }{
-		{"checkout:", YieldCheckout}, {"import layout:", YieldLayout}, {"environment:", YieldEnvironment},
+		{"checkout:", YieldCheckout}, {"import layout:", YieldLayout},
 		{"venv:", YieldMounts}, {"python_path:", YieldMounts}, {"sandbox with", YieldMounts},
 		{"missing module", YieldMissing}, {"test collection failed", YieldCollection},
 		{"no tests collected", YieldCollection}, {"no tests found", YieldNoTests},

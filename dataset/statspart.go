@@ -543,17 +543,22 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 		}
 		srcs = append(srcs, SourceStats{Level: ps.Level, Source: ps.Source, RowCounts: rc, InputCounts: newInputCounts()})
 	}
+	// source returns the index in srcs of the source named name, added without rows if absent.
+	source := func(name string) int {
+		k, ok := bySource[name]
+		if !ok {
+			k = len(srcs)
+			bySource[name] = k
+			srcs = append(srcs, SourceStats{Source: name, RowCounts: newRowCounts(), InputCounts: newInputCounts()})
+		}
+		return k
+	}
 	dsInputs := newInputCounts()
 	classes := map[string]*RejectClass{}
 	if p.HaveRejects {
 		for i := range p.Rejects {
 			pr := &p.Rejects[i]
-			k, ok := bySource[pr.Source]
-			if !ok {
-				k = len(srcs)
-				bySource[pr.Source] = k
-				srcs = append(srcs, SourceStats{Source: pr.Source, RowCounts: newRowCounts(), InputCounts: newInputCounts()})
-			}
+			k := source(pr.Source)
 			pr.countInto(&srcs[k].InputCounts)
 			pr.countInto(&dsInputs)
 		}
@@ -564,12 +569,7 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 	var total *Yield
 	for i := range p.Yields {
 		py := &p.Yields[i]
-		k, ok := bySource[py.Source]
-		if !ok {
-			k = len(srcs)
-			bySource[py.Source] = k
-			srcs = append(srcs, SourceStats{Source: py.Source, RowCounts: newRowCounts(), InputCounts: newInputCounts()})
-		}
+		k := source(py.Source)
 		y := py.Yield.clone()
 		srcs[k].Yield = &y
 		if total == nil {

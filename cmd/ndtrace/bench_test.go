@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,16 +104,7 @@ func BenchmarkRepositories(b *testing.B) {
 // benchManifest reads the manifest of the dataset at url.
 func benchManifest(b *testing.B, url string) *dataset.Manifest {
 	b.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, m := openHead(b, url)
 	return m
 }
 

@@ -196,15 +196,7 @@ func TestRunDedupAgainst(t *testing.T) {
 func readRejects(t *testing.T, url string) string {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, m := openHead(t, url)
 	var b strings.Builder
 	if _, err := dataset.EachReject(ctx, st, m, func(r schemas.Reject) error {
 		line, err := json.Marshal(r)
@@ -222,15 +214,7 @@ func readRejects(t *testing.T, url string) string {
 func checkMergedStats(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, m := openHead(t, url)
 	if m.Stats == nil {
 		t.Fatal("the manifest references no statistics")
 	}
@@ -249,9 +233,6 @@ func checkMergedStats(t *testing.T, url string) {
 	}
 }
 
-// TestRunImportLayouts traces repositories whose packages are not at the top level (a src layout
-// declared in pyproject.toml, a lib folder declared in setup.cfg): their tests import the package
-// as after an editable install, so both give repository-level rows and no reject.
 // TestRunRepositoryShapes traces repositories shaped as real ones are: src/ and declared package
 // layouts, tests that write next to their code. Every test passes as it does natively.
 func TestRunRepositoryShapes(t *testing.T) {
@@ -419,11 +400,7 @@ func runRepoList(t *testing.T, name string, lines []string, sourceYAML, extraYAM
 func repositoryRows(t *testing.T, out string, m *dataset.Manifest) []schemas.Row {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, out)
 	var rows []schemas.Row
 	for _, s := range m.Shards {
 		rs, err := dataset.ReadRows(ctx, st, s.Path, -1)

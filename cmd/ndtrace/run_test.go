@@ -29,6 +29,28 @@ func writeSpec(t *testing.T, dir, body string) string {
 	return p
 }
 
+// openStore opens the store at url for a test; it closes when the test ends.
+func openStore(tb testing.TB, url string) *store.Store {
+	tb.Helper()
+	st, err := store.Open(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return st
+}
+
+// openHead opens the dataset at url (see openStore) and reads its head manifest.
+func openHead(tb testing.TB, url string) (*store.Store, *dataset.Manifest) {
+	tb.Helper()
+	st := openStore(tb, url)
+	m, err := dataset.ReadManifest(context.Background(), st)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st, m
+}
+
 // checkDataset validates a dataset and returns its manifest, with its shard index resolved into
 // Shards (and Packing.Shards), and every row id.
 func checkDataset(t *testing.T, url string) (*dataset.Manifest, []string) {

@@ -115,15 +115,7 @@ func writeStatsCLIDataset(t *testing.T, dir, name string, scale int) string {
 func writeStoredStats(t *testing.T, path string, edit func(*dataset.Stats)) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, m := openHead(t, path)
 	stats, err := dataset.ComputeStats(ctx, st, m)
 	if err != nil {
 		t.Fatal(err)

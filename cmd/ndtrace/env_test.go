@@ -121,4 +121,12 @@ created_at: 2026-11-22T00:00:00Z
 	if entries, _ := filepath.Glob(filepath.Join(envs, "*", "lib", "python3.*", "site-packages", "fixture_a")); len(entries) != 1 {
 		t.Errorf("extracted environments: %v", entries)
 	}
+	// The yield report says where the two rejected repositories stopped.
+	stats, _, err := loadDatasetStats(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y := stats.Repositories; y == nil || y.Repositories != 3 || y.WithRows != 1 || y.RejectedByClass["environment"] != 2 {
+		t.Errorf("repositories' yield %+v", y)
+	}
 }

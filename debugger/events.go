@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -232,9 +233,20 @@ func (t *Trace) Events() []schemas.Event {
 // traceJSON is the stored form of a Trace: its strings, and per event the integers kind, flags,
 // frame, lineno, depth, func, file, src, value, exc_type, the number of pairs and the pairs.
 type traceJSON struct {
-	V    int             `json:"v"`
-	Strs []string        `json:"strs"`
-	Evs  json.RawMessage `json:"evs"`
+	V    int          `json:"v"`
+	Strs []string     `json:"strs"`
+	Evs  borrowedJSON `json:"evs"`
+}
+
+// borrowedJSON is a JSON value kept as the slice of the input it was decoded from, not copied: it
+// is read only while that input is alive (inside Trace.UnmarshalJSON), and it is most of a trace's
+// stored bytes.
+type borrowedJSON []byte
+
+// UnmarshalJSON keeps data itself.
+func (b *borrowedJSON) UnmarshalJSON(data []byte) error {
+	*b = data
+	return nil
 }
 
 // traceFormat is the version of the stored form.
@@ -242,11 +254,17 @@ const traceFormat = 1
 
 // MarshalJSON writes t compactly (see traceJSON).
 func (t *Trace) MarshalJSON() ([]byte, error) {
+	return t.AppendJSON(nil)
+}
+
+// AppendJSON appends what MarshalJSON writes to b, so that a caller writing many traces into one
+// buffer (a stored chunk of traces) copies each trace's form once.
+func (t *Trace) AppendJSON(b []byte) ([]byte, error) {
 	strs, err := json.Marshal(t.strs)
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(strs)+64+len(t.evs)*32+len(t.pairs)*5)
+	b = slices.Grow(b, len(strs)+64+len(t.evs)*32+len(t.pairs)*5)
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, traceFormat, 10)
 	b = append(b, `,"strs":`...)

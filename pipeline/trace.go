@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -213,17 +212,41 @@ func chunks(n int) int { return (n + TraceChunk - 1) / TraceChunk }
 // writeChunk stores traced items as one chunk: JSON Lines, one item a line. The first write of a
 // chunk wins (a retry that traced again finds it).
 func writeChunk(ctx context.Context, s *store.Store, key string, items []TracedItem) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	var buf []byte
 	for _, t := range items {
-		if err := enc.Encode(t); err != nil {
+		var err error
+		if buf, err = appendTracedItem(buf, t); err != nil {
 			return fmt.Errorf("encode traces of %s: %w", t.Item.Key, err)
 		}
 	}
-	if _, err := s.PutFirst(ctx, key, buf.Bytes(), "application/jsonl"); err != nil {
+	if _, err := s.PutFirst(ctx, key, buf, "application/jsonl"); err != nil {
 		return fmt.Errorf("store traces: %w", err)
 	}
 	return nil
+}
+
+// appendTracedItem appends t to b as one JSON line. The compact trace, most of the line, is
+// appended in place (debugger.Trace.AppendJSON) rather than marshalled, then checked and copied
+// again by encoding/json as a json.Marshaler's output would be.
+func appendTracedItem(b []byte, t TracedItem) ([]byte, error) {
+	tr := t.Trace
+	t.Trace = nil
+	rest, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	if tr == nil {
+		return append(append(b, rest...), '\n'), nil
+	}
+	b = append(b, rest[:len(rest)-1]...) // without its closing brace
+	if len(rest) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, `"trace":`...)
+	if b, err = tr.AppendJSON(b); err != nil {
+		return nil, err
+	}
+	return append(b, '}', '\n'), nil
 }
 
 // readChunk reads one stored chunk of traces.

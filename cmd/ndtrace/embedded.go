@@ -106,9 +106,7 @@ func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedSe
 			primitives.FrontendService: hp(ports[0]), primitives.HistoryService: hp(ports[1]),
 			primitives.MatchingService: hp(ports[2]), primitives.WorkerService: hp(ports[3])}),
 		temporal.WithLogger(log.NewNoopLogger()),
-		temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
-			dynamicconfig.EnableServerVersionCheck.Key(): []dynamicconfig.ConstrainedValue{{Value: false}},
-		}),
+		temporal.WithDynamicConfigClient(embeddedDynamicConfig()),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("temporal server: %w", err)
@@ -117,6 +115,34 @@ func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedSe
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
 	return &embeddedServer{srv: srv, addr: fe}, nil
+}
+
+// embeddedTaskWorkers is the number of goroutines each of the embedded server's history task
+// schedulers runs. The server's defaults (512 for each of timer, transfer, visibility, archival and
+// replication tasks, 128 for low-priority replication) are sized for a cluster's history hosts and
+// cost one machine about 2,900 idle goroutines and 16 MiB of stacks; one machine's workers dispatch
+// far fewer tasks at once than this.
+const embeddedTaskWorkers = 16
+
+// embeddedDynamicConfig is the embedded server's dynamic configuration: no version check (no
+// network), and task schedulers and task queues sized for one machine.
+func embeddedDynamicConfig() dynamicconfig.StaticClient {
+	v := func(x any) []dynamicconfig.ConstrainedValue { return []dynamicconfig.ConstrainedValue{{Value: x}} }
+	return dynamicconfig.StaticClient{
+		dynamicconfig.EnableServerVersionCheck.Key():                            v(false),
+		dynamicconfig.TimerProcessorSchedulerWorkerCount.Key():                  v(embeddedTaskWorkers),
+		dynamicconfig.MemoryTimerProcessorSchedulerWorkerCount.Key():            v(embeddedTaskWorkers),
+		dynamicconfig.TransferProcessorSchedulerWorkerCount.Key():               v(embeddedTaskWorkers),
+		dynamicconfig.VisibilityProcessorSchedulerWorkerCount.Key():             v(embeddedTaskWorkers),
+		dynamicconfig.ArchivalProcessorSchedulerWorkerCount.Key():               v(embeddedTaskWorkers),
+		dynamicconfig.ReplicationProcessorSchedulerWorkerCount.Key():            v(1),
+		dynamicconfig.ReplicationLowPriorityProcessorSchedulerWorkerCount.Key(): v(1),
+		// One partition per task queue: partitions spread a busy queue over matching hosts, and
+		// one machine has one. Each loaded partition costs goroutines for its reader, writer,
+		// sync and metrics loops.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  v(1),
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): v(1),
+	}
 }
 
 func (e *embeddedServer) Addr() string { return e.addr }

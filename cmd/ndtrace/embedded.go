@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,6 +19,10 @@ import (
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
 )
 
 // embeddedAvailable reports whether this binary carries the embedded Temporal server (builds with
@@ -41,7 +46,18 @@ type embeddedServer struct {
 // the executable to name its SDK worker) and a second at stop (the frontend waits out its long
 // polls), which a server that lives for one in-memory run never needs.
 func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedServer, error) {
+	return startEmbeddedOn("127.0.0.1", dbFile, namespace, system, port)
+}
+
+// startEmbeddedOn is startEmbedded with the frontend listening on ip (an address of this machine,
+// or 0.0.0.0 / :: for all of them); the history, matching and worker services, which only the
+// frontend and each other call, stay on 127.0.0.1.
+func startEmbeddedOn(ip, dbFile, namespace string, system bool, port int) (*embeddedServer, error) {
 	const host = "127.0.0.1"
+	if net.ParseIP(ip) == nil {
+		return nil, fmt.Errorf("temporal frontend: %q is not an IP address", ip)
+	}
+	feIP, feHost := ip, dialHost(ip) // where the frontend listens, and where this machine reaches it
 	sql := &config.SQL{PluginName: sqliteplugin.PluginName, ConnectAttributes: map[string]string{}}
 	if dbFile == "" {
 		sql.DatabaseName = fmt.Sprintf("ndtrace-%d", time.Now().UnixNano())
@@ -71,8 +87,8 @@ func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedSe
 		ports[i] = p
 	}
 	svc := func(p int) config.Service { return config.Service{RPC: config.RPC{GRPCPort: p, BindOnIP: host}} }
-	hp := func(p int) static.Hosts { return static.SingleLocalHost(fmt.Sprintf("%s:%d", host, p)) }
-	fe := fmt.Sprintf("%s:%d", host, ports[0])
+	hp := func(p int) static.Hosts { return static.SingleLocalHost(net.JoinHostPort(host, fmt.Sprint(p))) }
+	fe := net.JoinHostPort(feHost, fmt.Sprint(ports[0]))
 	cfg := &config.Config{
 		Global: config.Global{Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host}},
 		Persistence: config.Persistence{DefaultStore: "sqlite", VisibilityStore: "sqlite", NumHistoryShards: 1,
@@ -80,7 +96,7 @@ func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedSe
 		ClusterMetadata: &cluster.Config{FailoverVersionIncrement: 10, MasterClusterName: "active", CurrentClusterName: "active",
 			ClusterInformation: map[string]cluster.ClusterInformation{"active": {Enabled: true, InitialFailoverVersion: 1, RPCAddress: fe}}},
 		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
-		Services: map[string]config.Service{"frontend": svc(ports[0]), "history": svc(ports[1]),
+		Services: map[string]config.Service{"frontend": {RPC: config.RPC{GRPCPort: ports[0], BindOnIP: feIP}}, "history": svc(ports[1]),
 			"matching": svc(ports[2]), "worker": svc(ports[3])},
 		Archival: config.Archival{History: config.HistoryArchival{State: "disabled"}, Visibility: config.VisibilityArchival{State: "disabled"}},
 		NamespaceDefaults: config.NamespaceDefaults{Archival: config.ArchivalNamespaceDefaults{
@@ -103,7 +119,7 @@ func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedSe
 		temporal.WithConfig(cfg),
 		temporal.ForServices(services),
 		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
-			primitives.FrontendService: hp(ports[0]), primitives.HistoryService: hp(ports[1]),
+			primitives.FrontendService: static.SingleLocalHost(fe), primitives.HistoryService: hp(ports[1]),
 			primitives.MatchingService: hp(ports[2]), primitives.WorkerService: hp(ports[3])}),
 		temporal.WithLogger(log.NewNoopLogger()),
 		temporal.WithDynamicConfigClient(embeddedDynamicConfig()),
@@ -147,6 +163,51 @@ func embeddedDynamicConfig() dynamicconfig.StaticClient {
 
 func (e *embeddedServer) Addr() string { return e.addr }
 func (e *embeddedServer) Stop()        { _ = e.srv.Stop() }
+
+// startWebUI serves Temporal's Web UI (the ui-server module with its embedded assets) on
+// http://ip:port/ for the frontend at frontend, opening on namespace. The UI makes no calls of its
+// own beyond the frontend: no news feed, no version check. It returns once the UI answers; stop
+// closes it.
+func startWebUI(ip string, port int, frontend, namespace string) (stop func(), err error) {
+	addr := net.JoinHostPort(ip, fmt.Sprint(port))
+	// The UI server exits the process when it cannot listen: find out first.
+	if err := portFree(addr); err != nil {
+		return nil, err
+	}
+	s := uiserver.NewServer(uioptions.WithConfigProvider(&uiconfig.Config{
+		Host: ip, Port: port, TemporalGRPCAddress: frontend, DefaultNamespace: namespace,
+		EnableUI: true, HideLogs: true, DisableNewsFetch: true,
+		// Plain HTTP on this machine: the CSRF cookie must not require HTTPS.
+		CORS: uiconfig.CORS{CookieInsecure: true},
+		// The UI reads its config at every request; nothing here changes.
+		RefreshInterval: time.Hour,
+	}))
+	done := make(chan error, 1)
+	go func() { done <- s.Start() }()
+	health := "http://" + net.JoinHostPort(dialHost(ip), fmt.Sprint(port)) + "/healthz"
+	hc := &http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := hc.Get(health); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			return nil, fmt.Errorf("temporal web UI on %s: stopped at start: %v", addr, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("temporal web UI on %s: no answer at %s after 30s", addr, health)
+		}
+	}
+	return func() {
+		s.Stop()
+		<-done
+	}, nil
+}
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -35,6 +35,7 @@ var commands = map[string]command{
 	"prompts":  {"build evaluation prompts (CruxEval input/output prediction, next-state sets)", runPrompts},
 	"run":      {"produce a dataset end to end (embedded Temporal by default; built-in examples without --spec)", runRun},
 	"worker":   {"run a worker for a Temporal cluster (scale out by starting more)", runWorker},
+	"server":   {"run a persistent Temporal server for this machine (SQLite) with its Web UI; --worker also runs a worker", runServer},
 	"submit":   {"start a dataset workflow on a cluster and print its ID", runSubmit},
 	"status":   {"show a dataset workflow's progress or result (from its memo when no worker runs)", runStatus},
 	"cancel":   {"cancel a dataset workflow and its batches in flight", runCancel},

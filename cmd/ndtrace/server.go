@@ -83,6 +83,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer srv.Stop()
 	fmt.Fprintf(stdout, "Temporal server at %s, namespace %s, state in %s\n", srv.Addr(), namespace, db)
+	if dialHost(ip) != ip {
+		fmt.Fprintf(stdout, "listening on every address of this machine (--ip %s), without authentication\n", ip)
+	}
 	if !headless {
 		stopUI, err := startWebUI(ip, uiPort, srv.Addr(), namespace)
 		if err != nil {

@@ -222,3 +222,10 @@ func TestServerFlags(t *testing.T) {
 		})
 	}
 }
+
+func TestDefaultServerDB(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "/var/cache/someone")
+	if got, want := defaultServerDB(), "/var/cache/someone/ndtrace/temporal.db"; got != want {
+		t.Errorf("defaultServerDB() = %s, want %s", got, want)
+	}
+}

@@ -28,6 +28,9 @@ type BPE struct {
 	// special or added tokens, and the grammar's special tokens.
 	text  []string
 	cache pieceCache
+	// sp, when set, is a SentencePiece-style pipeline (sentencepiece.go) that replaces normalize,
+	// next, split and model.
+	sp *sentencePiece
 }
 
 // maxCachedPiece is the longest piece, in bytes, whose ids are cached.
@@ -50,6 +53,9 @@ func (t *BPE) SpecialID(token string) (int32, bool) {
 // Normalize returns text as the tokenizer sees it before splitting: its tokenizer.json normalizer
 // applied (Qwen's NFC, for example), or text itself. Decode(EncodeOrdinary(x)) == Normalize(x).
 func (t *BPE) Normalize(text string) string {
+	if t.sp != nil {
+		return t.sp.normalizeText(text)
+	}
 	if t.normalize == nil {
 		return text
 	}
@@ -64,6 +70,9 @@ func (t *BPE) EncodeOrdinary(text string) []int32 {
 
 // AppendOrdinary appends the ids of text to dst, as EncodeOrdinary, and returns the extended slice.
 func (t *BPE) AppendOrdinary(dst []int32, text string) []int32 {
+	if t.sp != nil {
+		return t.appendSentencePiece(dst, text)
+	}
 	if t.normalize != nil {
 		text = t.normalize(text)
 	}
@@ -121,8 +130,16 @@ func (t *BPE) Decode(ids []int32) (string, error) {
 	}
 	var b strings.Builder
 	b.Grow(n)
+	start := true // at the start of a segment (see sentencePiece.stripLead)
 	for _, id := range ids {
-		b.WriteString(t.text[id])
+		s := t.text[id]
+		if t.sp != nil {
+			if start && t.sp.stripLead && !t.sp.segStart[id] {
+				s = strings.TrimPrefix(s, " ")
+			}
+			start = t.sp.segStart[id]
+		}
+		b.WriteString(s)
 	}
 	s := b.String()
 	if !utf8.ValidString(s) {

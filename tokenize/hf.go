@@ -88,8 +88,12 @@ type hfModel struct {
 	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
 	ByteFallback            bool              `json:"byte_fallback"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
-	Vocab                   map[string]int64  `json:"vocab"`
+	RawVocab                json.RawMessage   `json:"vocab"`
 	Merges                  []json.RawMessage `json:"merges"`
+	UnkToken                *string           `json:"unk_token"`
+	UnkID                   *int64            `json:"unk_id"`
+	// Vocab is RawVocab as token → id, for BPE models.
+	Vocab map[string]int64 `json:"-"`
 }
 
 // hfComponent is a normalizer, pre-tokenizer or decoder: a type and its settings.
@@ -106,6 +110,14 @@ type hfComponent struct {
 		Regex  *string `json:"Regex"`
 		String *string `json:"String"`
 	} `json:"pattern"`
+	// Metaspace, Replace, Prepend and Strip settings (sentencepiece.go).
+	Replacement   *string `json:"replacement"`
+	PrependScheme *string `json:"prepend_scheme"`
+	Split         *bool   `json:"split"`
+	Content       *string `json:"content"`
+	Prepend       *string `json:"prepend"`
+	Start         int     `json:"start"`
+	Stop          int     `json:"stop"`
 }
 
 // specialAssigner gives the grammar's special tokens their ids. added maps the file's added tokens
@@ -142,6 +154,13 @@ func parseHF(data []byte, name string, assign specialAssigner) (*BPE, error) {
 	}
 	t := &BPE{name: name}
 	var err error
+	var ordinary map[int32]bool
+	if sentencePieceStyle(&f) {
+		if ordinary, err = t.buildSentencePiece(&f); err != nil {
+			return nil, err
+		}
+		return t.addTokens(&f, ordinary, assign)
+	}
 	if t.normalize, err = hfNormalizer(f.Normalizer); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
@@ -152,10 +171,15 @@ func parseHF(data []byte, name string, assign specialAssigner) (*BPE, error) {
 	if err := hfDecoder(f.Decoder); err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
-	ordinary, err := t.buildModel(f.Model)
-	if err != nil {
+	if ordinary, err = t.buildModel(f.Model); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	return t.addTokens(&f, ordinary, assign)
+}
+
+// addTokens reads the added tokens and gives the grammar's special tokens their ids.
+func (t *BPE) addTokens(f *hfFile, ordinary map[int32]bool, assign specialAssigner) (*BPE, error) {
+	var err error
 	added := make(map[string]int32, len(f.AddedTokens))
 	for i, a := range f.AddedTokens {
 		if a.ID == nil || *a.ID < 0 || *a.ID >= maxVocab {
@@ -181,6 +205,12 @@ func parseHF(data []byte, name string, assign specialAssigner) (*BPE, error) {
 		}
 		t.text = growText(t.text, int(id)+1)
 		t.text[id] = tok
+	}
+	if t.sp != nil {
+		t.sp.segStart = make(map[int32]bool, len(t.special))
+		for _, id := range t.special {
+			t.sp.segStart[id] = true
+		}
 	}
 	return t, nil
 }
@@ -244,6 +274,11 @@ func (t *BPE) buildModel(m *hfModel) (map[int32]bool, error) {
 		return nil, fmt.Errorf("%w: model.end_of_word_suffix %q", ErrUnsupported, *m.EndOfWordSuffix)
 	case m.ByteFallback:
 		return nil, fmt.Errorf("%w: model.byte_fallback (SentencePiece-style BPE)", ErrUnsupported)
+	}
+	if err := m.bpeVocab(); err != nil {
+		return nil, err
+	}
+	switch {
 	case len(m.Vocab) == 0:
 		return nil, errors.New("empty vocab")
 	}
@@ -314,6 +349,17 @@ func (t *BPE) buildModel(m *hfModel) (map[int32]bool, error) {
 		t.model.whole = raw
 	}
 	return ordinary, nil
+}
+
+// bpeVocab decodes the vocab of a BPE model, token → id.
+func (m *hfModel) bpeVocab() error {
+	if isNull(m.RawVocab) {
+		return errors.New("no vocab")
+	}
+	if err := json.Unmarshal(m.RawVocab, &m.Vocab); err != nil {
+		return fmt.Errorf("vocab: %w", err)
+	}
+	return nil
 }
 
 // parseMerge reads a merge: "a b" or ["a", "b"].

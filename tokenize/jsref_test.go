@@ -363,3 +363,89 @@ func BenchmarkEncode(b *testing.B) {
 		}
 	}
 }
+
+// spStyles are the synthetic SentencePiece-style files TestJSReferenceSentencePiece builds
+// (tokenize.SentencePieceTokenizerJSON), by the name ref.mjs is given them.
+var spStyles = []struct {
+	name string
+	opts tokenize.SPOptions
+}{
+	{"sp-llama2", tokenize.SPOptions{Style: "llama2", Merges: 400}},
+	{"sp-llama2-pairs", tokenize.SPOptions{Style: "llama2", Merges: 400, PairMerges: true}},
+	{"sp-mistral", tokenize.SPOptions{Style: "mistral", Merges: 400}},
+	{"sp-gemma", tokenize.SPOptions{Style: "gemma", Merges: 400}},
+	{"sp-unigram", tokenize.SPOptions{Style: "unigram", Merges: 400}},
+}
+
+// TestJSReferenceSentencePiece compares the SentencePiece-style tokenizers with Hugging Face's
+// JavaScript port, npm @huggingface/tokenizers (the tokenizer core of transformers.js), on tokenizer.json
+// files the test writes: Llama 2 style (BPE with byte_fallback, Prepend and Replace normalizers; once
+// with "a b" merges, once with [a, b] pairs), Mistral style (Metaspace, prepend_scheme first), Gemma
+// style (Replace normalizer only) and Unigram (Metaspace, byte_fallback). The texts are the ordinary
+// segments of the 1600 CruxEval trajectories and 2000 random Unicode texts; the ids of every text
+// must be identical. The BPE files hold only ASCII characters, so every other character takes the
+// byte fallback. The Unigram file holds every character of the texts: the JavaScript Unigram has no
+// byte fallback (it gives <unk>, Hugging Face's Rust tokenizers and this package the bytes).
+func TestJSReferenceSentencePiece(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: needs npm ci and the sandbox")
+	}
+	dir := jsRefDir(t)
+	var texts []string
+	for _, text := range cruxTrajectories(t) {
+		texts = append(texts, segments(text)...)
+	}
+	nCrux := len(texts)
+	r := rand.New(rand.NewPCG(2, 2))
+	for i := 0; i < 2000; i++ {
+		texts = append(texts, tokenizertest.RandomText(r, 1+r.IntN(100)))
+	}
+	seen := map[rune]bool{}
+	var chars strings.Builder
+	for _, s := range texts {
+		for _, c := range s {
+			if !seen[c] {
+				seen[c] = true
+				chars.WriteRune(c)
+			}
+		}
+	}
+	files := map[string]string{}
+	toks := map[string]tokenize.Tokenizer{}
+	var names []string
+	for _, st := range spStyles {
+		o := st.opts
+		if o.Style == "unigram" {
+			o.Chars = chars.String()
+		}
+		path := filepath.Join(dir, st.name+".json")
+		if err := os.WriteFile(path, tokenize.SentencePieceTokenizerJSON(o), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[st.name] = path
+		toks[st.name] = get(t, "hf:"+st.name+"="+path)
+		names = append(names, st.name)
+	}
+	t.Run("conformance", func(t *testing.T) {
+		// Metaspace puts a "▁" first only when the text does not start with a space, so a segment
+		// that does (an indented source line) decodes without it: only the files whose "▁" is
+		// unconditional (Prepend) or absent round-trip every trajectory.
+		for _, name := range []string{"sp-llama2", "sp-gemma"} {
+			t.Run(name, func(t *testing.T) { tokenizertest.Run(t, toks[name]) })
+		}
+	})
+	var js map[string][][]int32
+	runJS(t, dir, "ids", map[string]any{"tokenizers": names, "texts": texts, "files": files}, &js)
+	for _, name := range names {
+		tokens, bad := 0, 0
+		for i, s := range texts {
+			tokens += len(js[name][i])
+			if got := toks[name].EncodeOrdinary(s); !slices.Equal(got, js[name][i]) {
+				if bad++; bad <= 3 {
+					t.Errorf("%s %q:\n  go %v\n  js %v", name, s, got, js[name][i])
+				}
+			}
+		}
+		t.Logf("%-16s %d texts (%d trajectory segments), %d tokens compared: %d mismatches", name, len(texts), nCrux, tokens, bad)
+	}
+}

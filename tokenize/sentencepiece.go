@@ -307,9 +307,7 @@ func (t *BPE) readSPModel(sp *sentencePiece, m *hfModel) (map[int32]bool, error)
 		if s == "" {
 			continue
 		}
-		if _, dup := sp.vocab[s]; dup {
-			continue // Unigram: a later duplicate is unreachable, as in Hugging Face
-		}
+		// Unigram: of two equal pieces the later one is the one produced, as in Hugging Face.
 		sp.vocab[s] = int32(id)
 		ordinary[int32(id)] = true
 		t.text[id] = strings.ReplaceAll(s, metaSpace, " ")

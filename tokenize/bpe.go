@@ -71,7 +71,7 @@ func (t *BPE) EncodeOrdinary(text string) []int32 {
 // AppendOrdinary appends the ids of text to dst, as EncodeOrdinary, and returns the extended slice.
 func (t *BPE) AppendOrdinary(dst []int32, text string) []int32 {
 	if t.sp != nil {
-		return t.appendSentencePiece(dst, text)
+		return t.appendSentencePiece(dst, text, true)
 	}
 	if t.normalize != nil {
 		text = t.normalize(text)
@@ -118,6 +118,16 @@ func (t *BPE) appendPiece(dst []int32, piece string) []int32 {
 	return dst
 }
 
+// encodeSection appends the ids of text, a section of a larger input: first is set for the
+// section at its start, false for one after a special token (see Encode). Only SentencePiece-style
+// files with Metaspace prepend_scheme first encode the two differently.
+func (t *BPE) encodeSection(dst []int32, text string, first bool) []int32 {
+	if t.sp != nil {
+		return t.appendSentencePiece(dst, text, first)
+	}
+	return t.AppendOrdinary(dst, text)
+}
+
 // Decode returns the text of ids. Special and added tokens decode to their spelling. It fails on an
 // id outside the vocabulary (or in one of its gaps) and when the bytes are not valid UTF-8.
 func (t *BPE) Decode(ids []int32) (string, error) {
@@ -130,14 +140,16 @@ func (t *BPE) Decode(ids []int32) (string, error) {
 	}
 	var b strings.Builder
 	b.Grow(n)
-	start := true // at the start of a segment (see sentencePiece.stripLead)
+	// strip: drop a leading space of the next token (see sentencePiece.stripLead).
+	strip := t.sp != nil && t.sp.stripLead
 	for _, id := range ids {
 		s := t.text[id]
 		if t.sp != nil {
-			if start && t.sp.stripLead && !t.sp.segStart[id] {
+			special := t.sp.segStart[id]
+			if strip && !special {
 				s = strings.TrimPrefix(s, " ")
 			}
-			start = t.sp.segStart[id]
+			strip = special && t.sp.stripSection
 		}
 		b.WriteString(s)
 	}

@@ -20,6 +20,9 @@ type SPOptions struct {
 	PairMerges bool
 	// Chars are added to the vocabulary as single characters, so that they need no byte fallback.
 	Chars string
+	// Specials adds the grammar's special tokens (SpecialTokens) as added tokens after the
+	// vocabulary, as a model fine-tuned on trajectories would have them.
+	Specials bool
 }
 
 // spCorpus is the text the synthetic SentencePiece vocabularies are learned from.
@@ -146,9 +149,15 @@ func SentencePieceTokenizerJSON(o SPOptions) []byte {
 		map[string]any{"type": "Fuse"},
 		map[string]any{"type": "Strip", "content": " ", "start": 1, "stop": 0},
 	}}
+	addedTokens := []any{added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")}
+	if o.Specials {
+		for i, s := range SpecialTokens {
+			addedTokens = append(addedTokens, added(len(tokens)+i, s))
+		}
+	}
 	file := map[string]any{
 		"version": "1.0", "truncation": nil, "padding": nil,
-		"added_tokens":   []any{added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")},
+		"added_tokens":   addedTokens,
 		"post_processor": nil,
 	}
 	bpe := map[string]any{"type": "BPE", "dropout": nil, "unk_token": "<unk>", "continuing_subword_prefix": nil,

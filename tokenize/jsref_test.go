@@ -377,6 +377,18 @@ var spStyles = []struct {
 	{"sp-unigram", tokenize.SPOptions{Style: "unigram", Merges: 400}},
 }
 
+// spFull are the files whose whole-trajectory encoding TestJSReferenceSentencePiece compares: the
+// same styles with the grammar's special tokens as added tokens.
+var spFull = []struct {
+	name string
+	opts tokenize.SPOptions
+}{
+	{"sp-llama2-full", tokenize.SPOptions{Style: "llama2", Merges: 400, Specials: true}},
+	{"sp-mistral-full", tokenize.SPOptions{Style: "mistral", Merges: 400, Specials: true}},
+	{"sp-gemma-full", tokenize.SPOptions{Style: "gemma", Merges: 400, Specials: true}},
+	{"sp-unigram-full", tokenize.SPOptions{Style: "unigram", Merges: 400, Specials: true}},
+}
+
 // TestJSReferenceSentencePiece compares the SentencePiece-style tokenizers with Hugging Face's
 // JavaScript port, npm @huggingface/tokenizers (the tokenizer core of transformers.js), on tokenizer.json
 // files the test writes: Llama 2 style (BPE with byte_fallback, Prepend and Replace normalizers; once
@@ -386,13 +398,19 @@ var spStyles = []struct {
 // must be identical. The BPE files hold only ASCII characters, so every other character takes the
 // byte fallback. The Unigram file holds every character of the texts: the JavaScript Unigram has no
 // byte fallback (it gives <unk>, Hugging Face's Rust tokenizers and this package the bytes).
+//
+// It also encodes the 1600 whole trajectories with tokenize.Encode and the JavaScript tokenizer's
+// encode, with the grammar's special tokens as added tokens of the files: sections after a special
+// token get their "▁" as Hugging Face gives it (Prepend and prepend_scheme always: every section;
+// first: only a section at the start of the text).
 func TestJSReferenceSentencePiece(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: needs npm ci and the sandbox")
 	}
 	dir := jsRefDir(t)
 	var texts []string
-	for _, text := range cruxTrajectories(t) {
+	trajs := cruxTrajectories(t)
+	for _, text := range trajs {
 		texts = append(texts, segments(text)...)
 	}
 	nCrux := len(texts)
@@ -413,6 +431,20 @@ func TestJSReferenceSentencePiece(t *testing.T) {
 	files := map[string]string{}
 	toks := map[string]tokenize.Tokenizer{}
 	var names []string
+	var full []string
+	for _, st := range spFull {
+		o := st.opts
+		if o.Style == "unigram" {
+			o.Chars = chars.String()
+		}
+		path := filepath.Join(dir, st.name+".json")
+		if err := os.WriteFile(path, tokenize.SentencePieceTokenizerJSON(o), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[st.name] = path
+		toks[st.name] = get(t, "hf:"+st.name+"="+path)
+		full = append(full, st.name)
+	}
 	for _, st := range spStyles {
 		o := st.opts
 		if o.Style == "unigram" {
@@ -447,5 +479,23 @@ func TestJSReferenceSentencePiece(t *testing.T) {
 			}
 		}
 		t.Logf("%-16s %d texts (%d trajectory segments), %d tokens compared: %d mismatches", name, len(texts), nCrux, tokens, bad)
+	}
+	var jsFull map[string][][]int32
+	runJS(t, dir, "ids", map[string]any{"tokenizers": full, "texts": trajs, "files": files, "full": full}, &jsFull)
+	for _, name := range full {
+		tokens, bad := 0, 0
+		for i, text := range trajs {
+			got, err := tokenize.Encode(toks[name], text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens += len(jsFull[name][i])
+			if !slices.Equal(got, jsFull[name][i]) {
+				if bad++; bad <= 3 {
+					t.Errorf("%s trajectory %d:\n  go %v\n  js %v", name, i, got, jsFull[name][i])
+				}
+			}
+		}
+		t.Logf("%-16s %d whole trajectories, %d tokens compared: %d mismatches", name, len(trajs), tokens, bad)
 	}
 }

@@ -38,9 +38,11 @@ type sentencePiece struct {
 	// unigram is the Unigram model (nil for BPE).
 	unigram *unigramModel
 	// stripLead is set when the pipeline puts a "▁" before the text (Prepend, or Metaspace with
-	// prepend_scheme always or first): Decode then drops one leading space at the start of the ids
-	// and after each grammar special token, as the Metaspace and Strip decoders do.
-	stripLead bool
+	// prepend_scheme always or first): Decode then drops one leading space at the start of the ids,
+	// as the Metaspace and Strip decoders do. stripSection is set when it also puts one before each
+	// section after a special token (Prepend, prepend_scheme always; not first): Decode drops one
+	// leading space after each grammar special token too.
+	stripLead, stripSection bool
 	// segStart holds the ids of the grammar's special tokens, after which a new segment starts.
 	segStart map[int32]bool
 }
@@ -48,6 +50,7 @@ type sentencePiece struct {
 // metaspaceStep is the Metaspace pre-tokenizer.
 type metaspaceStep struct {
 	prepend bool // prepend_scheme always or first: put "▁" first unless the text starts with one
+	always  bool // prepend_scheme always: in every section, not only the first
 	split   bool // cut the text before every "▁"
 }
 
@@ -127,7 +130,7 @@ func (sp *sentencePiece) readNormalizer(raw json.RawMessage, depth int) error {
 			}
 			return metaSpace + s
 		})
-		sp.stripLead = true
+		sp.stripLead, sp.stripSection = true, true
 	case "Sequence":
 		for i, n := range c.Normalizers {
 			if err := sp.readNormalizer(n, depth+1); err != nil {
@@ -155,11 +158,13 @@ func (sp *sentencePiece) readPreTokenizer(raw json.RawMessage) error {
 		if c.Replacement != nil && *c.Replacement != metaSpace {
 			return fmt.Errorf("%w: Metaspace replacement %q (only %q)", ErrUnsupported, *c.Replacement, metaSpace)
 		}
-		m := &metaspaceStep{prepend: true, split: true}
+		m := &metaspaceStep{prepend: true, always: true, split: true}
 		switch {
 		case c.PrependScheme != nil:
 			switch *c.PrependScheme {
-			case "always", "first":
+			case "always":
+			case "first":
+				m.always = false
 			case "never":
 				m.prepend = false
 			default:
@@ -174,6 +179,7 @@ func (sp *sentencePiece) readPreTokenizer(raw json.RawMessage) error {
 		sp.metaspace = m
 		if m.prepend {
 			sp.stripLead = true
+			sp.stripSection = sp.stripSection || m.always
 		}
 	}
 	return nil
@@ -347,8 +353,9 @@ func (t *BPE) readSPModel(sp *sentencePiece, m *hfModel) (map[int32]bool, error)
 	return ordinary, nil
 }
 
-// pieces returns the model's input: text normalized and pre-tokenized, in pieces.
-func (sp *sentencePiece) pieces(text string) []string {
+// pieces returns the model's input: text normalized and pre-tokenized, in pieces. first is set
+// when text is the first section of the input (not after a special token).
+func (sp *sentencePiece) pieces(text string, first bool) []string {
 	if text == "" {
 		return nil
 	}
@@ -363,9 +370,7 @@ func (sp *sentencePiece) pieces(text string) []string {
 		return []string{text}
 	}
 	text = strings.ReplaceAll(text, " ", metaSpace)
-	if m.prepend && !strings.HasPrefix(text, metaSpace) {
-		// prepend_scheme first prepends to the first section of the input only; EncodeOrdinary's
-		// text is a whole input, so first and always agree here.
+	if m.prepend && (m.always || first) && !strings.HasPrefix(text, metaSpace) {
 		text = metaSpace + text
 	}
 	if !m.split {
@@ -385,19 +390,19 @@ func (sp *sentencePiece) pieces(text string) []string {
 	return out
 }
 
-// normalizeText returns what Decode(EncodeOrdinary(text)) gives: each segment between special
-// tokens normalized and pre-tokenized, "▁" as a space, and the leading space dropped if the
-// pipeline prepends one.
+// normalizeText returns what Decode(Encode(text)) gives: each segment between special tokens
+// normalized and pre-tokenized, "▁" as a space, and the leading space dropped where the pipeline
+// prepends one.
 func (sp *sentencePiece) normalizeText(text string) string {
 	var b strings.Builder
-	for len(text) > 0 {
+	for first := true; len(text) > 0; first = false {
 		i, special := nextSpecial(text)
 		seg := text
 		if i >= 0 {
 			seg = text[:i]
 		}
-		s := strings.ReplaceAll(strings.Join(sp.pieces(seg), ""), metaSpace, " ")
-		if sp.stripLead {
+		s := strings.ReplaceAll(strings.Join(sp.pieces(seg, first), ""), metaSpace, " ")
+		if first && sp.stripLead || !first && sp.stripSection {
 			s = strings.TrimPrefix(s, " ")
 		}
 		b.WriteString(s)
@@ -410,10 +415,11 @@ func (sp *sentencePiece) normalizeText(text string) string {
 	return b.String()
 }
 
-// appendSentencePiece is AppendOrdinary for SentencePiece-style files.
-func (t *BPE) appendSentencePiece(dst []int32, text string) []int32 {
+// appendSentencePiece is AppendOrdinary for SentencePiece-style files; first is set when text is
+// the first section of the input.
+func (t *BPE) appendSentencePiece(dst []int32, text string, first bool) []int32 {
 	sp := t.sp
-	for _, piece := range sp.pieces(text) {
+	for _, piece := range sp.pieces(text, first) {
 		if len(piece) > maxCachedPiece {
 			dst = sp.encodePiece(dst, piece)
 			continue

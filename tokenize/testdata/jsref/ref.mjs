@@ -9,7 +9,9 @@
 // matching, so every character is ordinary text).
 // IN.json may also hold "files": {"NAME": "PATH"}: a tokenizer.json per name, run by
 // @huggingface/tokenizers (Hugging Face's own JavaScript port, also used by transformers.js) the
-// same way: normalizer, pre-tokenizer (first section) and model, no added-token matching.
+// same way: normalizer, pre-tokenizer (first section) and model, no added-token matching. A name
+// listed in "full" instead runs the whole tokenizer: encode(text, {add_special_tokens: false}), which
+// splits the text at the file's added tokens into sections.
 // ids writes {"NAME": [[id, ...] per text]}; bench encodes all texts once to warm up, then `passes`
 // times, and writes {"NAME": {"tokens": per pass, "bytes": per pass, "seconds": best pass}}; with
 // "docs" in IN.json it times them the same way too ("doc_tokens", "doc_seconds").
@@ -30,8 +32,9 @@ function hfEncoder(tok) {
 }
 
 // fileEncoder runs a tokenizer.json with @huggingface/tokenizers.
-function fileEncoder(path) {
+function fileEncoder(path, full) {
   const tok = new Tokenizer(JSON.parse(readFileSync(path, "utf8")), {});
+  if (full) return (text) => tok.encode(text, { add_special_tokens: false }).ids;
   return (text) => {
     let x = text;
     if (x.length === 0) return [];
@@ -46,8 +49,8 @@ function fileEncoder(path) {
   };
 }
 
-function encoder(name, files) {
-  if (files && files[name]) return fileEncoder(files[name]);
+function encoder(name, files, full) {
+  if (files && files[name]) return fileEncoder(files[name], (full || []).includes(name));
   switch (name) {
     case "cl100k_base":
     case "o200k_base": {
@@ -80,7 +83,7 @@ const [mode, inPath, outPath] = process.argv.slice(2);
 const input = JSON.parse(readFileSync(inPath, "utf8"));
 const out = {};
 for (const name of input.tokenizers) {
-  const encode = encoder(name, input.files);
+  const encode = encoder(name, input.files, input.full);
   if (mode === "ids") {
     out[name] = input.texts.map((t) => Array.from(encode(t)));
   } else if (mode === "bench") {

@@ -21,10 +21,21 @@ import (
 var ErrUnsupported = errors.New("unsupported tokenizer.json feature")
 
 // ReadHF reads a Hugging Face tokenizer.json with a byte-level BPE model (Qwen2, Qwen3, Llama 3,
-// GPT-2 and the like) from r and returns its tokenizer, named "hf:LABEL@SHA8" where SHA8 is the
-// first 8 hex digits of the file's SHA-256 (see Get).
+// GPT-2 and the like) or a SentencePiece-style one (Llama 2, CodeLlama, Mistral, Gemma: see below)
+// from r and returns its tokenizer, named "hf:LABEL@SHA8" where SHA8 is the first 8 hex digits of
+// the file's SHA-256 (see Get).
 //
-// Supported: model BPE with vocab and merges ("a b" strings or ["a", "b"] pairs), ignore_merges;
+// SentencePiece-style files (model Unigram, model.byte_fallback, or a Metaspace pre-tokenizer)
+// support: model BPE with byte_fallback (characters merged by the merges, a character outside the
+// vocabulary as its <0xNN> byte tokens) or Unigram with byte_fallback (the segmentation of highest
+// score); all 256 byte tokens and "▁" must be in the vocabulary. Normalizers NFC, NFD, NFKC, NFKD,
+// Replace " " → "▁", Prepend "▁" and Sequence; pre_tokenizer null or Metaspace (replacement "▁",
+// prepend_scheme always, first or never, split true or false); decoders Metaspace, Replace "▁" → " ",
+// ByteFallback, Fuse, Strip of one leading space, Sequence. Decode drops the space of the "▁" the
+// pipeline put first, at the start of the ids and, unless prepend_scheme is first, after each
+// special token.
+//
+// Byte-level files support: model BPE with vocab and merges ("a b" strings or ["a", "b"] pairs), ignore_merges;
 // normalizer null, NFC, NFD, NFKC, NFKD or a Sequence of them; pre_tokenizer Split (Regex or String
 // pattern, behavior Isolated) and ByteLevel (add_prefix_space false, with or without use_regex), or
 // a Sequence of them with ByteLevel last; decoder ByteLevel; added_tokens. The post_processor,

@@ -134,15 +134,37 @@ func TestSentencePieceEncode(t *testing.T) {
 // TestSentencePieceSegments checks that the "▁" each segment gets is dropped again after a
 // special token, and that Normalize works segment by segment as Encode does.
 func TestSentencePieceSegments(t *testing.T) {
-	tok := readSP(t, SPOptions{Style: "llama2"})
-	text := "x = 1<|frame_sep|>y = 2<|line_sep|> z"
-	ids, err := Encode(tok, text)
-	if err != nil {
-		t.Fatal(err)
+	text := "x = 1<|frame_sep|>y = 2<|line_sep|>  z"
+	tests := []struct {
+		style string
+		want  string // Decode(Encode(text)) and Normalize(text)
+	}{
+		{"llama2", text},  // Prepend: a "▁" before every segment, dropped again
+		{"mistral", text}, // prepend_scheme first: a "▁" before the first segment only
+		{"gemma", text},   // no "▁" prepended
+		// prepend_scheme always: "  z" gets no "▁" (it starts with one) but loses a space.
+		{"unigram", "x = 1<|frame_sep|>y = 2<|line_sep|> z"},
 	}
-	back, err := tok.Decode(ids)
-	if err != nil || back != text || tok.Normalize(text) != text {
-		t.Errorf("Decode(Encode(%q)) = %q, %v; Normalize %q", text, back, err, tok.Normalize(text))
+	for _, tt := range tests {
+		t.Run(tt.style, func(t *testing.T) {
+			tok := readSP(t, SPOptions{Style: tt.style})
+			ids, err := Encode(tok, text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := tok.Decode(ids)
+			if err != nil || back != tt.want || tok.Normalize(text) != tt.want {
+				t.Errorf("Decode(Encode(%q)) = %q, %v; Normalize %q; want %q", text, back, err, tok.Normalize(text), tt.want)
+			}
+		})
+	}
+	// prepend_scheme first: y after a special token has no "▁", at the start it has.
+	tok := readSP(t, SPOptions{Style: "mistral"})
+	frame, _ := tok.SpecialID(FrameSep)
+	a, _ := Encode(tok, "y")
+	b, _ := Encode(tok, FrameSep+"y")
+	if slices.Equal(a, b[1:]) || b[0] != frame {
+		t.Errorf("Encode(y) = %v and Encode(<|frame_sep|>y) = %v: want different ids for y", a, b)
 	}
 }
 

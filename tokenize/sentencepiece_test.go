@@ -317,3 +317,24 @@ func FuzzSentencePiece(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSentencePiece encodes the synthetic corpus (with its special tokens) with each
+// SentencePiece style, piece cache warm.
+func BenchmarkSentencePiece(b *testing.B) {
+	text := strings.Repeat(spCorpus, 20)
+	for _, style := range []string{"llama2", "mistral", "gemma", "unigram"} {
+		tok := readSP(b, SPOptions{Style: style, Merges: 400})
+		b.Run(style, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			n := 0
+			for i := 0; i < b.N; i++ {
+				ids, err := Encode(tok, text)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += len(ids)
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}

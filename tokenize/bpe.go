@@ -28,6 +28,9 @@ type BPE struct {
 	// special or added tokens, and the grammar's special tokens.
 	text  []string
 	cache pieceCache
+	// sp, when set, is a SentencePiece-style pipeline (sentencepiece.go) that replaces normalize,
+	// next, split and model.
+	sp *sentencePiece
 }
 
 // maxCachedPiece is the longest piece, in bytes, whose ids are cached.
@@ -50,6 +53,9 @@ func (t *BPE) SpecialID(token string) (int32, bool) {
 // Normalize returns text as the tokenizer sees it before splitting: its tokenizer.json normalizer
 // applied (Qwen's NFC, for example), or text itself. Decode(EncodeOrdinary(x)) == Normalize(x).
 func (t *BPE) Normalize(text string) string {
+	if t.sp != nil {
+		return t.sp.normalizeText(text)
+	}
 	if t.normalize == nil {
 		return text
 	}
@@ -64,6 +70,9 @@ func (t *BPE) EncodeOrdinary(text string) []int32 {
 
 // AppendOrdinary appends the ids of text to dst, as EncodeOrdinary, and returns the extended slice.
 func (t *BPE) AppendOrdinary(dst []int32, text string) []int32 {
+	if t.sp != nil {
+		return t.appendSentencePiece(dst, text, true)
+	}
 	if t.normalize != nil {
 		text = t.normalize(text)
 	}
@@ -109,6 +118,16 @@ func (t *BPE) appendPiece(dst []int32, piece string) []int32 {
 	return dst
 }
 
+// encodeSection appends the ids of text, a section of a larger input: first is set for the
+// section at its start, false for one after a special token (see Encode). Only SentencePiece-style
+// files with Metaspace prepend_scheme first encode the two differently.
+func (t *BPE) encodeSection(dst []int32, text string, first bool) []int32 {
+	if t.sp != nil {
+		return t.appendSentencePiece(dst, text, first)
+	}
+	return t.AppendOrdinary(dst, text)
+}
+
 // Decode returns the text of ids. Special and added tokens decode to their spelling. It fails on an
 // id outside the vocabulary (or in one of its gaps) and when the bytes are not valid UTF-8.
 func (t *BPE) Decode(ids []int32) (string, error) {
@@ -121,8 +140,18 @@ func (t *BPE) Decode(ids []int32) (string, error) {
 	}
 	var b strings.Builder
 	b.Grow(n)
+	// strip: drop a leading space of the next token (see sentencePiece.stripLead).
+	strip := t.sp != nil && t.sp.stripLead
 	for _, id := range ids {
-		b.WriteString(t.text[id])
+		s := t.text[id]
+		if t.sp != nil {
+			special := t.sp.segStart[id]
+			if strip && !special {
+				s = strings.TrimPrefix(s, " ")
+			}
+			strip = special && t.sp.stripSection
+		}
+		b.WriteString(s)
 	}
 	s := b.String()
 	if !utf8.ValidString(s) {

@@ -21,10 +21,21 @@ import (
 var ErrUnsupported = errors.New("unsupported tokenizer.json feature")
 
 // ReadHF reads a Hugging Face tokenizer.json with a byte-level BPE model (Qwen2, Qwen3, Llama 3,
-// GPT-2 and the like) from r and returns its tokenizer, named "hf:LABEL@SHA8" where SHA8 is the
-// first 8 hex digits of the file's SHA-256 (see Get).
+// GPT-2 and the like) or a SentencePiece-style one (Llama 2, CodeLlama, Mistral, Gemma: see below)
+// from r and returns its tokenizer, named "hf:LABEL@SHA8" where SHA8 is the first 8 hex digits of
+// the file's SHA-256 (see Get).
 //
-// Supported: model BPE with vocab and merges ("a b" strings or ["a", "b"] pairs), ignore_merges;
+// SentencePiece-style files (model Unigram, model.byte_fallback, or a Metaspace pre-tokenizer)
+// support: model BPE with byte_fallback (characters merged by the merges, a character outside the
+// vocabulary as its <0xNN> byte tokens) or Unigram with byte_fallback (the segmentation of highest
+// score); all 256 byte tokens and "▁" must be in the vocabulary. Normalizers NFC, NFD, NFKC, NFKD,
+// Replace " " → "▁", Prepend "▁" and Sequence; pre_tokenizer null or Metaspace (replacement "▁",
+// prepend_scheme always, first or never, split true or false); decoders Metaspace, Replace "▁" → " ",
+// ByteFallback, Fuse, Strip of one leading space, Sequence. Decode drops the space of the "▁" the
+// pipeline put first, at the start of the ids and, unless prepend_scheme is first, after each
+// special token.
+//
+// Byte-level files support: model BPE with vocab and merges ("a b" strings or ["a", "b"] pairs), ignore_merges;
 // normalizer null, NFC, NFD, NFKC, NFKD or a Sequence of them; pre_tokenizer Split (Regex or String
 // pattern, behavior Isolated) and ByteLevel (add_prefix_space false, with or without use_regex), or
 // a Sequence of them with ByteLevel last; decoder ByteLevel; added_tokens. The post_processor,
@@ -88,8 +99,12 @@ type hfModel struct {
 	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
 	ByteFallback            bool              `json:"byte_fallback"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
-	Vocab                   map[string]int64  `json:"vocab"`
+	RawVocab                json.RawMessage   `json:"vocab"`
 	Merges                  []json.RawMessage `json:"merges"`
+	UnkToken                *string           `json:"unk_token"`
+	UnkID                   *int64            `json:"unk_id"`
+	// Vocab is RawVocab as token → id, for BPE models.
+	Vocab map[string]int64 `json:"-"`
 }
 
 // hfComponent is a normalizer, pre-tokenizer or decoder: a type and its settings.
@@ -106,6 +121,14 @@ type hfComponent struct {
 		Regex  *string `json:"Regex"`
 		String *string `json:"String"`
 	} `json:"pattern"`
+	// Metaspace, Replace, Prepend and Strip settings (sentencepiece.go).
+	Replacement   *string `json:"replacement"`
+	PrependScheme *string `json:"prepend_scheme"`
+	Split         *bool   `json:"split"`
+	Content       *string `json:"content"`
+	Prepend       *string `json:"prepend"`
+	Start         int     `json:"start"`
+	Stop          int     `json:"stop"`
 }
 
 // specialAssigner gives the grammar's special tokens their ids. added maps the file's added tokens
@@ -142,6 +165,13 @@ func parseHF(data []byte, name string, assign specialAssigner) (*BPE, error) {
 	}
 	t := &BPE{name: name}
 	var err error
+	var ordinary map[int32]bool
+	if sentencePieceStyle(&f) {
+		if ordinary, err = t.buildSentencePiece(&f); err != nil {
+			return nil, err
+		}
+		return t.addTokens(&f, ordinary, assign)
+	}
 	if t.normalize, err = hfNormalizer(f.Normalizer); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
@@ -152,10 +182,15 @@ func parseHF(data []byte, name string, assign specialAssigner) (*BPE, error) {
 	if err := hfDecoder(f.Decoder); err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
-	ordinary, err := t.buildModel(f.Model)
-	if err != nil {
+	if ordinary, err = t.buildModel(f.Model); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	return t.addTokens(&f, ordinary, assign)
+}
+
+// addTokens reads the added tokens and gives the grammar's special tokens their ids.
+func (t *BPE) addTokens(f *hfFile, ordinary map[int32]bool, assign specialAssigner) (*BPE, error) {
+	var err error
 	added := make(map[string]int32, len(f.AddedTokens))
 	for i, a := range f.AddedTokens {
 		if a.ID == nil || *a.ID < 0 || *a.ID >= maxVocab {
@@ -181,6 +216,12 @@ func parseHF(data []byte, name string, assign specialAssigner) (*BPE, error) {
 		}
 		t.text = growText(t.text, int(id)+1)
 		t.text[id] = tok
+	}
+	if t.sp != nil {
+		t.sp.segStart = make(map[int32]bool, len(t.special))
+		for _, id := range t.special {
+			t.sp.segStart[id] = true
+		}
 	}
 	return t, nil
 }
@@ -244,6 +285,11 @@ func (t *BPE) buildModel(m *hfModel) (map[int32]bool, error) {
 		return nil, fmt.Errorf("%w: model.end_of_word_suffix %q", ErrUnsupported, *m.EndOfWordSuffix)
 	case m.ByteFallback:
 		return nil, fmt.Errorf("%w: model.byte_fallback (SentencePiece-style BPE)", ErrUnsupported)
+	}
+	if err := m.bpeVocab(); err != nil {
+		return nil, err
+	}
+	switch {
 	case len(m.Vocab) == 0:
 		return nil, errors.New("empty vocab")
 	}
@@ -314,6 +360,17 @@ func (t *BPE) buildModel(m *hfModel) (map[int32]bool, error) {
 		t.model.whole = raw
 	}
 	return ordinary, nil
+}
+
+// bpeVocab decodes the vocab of a BPE model, token → id.
+func (m *hfModel) bpeVocab() error {
+	if isNull(m.RawVocab) {
+		return errors.New("no vocab")
+	}
+	if err := json.Unmarshal(m.RawVocab, &m.Vocab); err != nil {
+		return fmt.Errorf("vocab: %w", err)
+	}
+	return nil
 }
 
 // parseMerge reads a merge: "a b" or ["a", "b"].

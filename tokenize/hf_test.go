@@ -178,16 +178,16 @@ func TestReadHFErrors(t *testing.T) {
 		want        string
 		unsupported bool
 	}{
-		{"unigram", func(f map[string]any) { model(f)["type"] = "Unigram" }, `model type "Unigram"`, true},
+		{"unigram", func(f map[string]any) { model(f)["type"] = "Unigram" }, `pre_tokenizer type "Split" in a SentencePiece-style file`, true},
 		{"dropout", func(f map[string]any) { model(f)["dropout"] = 0.1 }, "model.dropout", true},
-		{"byte fallback", func(f map[string]any) { model(f)["byte_fallback"] = true }, "byte_fallback", true},
+		{"byte fallback", func(f map[string]any) { model(f)["byte_fallback"] = true }, `pre_tokenizer type "Split" in a SentencePiece-style file`, true},
 		{"suffix", func(f map[string]any) { model(f)["end_of_word_suffix"] = "</w>" }, "end_of_word_suffix", true},
 		{"prefix", func(f map[string]any) { model(f)["continuing_subword_prefix"] = "##" }, "continuing_subword_prefix", true},
 		{"lowercase", func(f map[string]any) { f["normalizer"] = map[string]any{"type": "Lowercase"} }, `normalizer type "Lowercase"`, true},
 		{"nested normalizer", func(f map[string]any) {
 			f["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFC"}, map[string]any{"type": "Strip"}}}
 		}, `normalizer type "Strip"`, true},
-		{"metaspace", func(f map[string]any) { f["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }, "does not end with ByteLevel", true},
+		{"metaspace", func(f map[string]any) { f["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }, `decoder type "ByteLevel" in a SentencePiece-style file`, true},
 		{"digits", func(f map[string]any) {
 			f["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{map[string]any{"type": "Digits"}, map[string]any{"type": "ByteLevel"}}}
 		}, `pre_tokenizer type "Digits"`, true},

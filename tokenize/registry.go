@@ -37,8 +37,8 @@ type registryEntry struct {
 //
 //   - "bytes": one id per byte (Bytes);
 //   - "cl100k_base", "o200k_base": OpenAI's tiktoken encodings (Tiktoken);
-//   - "hf:PATH": the tokenizer.json at PATH, with the grammar's special tokens after its largest id
-//     (ReadHF);
+//   - "hf:PATH": the tokenizer.json at PATH (byte-level BPE or SentencePiece-style), with the
+//     grammar's special tokens after its largest id (ReadHF);
 //   - "llama3:PATH": a Llama 3 tokenizer.json at PATH, with the grammar's special tokens at Llama 3's
 //     reserved ids, as CWM (ReadLlama3).
 //

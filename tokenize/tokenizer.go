@@ -29,16 +29,28 @@ type Tokenizer interface {
 // Encode tokenizes rendered grammar text: every spelling of a special token is that token's id and
 // the text between them is ordinary. Text rendered by this package contains special-token spellings
 // only as structure (Render refuses them in code and source lines and escapes them in values).
+//
+// As in Hugging Face tokenizers, the text after a special token is a new section: a
+// SentencePiece-style tokenizer whose Metaspace pre-tokenizer has prepend_scheme first puts its
+// "▁" before the first section only.
 func Encode(tok Tokenizer, text string) ([]int32, error) {
 	ids := make([]int32, 0, len(text)/3+8)
-	for len(text) > 0 {
+	sec, _ := tok.(sectionEncoder)
+	encode := func(s string, first bool) {
+		if sec != nil {
+			ids = sec.encodeSection(ids, s, first)
+		} else {
+			ids = append(ids, tok.EncodeOrdinary(s)...)
+		}
+	}
+	for first := true; len(text) > 0; first = false {
 		i, special := nextSpecial(text)
 		if i < 0 {
-			ids = append(ids, tok.EncodeOrdinary(text)...)
+			encode(text, first)
 			break
 		}
 		if i > 0 {
-			ids = append(ids, tok.EncodeOrdinary(text[:i])...)
+			encode(text[:i], first)
 		}
 		id, ok := tok.SpecialID(special)
 		if !ok {
@@ -48,6 +60,12 @@ func Encode(tok Tokenizer, text string) ([]int32, error) {
 		text = text[i+len(special):]
 	}
 	return ids, nil
+}
+
+// sectionEncoder is implemented by tokenizers that encode the first section of an input differently
+// from the sections after special tokens (BPE with a SentencePiece-style file).
+type sectionEncoder interface {
+	encodeSection(dst []int32, text string, first bool) []int32
 }
 
 // nextSpecial finds the first special-token spelling in text.

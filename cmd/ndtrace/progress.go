@@ -67,6 +67,9 @@ func (v *lineView) update(p workflows.Progress) {
 }
 
 func (v *lineView) finish(p workflows.Progress, ok bool) {
+	if p.Phase == "" {
+		return // the run ended before any progress came: nothing to tell
+	}
 	v.print(v.meter.Update(snapshotOf(p)), true)
 }
 
@@ -198,6 +201,9 @@ func (v *liveView) update(p workflows.Progress) {
 // finish draws the block a last time, leaves it on the screen and gives the terminal back to the
 // logs.
 func (v *liveView) finish(p workflows.Progress, ok bool) {
+	if p.Phase == "" && v.p == nil {
+		return // the run ended before any progress came: no block to leave
+	}
 	v.update(p)
 	for _, b := range append([]*mpb.Bar{v.items}, v.lines...) {
 		if ok {

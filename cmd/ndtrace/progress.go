@@ -254,8 +254,9 @@ func (l *logSwitch) Write(b []byte) (int, error) {
 	return l.out.Write(b)
 }
 
-// setLogs sets the default logger of a command with --log-format: text (warnings and up, unless
-// NDTRACE_LOG=debug) to logs, or JSON records (info and up) to stderr.
+// setLogs sets the default logger of a command with --log-format: JSON records (info and up) to
+// stderr, or text (warnings and up, unless NDTRACE_LOG=debug) to logs; text with no logs leaves
+// the logger as it is.
 func setLogs(format string, stderr io.Writer, logs io.Writer) error {
 	switch format {
 	case "json":

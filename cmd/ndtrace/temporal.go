@@ -336,10 +336,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if every <= 0 {
 		return usagef("--progress-interval must be positive")
 	}
-	// Text logs go through a switch: above the live progress block while it is on the terminal.
+	// On a terminal, text logs go through a switch that prints them above the live progress block
+	// while it is on the screen.
 	logs := &logSwitch{out: stderr}
-	defer slog.SetDefault(slog.Default())
-	if err := setLogs(logFormat, stderr, logs); err != nil {
+	var textLogs io.Writer
+	if logFormat == "text" && canRedraw(stderr) {
+		textLogs = logs
+	}
+	if err := setLogs(logFormat, stderr, textLogs); err != nil {
 		return err
 	}
 	spec, err := loadSpec(specPath, out)

@@ -24,6 +24,7 @@ import (
 	"github.com/ndtrace/ndtrace/activities"
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/internal/metrics"
+	"github.com/ndtrace/ndtrace/internal/progress"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/sandbox/pyenv"
@@ -277,41 +278,31 @@ func queryProgress(ctx context.Context, c client.Client, id string) (workflows.P
 	return p, v.Get(&p)
 }
 
-// progressLine formats progress with its rate and ETA.
-func progressLine(p workflows.Progress, now time.Time) string {
-	line := fmt.Sprintf("%s: %d/%d items traced, %d trajectories, %d tokens, %d rejects, %d/%d batches",
-		p.Phase, p.ItemsDone, p.Items, p.Rows, p.Tokens, p.Rejected, p.BatchesDone, p.Batches)
-	if !p.Started.IsZero() && p.ItemsDone > 0 {
-		el := now.Sub(p.Started).Seconds()
-		rate := float64(p.ItemsDone) / el
-		line += fmt.Sprintf(", %.1f items/s", rate)
-		if left := p.Items - p.ItemsDone; left > 0 && rate > 0 {
-			line += fmt.Sprintf(", ETA %s", (time.Duration(float64(left)/rate) * time.Second).Round(time.Second))
-		}
-	}
-	return line
-}
-
-// watch prints progress to w until the run ends and returns its result.
-func watch(ctx context.Context, c client.Client, run client.WorkflowRun, w io.Writer) (workflows.DatasetResult, error) {
+// watch shows the run's progress in view until the run ends and returns its result.
+func watch(ctx context.Context, c client.Client, run client.WorkflowRun, view progressView) (workflows.DatasetResult, error) {
 	done := make(chan error, 1)
 	var res workflows.DatasetResult
 	go func() { done <- run.Get(ctx, &res) }()
-	tick := time.NewTicker(time.Second)
+	// The first poll at once, then one a second.
+	tick := time.NewTimer(0)
 	defer tick.Stop()
-	last := ""
+	var last workflows.Progress
 	for {
 		select {
 		case err := <-done:
+			if err == nil {
+				last = res.Progress
+			}
+			view.finish(last, err == nil)
 			return res, err
 		case <-tick.C:
 			if p, err := queryProgress(ctx, c, run.GetID()); err == nil {
-				if line := progressLine(p, time.Now()); line != last {
-					fmt.Fprintln(w, line)
-					last = line
-				}
+				last = p
+				view.update(p)
 			}
+			tick.Reset(time.Second)
 		case <-ctx.Done():
+			view.finish(last, false)
 			return res, ctx.Err()
 		}
 	}
@@ -326,16 +317,33 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		wf                workerFlags
 		sf                sandboxFlags
 		noWorker          bool
+		logFormat         string
+		every             time.Duration
 	)
 	fs.StringVar(&specPath, "spec", "", "dataset spec (YAML, docs/spec.md); default: the built-in examples")
 	fs.StringVar(&out, "out", "", "dataset URL, overriding the spec's output (default ./ndtrace-data)")
 	fs.StringVar(&db, "db", "", "embedded server: SQLite file for Temporal's state (default in memory)")
 	fs.BoolVar(&noWorker, "no-worker", false, "start no worker in this process (workers run elsewhere)")
 	fs.IntVar(&port, "port", 0, "embedded server: the frontend's port on 127.0.0.1, for workers of other processes to join (default: any free port)")
+	fs.StringVar(&logFormat, "log-format", "text", "log format: text, or json (structured logs, progress as \"progress\" records, for log collectors)")
+	fs.DurationVar(&every, "progress-interval", progress.DefaultEvery, "when stderr is not a terminal: at most one progress line this often (and one a minute while nothing changes); on a terminal the progress is one block redrawn in place")
 	tf.register(fs, false)
 	wf.register(fs)
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if every <= 0 {
+		return usagef("--progress-interval must be positive")
+	}
+	// On a terminal, text logs go through a switch that prints them above the live progress block
+	// while it is on the screen.
+	logs := &logSwitch{out: stderr}
+	var textLogs io.Writer
+	if logFormat == "text" && canRedraw(stderr) {
+		textLogs = logs
+	}
+	if err := setLogs(logFormat, stderr, textLogs); err != nil {
 		return err
 	}
 	spec, err := loadSpec(specPath, out)
@@ -413,8 +421,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "dataset workflow %s writing %s\n", run.GetID(), spec.Output)
-	res, err := watch(ctx, c, run, stderr)
+	if logFormat == "json" {
+		slog.Info("dataset workflow started", "workflow", run.GetID(), "output", spec.Output)
+	} else {
+		fmt.Fprintf(stderr, "dataset workflow %s writing %s\n", run.GetID(), spec.Output)
+	}
+	res, err := watch(ctx, c, run, newProgressView(stderr, logFormat == "json", every, logs))
 	if err != nil {
 		return fmt.Errorf("dataset %s: %w", spec.Output, err)
 	}
@@ -447,17 +459,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	switch logFormat {
-	case "json":
-		// For log collectors: info and up (debug with NDTRACE_LOG=debug), one JSON object a line.
-		level := slog.LevelInfo
-		if logLevel() == slog.LevelDebug {
-			level = slog.LevelDebug
-		}
-		slog.SetDefault(slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
-	case "text":
-	default:
-		return usagef("--log-format %q: want text or json", logFormat)
+	if err := setLogs(logFormat, stderr, nil); err != nil {
+		return err
 	}
 	ws, err := prepareWorkers(ctx, wf, sf)
 	if err != nil {
@@ -599,7 +602,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stdout, "(from the workflow's memo: no worker answered)")
 		p = mp
 	}
-	fmt.Fprintln(stdout, progressLine(p, time.Now()))
+	fmt.Fprintln(stdout, progressLine(progress.NewMeter(nil, 0).Update(snapshotOf(p))))
 	printFailures(stdout, p)
 	return nil
 }

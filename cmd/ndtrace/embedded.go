@@ -3,19 +3,27 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	otelresource "go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.10.0"
+	"go.uber.org/fx"
 
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/headers"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/common/telemetry"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 )
@@ -95,6 +103,9 @@ func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedSe
 	if err := sqliteschema.CreateNamespaces(sql, nsCfg); err != nil {
 		return nil, fmt.Errorf("temporal namespace: %w", err)
 	}
+	withoutProcessOwner.Do(func() {
+		temporal.ServiceTracingModule = fx.Options(temporal.ServiceTracingModule, fx.Decorate(serviceResource))
+	})
 	services := []string{string(primitives.FrontendService), string(primitives.HistoryService), string(primitives.MatchingService)}
 	if system {
 		services = append(services, string(primitives.WorkerService))
@@ -115,6 +126,32 @@ func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedSe
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
 	return &embeddedServer{srv: srv, addr: fe}, nil
+}
+
+var withoutProcessOwner sync.Once
+
+// serviceResource is the OpenTelemetry resource of one of the embedded server's services: what
+// Temporal makes (ServiceTracingModule documents it as replaceable), without the process.owner
+// attribute. Its detector calls os/user.Current, which fails under a uid with no passwd entry
+// (containers run as such uids), and Temporal then refuses to start: "user: unknown userid".
+// The resource only labels exported spans, and the embedded server exports none unless
+// OTEL_TRACES_EXPORTER is set.
+func serviceResource(rsn primitives.ServiceName) (*otelresource.Resource, error) {
+	return otelresource.New(context.Background(),
+		otelresource.WithProcessPID(),
+		otelresource.WithProcessExecutableName(),
+		otelresource.WithProcessExecutablePath(),
+		otelresource.WithProcessCommandArgs(),
+		otelresource.WithProcessRuntimeName(),
+		otelresource.WithProcessRuntimeVersion(),
+		otelresource.WithProcessRuntimeDescription(),
+		otelresource.WithOS(),
+		otelresource.WithHost(),
+		otelresource.WithContainer(),
+		otelresource.WithAttributes(
+			semconv.ServiceNameKey.String(telemetry.ResourceServiceName(rsn, os.LookupEnv)),
+			semconv.ServiceVersionKey.String(headers.ServerVersion)),
+	)
 }
 
 // embeddedTaskWorkers is the number of goroutines each of the embedded server's history task

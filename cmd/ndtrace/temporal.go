@@ -55,7 +55,7 @@ func (f *temporalFlags) dialWith(mh client.MetricsHandler) (client.Client, error
 	if f.addr == "" {
 		return nil, usagef("--temporal HOST:PORT is required")
 	}
-	c, err := client.Dial(client.Options{HostPort: f.addr, Namespace: f.namespace, Logger: sdkLogger(), MetricsHandler: mh})
+	c, err := client.Dial(client.Options{HostPort: f.addr, Namespace: f.namespace, Logger: sdkLogger(), MetricsHandler: mh, FailureConverter: workflows.FailureConverter()})
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", f.addr, err)
 	}
@@ -499,7 +499,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if tf.addr == "" {
 		return usagef("--temporal HOST:PORT is required")
 	}
-	c, err := client.NewLazyClient(client.Options{HostPort: tf.addr, Namespace: tf.namespace, Logger: sdkLogger(), MetricsHandler: mh})
+	c, err := client.NewLazyClient(client.Options{HostPort: tf.addr, Namespace: tf.namespace, Logger: sdkLogger(), MetricsHandler: mh, FailureConverter: workflows.FailureConverter()})
 	if err != nil {
 		ws.close()
 		return err

@@ -74,8 +74,11 @@ func Base(sandboxed bool) (string, error) {
 	return d, nil
 }
 
+// fallbackRoot holds the per-uid folders (tests change it).
+var fallbackRoot = "/var/tmp"
+
 // fallback is the per-uid folder used when the user's cache directory is not usable.
-func fallback(uid int) string { return fmt.Sprintf("/var/tmp/ndtrace-%d", uid) }
+func fallback(uid int) string { return filepath.Join(fallbackRoot, fmt.Sprintf("ndtrace-%d", uid)) }
 
 // usable makes d if missing and reports whether we can write in it; a folder a sandbox mounts
 // must not be under /tmp and, when we are root, must be reachable by every uid.

@@ -524,7 +524,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	defer stop()
-	slog.Info("worker started", "queues", wf.queues, "temporal", tf.addr, "scratch", wf.scratch)
+	slog.Info("worker started", "queues", wf.queues, "temporal", tf.addr, "scratch", ws.wf.scratch, "envs", ws.wf.envs)
 	if logFormat == "text" {
 		fmt.Fprintf(stderr, "ndtrace worker serving %s on %s (Ctrl-C to stop)\n", wf.queues, tf.addr)
 	}

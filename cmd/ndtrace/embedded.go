@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -120,15 +121,26 @@ func startEmbedded(dbFile, namespace string, system bool, port int) (*embeddedSe
 		temporal.WithDynamicConfigClient(embeddedDynamicConfig()),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("temporal server: %w", err)
+		return nil, embeddedError(fmt.Errorf("temporal server: %w", err))
 	}
 	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start temporal server: %w", err)
+		return nil, embeddedError(fmt.Errorf("start temporal server: %w", err))
 	}
 	return &embeddedServer{srv: srv, addr: fe}, nil
 }
 
 var withoutProcessOwner sync.Once
+
+// embeddedError shortens a failure of the embedded server to its root cause: Temporal's
+// dependency injection wraps it in a chain of every constructor on the way (thousands of
+// characters), which debug logging still shows.
+func embeddedError(err error) error {
+	root := err
+	for u := errors.Unwrap(root); u != nil; u = errors.Unwrap(root) {
+		root = u
+	}
+	return &hintError{msg: fmt.Sprintf("the embedded Temporal server did not start: %v (NDTRACE_LOG=debug logs the whole error; --temporal HOST:PORT uses a server of your own)", root), err: err}
+}
 
 // serviceResource is the OpenTelemetry resource of one of the embedded server's services: what
 // Temporal makes (ServiceTracingModule documents it as replaceable), without the process.owner

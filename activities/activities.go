@@ -23,9 +23,6 @@ const (
 // ErrBadInput is the application error type of bad input: never retried, recorded with its reason.
 const ErrBadInput = "BadInput"
 
-// DefaultScratch is where workers check repositories out when Activities.Scratch is empty.
-const DefaultScratch = pipeline.DefaultScratch
-
 // Activities holds what the activities need. A worker creates one and registers its methods.
 type Activities struct {
 	// Sandboxes hands out sandboxes for tracing (nil on workers that do not trace).
@@ -35,11 +32,11 @@ type Activities struct {
 	// Fetcher resolves and checks out repositories (nil: a zero crawl.Fetcher, which cannot serve
 	// the built-in example repository; workers use crawl.NewFetcher).
 	Fetcher *crawl.Fetcher
-	// Scratch is where tracing workers check repositories out (default DefaultScratch). It must
+	// Scratch is where tracing workers check repositories out (default userdirs.ScratchDir). It must
 	// not be under /tmp.
 	Scratch string
 	// Envs is where tracing workers keep the environments built for repositories (default
-	// pyenv.DefaultDir). It must not be under /tmp.
+	// userdirs.EnvsDir). It must not be under /tmp.
 	Envs string
 	// Metrics receives the activities' counters (nil: none).
 	Metrics *Metrics

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -27,11 +28,6 @@ const (
 	maxInputsPerFunction = 4
 	maxFunctionItems     = 200
 )
-
-// DefaultScratch is where workers check repositories out when Activities.Scratch is empty. It is
-// not under /tmp: the sandbox mounts checkouts (read-only, each test getting a private writable
-// view), and its private /tmp would hide them.
-const DefaultScratch = "/var/tmp/ndtrace-scratch"
 
 // RepoTrace is what tracing one repository gives: its tests' traces and the function-level items
 // found in them, already TracedItem.
@@ -103,7 +99,10 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	}
 	scratch := trc.Scratch
 	if scratch == "" {
-		scratch = DefaultScratch
+		var err error
+		if scratch, err = userdirs.ScratchDir(); err != nil {
+			return t, err
+		}
 	}
 	w, err := fetcher.Checkout(ctx, it.Repo.Resolved, scratch, co)
 	var re *crawl.RepoError

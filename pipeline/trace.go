@@ -71,14 +71,15 @@ type Tracer struct {
 	Sandboxes *SandboxPool
 	// Fetcher resolves and checks out repositories (nil: a zero crawl.Fetcher).
 	Fetcher *crawl.Fetcher
-	// Scratch is where repositories are checked out (default DefaultScratch). It must not be
-	// under /tmp.
+	// Scratch is where repositories are checked out (default userdirs.ScratchDir: per user). It
+	// must not be under /tmp: the sandbox mounts checkouts at their host paths (read-only, each
+	// test getting a private writable view), and its private /tmp would hide them.
 	Scratch string
 	// OnTraced, if set, is told of every item traced and how long it took (metrics).
 	OnTraced func(t TracedItem, d time.Duration)
 	// Store is the dataset's store, where the environments of repositories are cached for every
 	// worker (nil: on this worker only); EnvCache is this worker's folder of extracted environments
-	// (default pyenv.DefaultDir, not under /tmp). See env.go.
+	// (default userdirs.EnvsDir, not under /tmp). See env.go.
 	Store    *store.Store
 	EnvCache string
 	// environments is the spec's configuration of environments (set by Trace, see forSpec).

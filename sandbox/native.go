@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ndtrace/ndtrace/internal/userdirs"
 )
 
 // nativeSource is the sandbox's native helper (sandbox/native), a CPython extension the zygote
@@ -78,8 +80,12 @@ func findNative(ctx context.Context) (string, error) {
 		}
 		return p, nil
 	}
+	dirs, err := nativeCacheDirs()
 	var tried []string
-	for _, dir := range nativeCacheDirs() {
+	if err != nil {
+		tried = append(tried, err.Error())
+	}
+	for _, dir := range dirs {
 		p := filepath.Join(dir, "_ndtrace_native-"+nativeVersion+".so")
 		if checkNative(p) == nil {
 			return p, nil
@@ -97,17 +103,19 @@ func findNative(ctx context.Context) (string, error) {
 		strings.Join(tried, "; "), NativeEnv)
 }
 
-// nativeCacheDirs are where a compiled helper is kept: $NDTRACE_CACHE_DIR, the user's cache
-// directory, and a per-uid directory under the temporary directory.
-func nativeCacheDirs() []string {
+// nativeCacheDirs are where a compiled helper is kept: $NDTRACE_CACHE_DIR, else the user's
+// ndtrace folder (internal/userdirs: the user's cache directory, or /var/tmp/ndtrace-UID checked to
+// be ours; a per-uid folder in /tmp that anyone could have made first would load their helper).
+func nativeCacheDirs() ([]string, error) {
 	var dirs []string
 	if d := os.Getenv("NDTRACE_CACHE_DIR"); d != "" {
 		dirs = append(dirs, d)
 	}
-	if d, err := os.UserCacheDir(); err == nil {
-		dirs = append(dirs, filepath.Join(d, "ndtrace"))
+	d, err := userdirs.Base(false)
+	if err == nil {
+		dirs = append(dirs, d)
 	}
-	return append(dirs, filepath.Join(os.TempDir(), fmt.Sprintf("ndtrace-%d", os.Getuid())))
+	return dirs, err
 }
 
 // checkNative reports whether p is a helper built from this binary's source.

@@ -3,20 +3,29 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	otelresource "go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.10.0"
+	"go.uber.org/fx"
 
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/headers"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/common/telemetry"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 
@@ -111,6 +120,9 @@ func startEmbeddedOn(ip, dbFile, namespace string, system bool, port int) (*embe
 	if err := sqliteschema.CreateNamespaces(sql, nsCfg); err != nil {
 		return nil, fmt.Errorf("temporal namespace: %w", err)
 	}
+	withoutProcessOwner.Do(func() {
+		temporal.ServiceTracingModule = fx.Options(temporal.ServiceTracingModule, fx.Decorate(serviceResource))
+	})
 	services := []string{string(primitives.FrontendService), string(primitives.HistoryService), string(primitives.MatchingService)}
 	if system {
 		services = append(services, string(primitives.WorkerService))
@@ -125,12 +137,49 @@ func startEmbeddedOn(ip, dbFile, namespace string, system bool, port int) (*embe
 		temporal.WithDynamicConfigClient(embeddedDynamicConfig()),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("temporal server: %w", err)
+		return nil, embeddedError(fmt.Errorf("temporal server: %w", err))
 	}
 	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start temporal server: %w", err)
+		return nil, embeddedError(fmt.Errorf("start temporal server: %w", err))
 	}
 	return &embeddedServer{srv: srv, addr: fe}, nil
+}
+
+var withoutProcessOwner sync.Once
+
+// embeddedError shortens a failure of the embedded server to its root cause: Temporal's
+// dependency injection wraps it in a chain of every constructor on the way (thousands of
+// characters), which debug logging still shows.
+func embeddedError(err error) error {
+	root := err
+	for u := errors.Unwrap(root); u != nil; u = errors.Unwrap(root) {
+		root = u
+	}
+	return &hintError{msg: fmt.Sprintf("the embedded Temporal server did not start: %v (NDTRACE_LOG=debug logs the whole error; --temporal HOST:PORT uses a server of your own)", root), err: err}
+}
+
+// serviceResource is the OpenTelemetry resource of one of the embedded server's services: what
+// Temporal makes (ServiceTracingModule documents it as replaceable), without the process.owner
+// attribute. Its detector calls os/user.Current, which fails under a uid with no passwd entry
+// (containers run as such uids), and Temporal then refuses to start: "user: unknown userid".
+// The resource only labels exported spans, and the embedded server exports none unless
+// OTEL_TRACES_EXPORTER is set.
+func serviceResource(rsn primitives.ServiceName) (*otelresource.Resource, error) {
+	return otelresource.New(context.Background(),
+		otelresource.WithProcessPID(),
+		otelresource.WithProcessExecutableName(),
+		otelresource.WithProcessExecutablePath(),
+		otelresource.WithProcessCommandArgs(),
+		otelresource.WithProcessRuntimeName(),
+		otelresource.WithProcessRuntimeVersion(),
+		otelresource.WithProcessRuntimeDescription(),
+		otelresource.WithOS(),
+		otelresource.WithHost(),
+		otelresource.WithContainer(),
+		otelresource.WithAttributes(
+			semconv.ServiceNameKey.String(telemetry.ResourceServiceName(rsn, os.LookupEnv)),
+			semconv.ServiceVersionKey.String(headers.ServerVersion)),
+	)
 }
 
 // embeddedTaskWorkers is the number of goroutines each of the embedded server's history task

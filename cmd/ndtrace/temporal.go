@@ -25,9 +25,9 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/internal/metrics"
 	"github.com/ndtrace/ndtrace/internal/progress"
+	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/sandbox"
-	"github.com/ndtrace/ndtrace/sandbox/pyenv"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
 	"github.com/ndtrace/ndtrace/workflows"
@@ -56,7 +56,7 @@ func (f *temporalFlags) dialWith(mh client.MetricsHandler) (client.Client, error
 	if f.addr == "" {
 		return nil, usagef("--temporal HOST:PORT is required")
 	}
-	c, err := client.Dial(client.Options{HostPort: f.addr, Namespace: f.namespace, Logger: sdkLogger(), MetricsHandler: mh})
+	c, err := client.Dial(client.Options{HostPort: f.addr, Namespace: f.namespace, Logger: sdkLogger(), MetricsHandler: mh, FailureConverter: workflows.FailureConverter()})
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", f.addr, err)
 	}
@@ -82,16 +82,8 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.traceSlots, "trace-concurrency", 2, "sandboxes, i.e. items traced at once, per worker")
 	fs.IntVar(&f.ioSlots, "io-concurrency", 4, "concurrent I/O activities (planning, building shards) per worker")
 	fs.StringVar(&f.queues, "queues", "trace,io", "task queues this worker serves: trace, io or both")
-	scratch := os.Getenv("NDTRACE_SCRATCH")
-	if scratch == "" {
-		scratch = activities.DefaultScratch
-	}
-	fs.StringVar(&f.scratch, "scratch", scratch, "folder for repository checkouts, not under /tmp (default $NDTRACE_SCRATCH or "+activities.DefaultScratch+")")
-	envs := os.Getenv("NDTRACE_ENVS")
-	if envs == "" {
-		envs = pyenv.DefaultDir
-	}
-	fs.StringVar(&f.envs, "envs", envs, "folder of the environments built for repositories, not under /tmp (default $NDTRACE_ENVS or "+pyenv.DefaultDir+")")
+	fs.StringVar(&f.scratch, "scratch", "", "folder for repository checkouts, not under /tmp (default $NDTRACE_SCRATCH, else ndtrace/scratch in the user's cache directory, else /var/tmp/ndtrace-UID/scratch)")
+	fs.StringVar(&f.envs, "envs", "", "folder of the environments built for repositories, not under /tmp (default $NDTRACE_ENVS, else ndtrace/envs in the user's cache directory, else /var/tmp/ndtrace-UID/envs)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (ours and the Temporal SDK's) on HOST:PORT at /metrics, e.g. :9090 (default off)")
 }
 
@@ -129,11 +121,8 @@ func prepareWorkers(ctx context.Context, wf workerFlags, sf sandboxFlags) (*work
 	if err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(filepath.Clean(wf.scratch)+"/", "/tmp/") {
-		return nil, usagef("--scratch %s: not under /tmp (the sandbox's private /tmp hides it)", wf.scratch)
-	}
-	if strings.HasPrefix(filepath.Clean(wf.envs)+"/", "/tmp/") {
-		return nil, usagef("--envs %s: not under /tmp (the sandbox's private /tmp hides it)", wf.envs)
+	if err := resolveWorkDirs(&wf, queues["trace"]); err != nil {
+		return nil, err
 	}
 	fetcher, closeFetcher, err := crawl.NewFetcher(ctx)
 	if err != nil {
@@ -158,6 +147,37 @@ func prepareWorkers(ctx context.Context, wf workerFlags, sf sandboxFlags) (*work
 		ws.acts.Sandboxes = pool
 	}
 	return ws, nil
+}
+
+// resolveWorkDirs fills in the default scratch and environments folders (internal/userdirs) and,
+// for a tracing worker, checks now that it can write in them: a folder it cannot use would
+// otherwise fail every repository item, retried, deep inside a run.
+func resolveWorkDirs(wf *workerFlags, tracing bool) error {
+	for _, d := range []struct {
+		dir             *string
+		what, flag, env string
+		def             func() (string, error)
+	}{
+		{&wf.scratch, "scratch", "--scratch", userdirs.ScratchEnv, userdirs.ScratchDir},
+		{&wf.envs, "environments", "--envs", userdirs.EnvsEnv, userdirs.EnvsDir},
+	} {
+		if *d.dir == "" {
+			dir, err := d.def()
+			if err != nil {
+				return folderError(d.what, d.flag, d.env, err)
+			}
+			*d.dir = dir
+		}
+		if strings.HasPrefix(filepath.Clean(*d.dir)+"/", "/tmp/") {
+			return usagef("%s %s: not under /tmp (the sandbox's private /tmp hides it)", d.flag, *d.dir)
+		}
+		if tracing {
+			if err := userdirs.CheckWritable(*d.dir); err != nil {
+				return folderError(d.what, d.flag, d.env, err)
+			}
+		}
+	}
+	return nil
 }
 
 // close stops the sandboxes of workers that were prepared but never started.
@@ -482,7 +502,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if tf.addr == "" {
 		return usagef("--temporal HOST:PORT is required")
 	}
-	c, err := client.NewLazyClient(client.Options{HostPort: tf.addr, Namespace: tf.namespace, Logger: sdkLogger(), MetricsHandler: mh})
+	c, err := client.NewLazyClient(client.Options{HostPort: tf.addr, Namespace: tf.namespace, Logger: sdkLogger(), MetricsHandler: mh, FailureConverter: workflows.FailureConverter()})
 	if err != nil {
 		ws.close()
 		return err
@@ -507,7 +527,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	defer stop()
-	slog.Info("worker started", "queues", wf.queues, "temporal", tf.addr, "scratch", wf.scratch)
+	slog.Info("worker started", "queues", wf.queues, "temporal", tf.addr, "scratch", ws.wf.scratch, "envs", ws.wf.envs)
 	if logFormat == "text" {
 		fmt.Fprintf(stderr, "ndtrace worker serving %s on %s (Ctrl-C to stop)\n", wf.queues, tf.addr)
 	}

@@ -34,12 +34,9 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/crawl/pyreq"
+	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/store"
 )
-
-// DefaultDir is the local cache of extracted environments. It is not under /tmp: the sandbox
-// mounts environments read-only, and its private /tmp would hide them.
-const DefaultDir = "/var/tmp/ndtrace-envs"
 
 // DefaultPython is the interpreter environments are made for (the sandbox's default).
 const DefaultPython = "/usr/bin/python3"
@@ -79,7 +76,9 @@ func (c Config) withDefaults() Config {
 
 // Cache finds, builds and stores environments.
 type Cache struct {
-	// Dir is the local folder of extracted environments (default DefaultDir). It must not be
+	// Dir is the local folder of extracted environments (default userdirs.EnvsDir: per user). It
+	// must not be under /tmp: the sandbox mounts environments read-only at their host paths, and
+	// its private /tmp would hide them. It must also not be
 	// under /tmp, and the sandbox's unprivileged uid must be able to reach it.
 	Dir string
 	// Store is the shared cache: the dataset's store (nil: environments are cached on this worker
@@ -168,7 +167,10 @@ func (c *Cache) Ensure(ctx context.Context, cfg Config, reqs []pyreq.Requirement
 	}
 	dir := c.Dir
 	if dir == "" {
-		dir = DefaultDir
+		var err error
+		if dir, err = userdirs.EnvsDir(); err != nil {
+			return Env{}, fmt.Errorf("pyenv: %w", err)
+		}
 	}
 	if err := makeDir(dir); err != nil {
 		return Env{}, err

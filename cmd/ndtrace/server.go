@@ -5,20 +5,22 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
+
+	"github.com/ndtrace/ndtrace/internal/userdirs"
 )
 
 // defaultServerDB is where "ndtrace server" keeps Temporal's state unless --db says otherwise:
-// temporal.db in ndtrace's folder of the user's cache directory ($XDG_CACHE_HOME or ~/.cache on
-// Linux). It is state a person can delete (with the server stopped): results live in the datasets,
-// not in Temporal.
+// temporal.db in the user's state folder (userdirs.StateDir: $NDTRACE_STATE, else ndtrace/state in
+// the user's cache directory, $XDG_CACHE_HOME or ~/.cache on Linux, else a folder of the uid's own
+// under /var/tmp). It is state a person can delete (with the server stopped): results live in the
+// datasets, not in Temporal.
 func defaultServerDB() string {
-	dir, err := os.UserCacheDir()
+	dir, err := userdirs.StateDir()
 	if err != nil {
-		dir = os.TempDir()
+		return "temporal.db" // --help still prints; starting says what failed when it opens the file
 	}
-	return filepath.Join(dir, "ndtrace", "temporal.db")
+	return filepath.Join(dir, "temporal.db")
 }
 
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -224,8 +224,10 @@ func TestServerFlags(t *testing.T) {
 }
 
 func TestDefaultServerDB(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", "/var/cache/someone")
-	if got, want := defaultServerDB(), "/var/cache/someone/ndtrace/temporal.db"; got != want {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("NDTRACE_STATE", "")
+	if got, want := defaultServerDB(), filepath.Join(cache, "ndtrace", "state", "temporal.db"); got != want {
 		t.Errorf("defaultServerDB() = %s, want %s", got, want)
 	}
 }

@@ -191,7 +191,8 @@ func sumBytes(shards []ShardInfo) int64 {
 }
 
 // RenderCard returns the dataset card (README.md) of the version m: shards and packed are its
-// shards and packed shards (AllShards, AllPacked), st its statistics (nil leaves the statistics
+// shards and packed shards (AllShards, AllPacked; only their folders and sizes are used), st its
+// statistics (nil leaves the statistics
 // section out). The license is the spec's (m.Config's "license"), DefaultLicense if it names none.
 func RenderCard(m *Manifest, shards, packed []ShardInfo, st *Stats) ([]byte, error) {
 	var spec cardSpec
@@ -346,15 +347,33 @@ func nonEmpty(ss ...string) []string {
 }
 
 // WriteCard renders the card of version m (its shard index read from st) and writes it as
-// README.md at the dataset root, replacing the card of an earlier version.
+// README.md at the dataset root, replacing the card of an earlier version. Memory is bounded by one
+// index page: the card needs only the shards' folders and sizes.
 func WriteCard(ctx context.Context, st *store.Store, m *Manifest, stats *Stats) error {
-	shards, err := m.AllShards(ctx, st)
-	if err != nil {
+	var shards, packed []ShardInfo
+	add := func(list *[]ShardInfo) func(ShardInfo) error {
+		return func(s ShardInfo) error {
+			dir := path.Dir(s.Path)
+			for i := range *list {
+				if path.Dir((*list)[i].Path) == dir {
+					(*list)[i].Bytes += s.Bytes
+					return nil
+				}
+			}
+			*list = append(*list, ShardInfo{Path: s.Path, Bytes: s.Bytes})
+			return nil
+		}
+	}
+	if err := m.EachShard(ctx, st, add(&shards)); err != nil {
 		return err
 	}
-	packed, err := m.AllPacked(ctx, st)
-	if err != nil {
-		return err
+	if m.Packing != nil {
+		for _, s := range m.Packing.Shards {
+			_ = add(&packed)(s)
+		}
+		if err := readPages(ctx, st, m.Packing.Index, add(&packed)); err != nil {
+			return err
+		}
 	}
 	card, err := RenderCard(m, shards, packed, stats)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -306,10 +305,4 @@ func TestPolars(t *testing.T) {
 			t.Errorf("Polars sees %s as %q, want %q", col, got, want)
 		}
 	}
-}
-
-// firstLines returns the first n lines of s.
-func firstLines(s string, n int) string {
-	lines := strings.SplitN(s, "\n", n+1)
-	return strings.Join(lines[:min(n, len(lines))], "\n")
 }

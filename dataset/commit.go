@@ -152,7 +152,7 @@ func ReadVersion(ctx context.Context, st *store.Store, id string) (*Manifest, er
 func PutShardPage(ctx context.Context, st *store.Store, key string, shards []ShardInfo) (ShardPage, error) {
 	shards = slices.Clone(shards)
 	slices.SortFunc(shards, func(a, b ShardInfo) int { return strings.Compare(a.Path, b.Path) })
-	if err := checkShards("page", shards, anyShardPathRE, "shards/… or packed/…"); err != nil {
+	if err := checkShards("page", shards, anyShardPathRE, "data/… or packed/…"); err != nil {
 		return ShardPage{}, fmt.Errorf("dataset: shard page %s: %w", key, err)
 	}
 	t, err := sumShards(shards)
@@ -174,7 +174,7 @@ func PutShardPage(ctx context.Context, st *store.Store, key string, shards []Sha
 }
 
 // anyShardPathRE matches the path of a shard or of a packed shard.
-var anyShardPathRE = regexp.MustCompile(shardPathRE.String() + "|" + packedPathRE.String())
+var anyShardPathRE = regexp.MustCompile(`(?:` + shardPathRE.String() + `)|(?:` + packedPathRE.String() + `)`)
 
 // maxShardPageBytes bounds a shard index page read whole (16,384 shards of ~250 bytes).
 const maxShardPageBytes = 64 << 20

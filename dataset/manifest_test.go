@@ -16,8 +16,8 @@ func exampleManifest() Manifest {
 		Config:    json.RawMessage(`{"seed": 7, "policy": "paper", "mask": "states", "max_tokens": 8192, "corpus": {"name": "cruxeval", "partitions": 2}}`),
 		Versions:  Versions{Tracer: "1", Pipeline: "0.3.0", Tokenizer: "cl100k_base"},
 		Shards: []ShardInfo{
-			{Path: "shards/part-00001.parquet", Rows: 1024, Tokens: 2101760, LearnedTokens: 1310720, Bytes: 4194304, SHA256: strings.Repeat("b", 64)},
-			{Path: "shards/part-00000.parquet", Rows: 1000, Tokens: 2048000, LearnedTokens: 1280000, Bytes: 4096000, SHA256: strings.Repeat("a", 64)},
+			{Path: "data/part-00001.parquet", Rows: 1024, Tokens: 2101760, LearnedTokens: 1310720, Bytes: 4194304, SHA256: strings.Repeat("b", 64)},
+			{Path: "data/part-00000.parquet", Rows: 1000, Tokens: 2048000, LearnedTokens: 1280000, Bytes: 4096000, SHA256: strings.Repeat("a", 64)},
 		},
 		Counts: map[string]int64{"rejects.timeout": 3, "rejects.syntax_error": 12, "dropped_too_long": 5},
 	}
@@ -45,7 +45,7 @@ const exampleManifestJSON = `{
   },
   "shards": [
     {
-      "path": "shards/part-00000.parquet",
+      "path": "data/part-00000.parquet",
       "rows": 1000,
       "tokens": 2048000,
       "learned_tokens": 1280000,
@@ -53,7 +53,7 @@ const exampleManifestJSON = `{
       "sha256": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
     },
     {
-      "path": "shards/part-00001.parquet",
+      "path": "data/part-00001.parquet",
       "rows": 1024,
       "tokens": 2101760,
       "learned_tokens": 1310720,
@@ -128,7 +128,7 @@ func TestWriteManifestComputedFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.Format != Format || m.FormatVersion != 2 || m.SchemaVersion != "1" ||
-		m.Shards[0].Path != "shards/part-00000.parquet" || m.Totals.Rows != 5 || m.Totals.Shards != 2 ||
+		m.Shards[0].Path != "data/part-00000.parquet" || m.Totals.Rows != 5 || m.Totals.Shards != 2 ||
 		m.Totals.Tokens != a.Tokens+b.Tokens || string(m.Config) != "null" ||
 		!m.CreatedAt.Equal(time.Date(2026, 1, 2, 5, 4, 5, 6000, time.UTC)) {
 		t.Errorf("committed manifest = %+v", m)
@@ -181,10 +181,11 @@ func TestParseManifestErrors(t *testing.T) {
 		{"no schema version", `"schema_version": "1"`, `"schema_version": ""`, "schema_version"},
 		{"bad time", `"2026-11-22T07:30:00Z"`, `"yesterday"`, "malformed"},
 		{"bad sha", `"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"`, `"AA"`, "sha256"},
-		{"escaping path", `"shards/part-00000.parquet"`, `"shards/../manifest.json"`, "bad path"},
-		{"nested path", `"shards/part-00000.parquet"`, `"shards/a/b.parquet"`, "bad path"},
-		{"absolute path", `"shards/part-00000.parquet"`, `"/etc/passwd"`, "bad path"},
-		{"duplicate", `"shards/part-00001.parquet"`, `"shards/part-00000.parquet"`, "twice"},
+		{"escaping path", `"data/part-00000.parquet"`, `"data/../manifest.json"`, "bad path"},
+		{"nested path", `"data/part-00000.parquet"`, `"data/a/b.parquet"`, "bad path"},
+		{"absolute path", `"data/part-00000.parquet"`, `"/etc/passwd"`, "bad path"},
+		{"duplicate", `"data/part-00001.parquet"`, `"data/part-00000.parquet"`, "twice"},
+		{"other folder", `"data/part-00000.parquet"`, `"versions/part-00000.parquet"`, "bad path"},
 		{"zero rows", `"rows": 1000,`, `"rows": 0,`, "rows is 0"},
 		{"learned > tokens", `"learned_tokens": 1280000,`, `"learned_tokens": 99999999,`, "inconsistent"},
 		{"totals", `"shards": 2`, `"shards": 3`, "totals"},

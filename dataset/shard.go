@@ -27,8 +27,13 @@ import (
 // long rows. Pages of PageSize bytes (uncompressed) keep column index granularity fine without
 // making pages so small that headers dominate.
 const (
-	// ShardDir is the folder of the shards, relative to the dataset root.
-	ShardDir = "shards"
+	// ShardDir is the folder of the shards (the trajectory rows), relative to the dataset root:
+	// the dataset card's default configuration, so a glob over it (data/**/*.parquet) reads every
+	// row and nothing else (docs/dataset.md, "Layout").
+	ShardDir = "data"
+	// LegacyShardDir is where datasets written before the data/ layout keep their shards; their
+	// manifests name shards there, and every reader still accepts them.
+	LegacyShardDir = "shards"
 	// ShardExt is the extension of a shard file.
 	ShardExt = ".parquet"
 	// ShardContentType is the content type shards are stored with.
@@ -53,7 +58,8 @@ const (
 
 // ShardInfo describes one written shard; it is the shard's entry in the manifest.
 type ShardInfo struct {
-	// Path is the shard's key relative to the dataset root: shards/<name>.parquet.
+	// Path is the shard's key relative to the dataset root: data/<name>.parquet (shards/<name>.parquet
+	// in datasets written before the data/ layout), packed/<name>.parquet for a packed shard.
 	Path string `json:"path"`
 	// Rows is the number of rows.
 	Rows int64 `json:"rows"`
@@ -79,11 +85,11 @@ func CheckShardName(name string) error {
 	return nil
 }
 
-// ShardPath returns the key of shard name relative to the dataset root: shards/<name>.parquet.
+// ShardPath returns the key of shard name relative to the dataset root: data/<name>.parquet.
 func ShardPath(name string) string { return ShardDir + "/" + name + ShardExt }
 
-// shardPathRE matches the keys ShardPath produces.
-var shardPathRE = regexp.MustCompile(`^` + ShardDir + `/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\` + ShardExt + `$`)
+// shardPathRE matches the keys ShardPath produces, and those of the legacy layout (shards/).
+var shardPathRE = regexp.MustCompile(`^(?:` + ShardDir + `|` + LegacyShardDir + `)/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\` + ShardExt + `$`)
 
 // CheckRow checks the structural invariants of a row that need no tokenizer: len(input_ids) ==
 // len(loss_mask) == num_tokens, num_learned counts the true entries of loss_mask, and the tokenizer
@@ -190,7 +196,7 @@ func encodeParquet[T any](rows []T, groups []int, opts ...parquet.WriterOption) 
 	return buf.Bytes(), nil
 }
 
-// WriteShard writes rows as the shard shards/<name>.parquet of the dataset in store (see EncodeShard
+// WriteShard writes rows as the shard data/<name>.parquet of the dataset in store (see EncodeShard
 // and CheckShardName). It is idempotent: the write is conditional (IfNotExist) and carries the
 // file's sha256 and row count as object metadata; if the shard already exists with the same sha256
 // WriteShard returns its info without writing, and if it exists with other content it fails with an

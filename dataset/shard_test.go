@@ -59,7 +59,7 @@ func TestShardRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ShardInfo{Path: "shards/part-00001.parquet", Rows: 40}
+	want := ShardInfo{Path: "data/part-00001.parquet", Rows: 40}
 	for _, r := range rows {
 		want.Tokens += int64(r.NumTokens)
 		want.LearnedTokens += int64(r.NumLearned)
@@ -84,7 +84,7 @@ func TestShardRoundTrip(t *testing.T) {
 		t.Errorf("ReadRows(limit 7) = %d rows, %v", len(some), err)
 	}
 	if _, err := ReadRows(ctx, s, "../manifest.json", 1); err == nil {
-		t.Error("ReadRows accepted a path outside shards/")
+		t.Error("ReadRows accepted a path outside data/ and shards/")
 	}
 }
 

@@ -32,7 +32,7 @@ type Problem struct {
 	Msg string
 }
 
-// Error formats the problem as "shards/part-00001.parquet row 17 column input_ids: msg".
+// Error formats the problem as "data/part-00001.parquet row 17 column input_ids: msg".
 func (p *Problem) Error() string {
 	var b strings.Builder
 	if p.Shard == "" {

@@ -85,7 +85,7 @@ type otherRow struct {
 }
 
 func TestValidateFindsProblems(t *testing.T) {
-	const shard1 = "shards/part-00001.parquet"
+	const shard1 = "data/part-00001.parquet"
 	tests := []struct {
 		name   string
 		setup  func(t *testing.T, s *store.Store)
@@ -183,10 +183,10 @@ func TestCheckReportsAll(t *testing.T) {
 		got = append(got, p.Error())
 	}
 	want := []string{
-		"shards/a.parquet row 1 column num_learned",
-		"shards/b.parquet row 0 column tokenizer",
-		"shards/b.parquet row 1 column tokenizer",
-		"shards/b.parquet row 4 column text",
+		"data/a.parquet row 1 column num_learned",
+		"data/b.parquet row 0 column tokenizer",
+		"data/b.parquet row 1 column tokenizer",
+		"data/b.parquet row 4 column text",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("problems:\n%s", strings.Join(got, "\n"))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +21,10 @@ import (
 type Spec struct {
 	// Name names the dataset (default "ndtrace").
 	Name string `yaml:"name" json:"name"`
+	// License is the dataset card's license (README.md at the dataset root): a Hugging Face Hub
+	// license identifier such as apache-2.0, mit, cc-by-4.0 (default "other": the traced code keeps
+	// its own licenses).
+	License string `yaml:"license" json:"license,omitempty"`
 	// Output is the dataset URL: a local folder, file://, s3://, gs:// or azblob:// (default
 	// ./ndtrace-data).
 	Output string `yaml:"output" json:"output"`
@@ -237,12 +242,18 @@ func (s Spec) WithDefaults() Spec {
 }
 
 // Validate checks every field and names the first bad one.
+// licenseRE matches a Hugging Face Hub license identifier.
+var licenseRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]{0,63}$`)
+
 func (s Spec) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("spec: %s: %s", field, fmt.Sprintf(format, args...))
 	}
 	if len(s.Sources) == 0 {
 		return bad("sources", "at least one source is required")
+	}
+	if s.License != "" && !licenseRE.MatchString(s.License) {
+		return bad("license", "%q is not a license identifier (lowercase letters, digits, '.', '-', '+', as the Hugging Face Hub lists them: apache-2.0, mit, cc-by-4.0, other)", s.License)
 	}
 	for i, src := range s.Sources {
 		f := fmt.Sprintf("sources[%d]", i)
@@ -388,10 +399,10 @@ func (s Spec) Validate() error {
 }
 
 // Hash is a stable hash of everything in s that changes the rows produced (not Output, Name,
-// Parallelism or CreatedAt).
+// License, Parallelism or CreatedAt).
 func (s Spec) Hash() string {
 	c := s
-	c.Output, c.Name, c.Parallelism, c.CreatedAt = "", "", 0, ""
+	c.Output, c.Name, c.License, c.Parallelism, c.CreatedAt = "", "", "", 0, ""
 	b, _ := json.Marshal(c)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

@@ -30,6 +30,7 @@ func TestParseSpec(t *testing.T) {
 		{"sources:\n  - kind: examples\npack_length: 10\n", "pack_length"},
 		{"sources:\n  - kind: examples\npack_length: 99999999\n", "pack_length"},
 		{"sources:\n  - kind: examples\nbogus_field: 1\n", "bogus_field"},
+		{"sources:\n  - kind: examples\nlicense: MIT License\n", "license"},
 		{"sources:\n  - kind: repository\n", "sources[0].url"},
 		{"sources:\n  - kind: repository\n    url: a\n    list: b\n", "sources[0].url"},
 		{"sources:\n  - kind: repository\n    list: b\n    ref: main\n", "sources[0].ref"},
@@ -59,7 +60,10 @@ func TestParseSpec(t *testing.T) {
 		}
 	}
 	a, _ := ParseSpec([]byte(good))
-	b, _ := ParseSpec([]byte(good + "output: s3://elsewhere\nparallelism: 9\n"))
+	b, err := ParseSpec([]byte(good + "output: s3://elsewhere\nparallelism: 9\nlicense: cc-by-4.0\n"))
+	if err != nil || b.License != "cc-by-4.0" {
+		t.Fatalf("license: %q, %v", b.License, err)
+	}
 	c, _ := ParseSpec([]byte(good + "seed: 1\n"))
 	if a.Hash() != b.Hash() || a.Hash() == c.Hash() {
 		t.Error("Hash ignores the wrong fields")

@@ -10,7 +10,10 @@ import (
 	"github.com/ndtrace/ndtrace/store"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/ndtrace/ndtrace/dataset"
 
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
 )
@@ -80,6 +83,41 @@ created_at: 2026-11-22T00:00:00Z
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("shard %d: %+v, golden %+v", i, got[i], want[i])
+		}
+	}
+	checkFolderLayout(t, out)
+}
+
+// checkFolderLayout checks the dataset folder a run left at dir as a reader that lists it sees it:
+// every Parquet file is a shard under data/, a packed shard under packed/, or a version's
+// statistics table under versions/ (so data/**/*.parquet reaches the rows and nothing else), and
+// the dataset card README.md names both configurations and the default license.
+func checkFolderLayout(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		ok := (strings.HasPrefix(rel, "data/") || strings.HasPrefix(rel, "packed/")) && strings.Count(rel, "/") == 1 ||
+			strings.HasPrefix(rel, dataset.VersionsDir) && strings.HasSuffix(rel, "/"+dataset.StatsParquetKey)
+		if !ok {
+			t.Errorf("Parquet file %s outside data/, packed/ and the versions' statistics", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	card, err := os.ReadFile(filepath.Join(dir, dataset.CardKey))
+	if err != nil {
+		t.Fatalf("no dataset card: %v", err)
+	}
+	for _, s := range []string{"---\nlicense: other\n", "config_name: default", "- data/*.parquet", "config_name: packed",
+		"- packed/*.parquet", "## Statistics", "| tokenizer | cl100k_base |"} {
+		if !strings.Contains(string(card), s) {
+			t.Errorf("dataset card lacks %q:\n%s", s, card)
 		}
 	}
 }

@@ -40,7 +40,7 @@ const (
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("inspect", inspectUsage, stderr)
 	nrows := fs.Int("rows", 3, "rows to print in all (0: every row)")
-	shard := fs.String("shard", "", "print rows of this shard only: part-00012, part-00012.parquet or shards/part-00012.parquet")
+	shard := fs.String("shard", "", "print rows of this shard only: part-00012, part-00012.parquet or data/part-00012.parquet (shards/… in a dataset written before the data/ layout)")
 	color := fs.String("color", "auto", "learned-token display: auto (ANSI on a terminal unless NO_COLOR is set, markers otherwise), always (ANSI), never (markers)")
 	url, err := parseURLArg(fs, args)
 	if err != nil {
@@ -77,10 +77,14 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	shards := all
 	if *shard != "" {
-		want := strings.TrimSuffix(strings.TrimPrefix(*shard, dataset.ShardDir+"/"), dataset.ShardExt)
+		want := *shard
+		for _, dir := range []string{dataset.ShardDir, dataset.LegacyShardDir} {
+			want = strings.TrimPrefix(want, dir+"/")
+		}
+		want = strings.TrimSuffix(want, dataset.ShardExt)
 		shards = nil
 		for _, s := range all {
-			if s.Path == dataset.ShardPath(want) {
+			if s.Path == dataset.ShardPath(want) || s.Path == dataset.LegacyShardDir+"/"+want+dataset.ShardExt {
 				shards = []dataset.ShardInfo{s}
 			}
 		}

@@ -81,7 +81,7 @@ func TestScheduleSkipsUnchangedSources(t *testing.T) {
 	}
 	m, _ := checkDataset(t, out)
 	versions, _ := filepath.Glob(filepath.Join(out, "versions", "*", "manifest.json"))
-	shards, _ := filepath.Glob(filepath.Join(out, "shards", "*.parquet"))
+	shards, _ := filepath.Glob(filepath.Join(out, "data", "*.parquet"))
 	// Two versions; three shards in all: a's (shared), b's old and b's new.
 	if len(versions) != 2 || len(shards) != 3 || len(m.Shards) != 2 {
 		t.Fatalf("%d versions, %d shard files, %d shards in the latest manifest", len(versions), len(shards), len(m.Shards))

@@ -43,8 +43,25 @@ for (const [i, f] of files.entries()) {
           min(list_min(input_ids))::INTEGER AS min_id
      FROM read_parquet(${list})`,
 );
-// The glob a user would type; equal to the manifest's total only when no stray shard is present.
-[out.glob] = await all(`SELECT count(*)::INTEGER AS rows FROM read_parquet(${quote(join(dir, 'shards', '*.parquet'))})`);
+// The globs a user would type over the folder of a configuration (the dataset card's data_files):
+// every row and nothing else, equal to the manifest's totals when no stray shard is present.
+const globOf = async (folder, sum) => {
+  const g = quote(join(dir, folder, '**', '*.parquet'));
+  const [r] = await all(`SELECT count(*)::INTEGER AS rows, sum(${sum})::BIGINT AS tokens,
+                                count(DISTINCT filename)::INTEGER AS files FROM read_parquet(${g}, filename = true)`);
+  r.tokens = Number(r.tokens);
+  r.columns = (await all(`DESCRIBE SELECT * FROM read_parquet(${g})`)).map((c) => c.column_name);
+  return r;
+};
+out.glob = await globOf('data', 'num_tokens');
+if (manifest.packing) out.packed_glob = await globOf('packed', 'num_tokens');
+// The first attempt of many users: every Parquet file under the root.
+try {
+  const [r] = await all(`SELECT count(*)::INTEGER AS rows FROM read_parquet(${quote(join(dir, '**', '*.parquet'))})`);
+  out.root_glob = { rows: r.rows };
+} catch (e) {
+  out.root_glob = { error: String(e.message ?? e).split('\n')[0] };
+}
 out.kv = {};
 for (const r of await all(
   `SELECT decode(key) AS key, decode(value) AS value FROM parquet_kv_metadata(${quote(files[0])})`,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/sandbox"
@@ -237,10 +238,8 @@ func ItemRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 		}
 		return reject(schemas.StatusReject(t.Status), string(t.Status))
 	}
-	trace := t.trace()
-	item := debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}
-	src := Source{Level: "function", RepoURL: t.Item.RepoURL, Commit: t.Item.Commit, Path: t.Item.Path,
-		QualName: t.Item.QualName, SourceID: t.Item.SourceID}
+	item, trace := t.debuggerItem()
+	src := functionSource(t.Item)
 	var rows []schemas.Row
 	var last string
 	for _, dir := range spec.Directions {
@@ -268,6 +267,18 @@ func ItemRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 		return reject(schemas.RejectNoTrajectory, last)
 	}
 	return rows, nil
+}
+
+// debuggerItem is a traced function-level item as package debugger takes it, and its trace.
+func (t *TracedItem) debuggerItem() (debugger.Item, *debugger.Trace) {
+	trace := t.trace()
+	return debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}, trace
+}
+
+// functionSource is the source columns of a function-level item's rows.
+func functionSource(it crawl.Item) Source {
+	return Source{Level: "function", RepoURL: it.RepoURL, Commit: it.Commit, Path: it.Path,
+		QualName: it.QualName, SourceID: it.SourceID}
 }
 
 // reasonKey is a short counter key for an error.

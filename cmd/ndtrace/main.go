@@ -43,6 +43,7 @@ var commands = map[string]command{
 	"schedule": {"create, list or delete Temporal Schedules that re-run a spec periodically", runSchedule},
 	"inspect":  {"print a dataset's rows decoded to text with the loss mask visible", runInspect},
 	"validate": {"check a dataset: manifest, shard checksums, schema, counts, every row decodes to its text", runValidate},
+	"verify":   {"certify a dataset: re-execute a sample of rows in the sandbox and check they rebuild identically", runVerify},
 
 	"stats": {"print a dataset's statistics: counts, token/action/event distributions, rejects", runStats},
 

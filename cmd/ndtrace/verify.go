@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+const verifyUsage = `DATASET [--sample N | --fraction F] [--seed S] [--min-agreement X] [--replay=true]
+
+Certifies a dataset: draws a sample of its rows (reproducibly from --seed, stratified by level,
+direction and shard), finds each row's input item again in the sources of the spec the dataset was
+made with (the manifest's config: run verify where the run's relative paths resolve), re-executes
+it in a fresh sandbox through the tracer the pipeline uses, rebuilds the row's trajectory from the
+new trace with the row's seed and policy, and checks that text and input_ids equal the stored row.
+With --replay, each row's actions are also replayed on Python's own debugger (bdb) where this
+ndtrace can. A difference is printed with the row id and the first differing state.
+
+Repository-level rows (and function-level rows found in repositories' tests) are not re-executed:
+they are counted as such, never as agreement.
+
+The result, the certificate, is written into the dataset as versions/<version>/verify.json
+(replacing an earlier verification of that version) and shown by 'ndtrace stats' and the dashboard.
+docs/verify.md describes the sampling and every figure.
+
+Exit status: 0 when the agreement (rows agreed / rows re-executed) is at least --min-agreement;
+1 with a one-line reason when it is below, when no row could be re-executed, or when the dataset
+or its sources cannot be read; 2 for bad usage.
+
+DATASET: a folder (./ndtrace-data), file:///abs/dir, s3://bucket/prefix?region=..., gs://...,
+azblob://... (see docs/dataset.md). Flags may come before or after DATASET.`
+
+// runVerify implements "ndtrace verify".
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("verify", verifyUsage, stderr)
+	sample := fs.Int("sample", pipeline.DefaultVerifySample, "rows to check")
+	fraction := fs.Float64("fraction", 0, "check this fraction of the rows (0 < F <= 1, rounded up) instead of --sample")
+	seed := fs.Uint64("seed", 0, "seed of the sample: the same seed over the same dataset draws the same rows")
+	minAgreement := fs.Float64("min-agreement", pipeline.DefaultMinAgreement, "fail (exit 1) when the agreement is below this (0 to 1)")
+	replay := fs.Bool("replay", true, "also replay the rows' actions on Python's bdb (counted as not run when this ndtrace cannot)")
+	concurrency := fs.Int("concurrency", 2, "items re-executed at once (sandboxes)")
+	asJSON := fs.Bool("json", false, "print the certificate (verify.json) instead of the report")
+	backend := fs.String("backend", "namespaces", "sandbox backend: "+strings.Join(sandbox.Backends(), " or "))
+	python := fs.String("python", "/usr/bin/python3", "Python interpreter run inside the sandbox")
+	url, err := parseURLArg(fs, args)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["sample"] && set["fraction"]:
+		return usagef("--sample and --fraction exclude each other")
+	case *sample < 1:
+		return usagef("--sample must be at least 1")
+	case set["fraction"] && (*fraction <= 0 || *fraction > 1 || math.IsNaN(*fraction)):
+		return usagef("--fraction must be above 0 and at most 1")
+	case *minAgreement < 0 || *minAgreement > 1 || math.IsNaN(*minAgreement):
+		return usagef("--min-agreement must be between 0 and 1")
+	case *concurrency < 1:
+		return usagef("--concurrency must be at least 1")
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
+	if err != nil {
+		if store.IsNotExist(err) {
+			return fmt.Errorf("%s: no %s: not a committed dataset (run 'ndtrace run' or check the URL): %w", url, dataset.ManifestKey, err)
+		}
+		return err
+	}
+	fetcher, closeFetcher, err := crawl.NewFetcher(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFetcher()
+	pool := pipeline.NewSandboxPool(sandbox.Config{Backend: *backend, Python: *python, Limits: sandbox.DefaultLimits}, *concurrency)
+	defer pool.Close()
+	trc := &pipeline.Tracer{Sandboxes: pool, Fetcher: fetcher}
+	opts := pipeline.VerifyOptions{Sample: *sample, Seed: *seed, MinAgreement: *minAgreement, Tracer: trc,
+		Fetcher: fetcher, Tokenizers: tokenize.Get, Concurrency: *concurrency}
+	if set["fraction"] {
+		opts.Fraction = *fraction
+	}
+	if *minAgreement == 0 {
+		opts.MinAgreement = pipeline.NoMinAgreement
+	}
+	if *replay {
+		opts.Replayer = verifyReplayer(trc)
+	}
+	v, err := pipeline.Verify(ctx, st, m, opts)
+	if err != nil {
+		return err
+	}
+	key, err := pipeline.WriteVerification(ctx, st, m, v)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	} else {
+		printVerification(stdout, url, v)
+		fmt.Fprintf(stdout, "certificate: %s (%.1f s)\n", key, v.Seconds)
+	}
+	return verifyVerdict(v)
+}
+
+// verifyReplayer is the replayer on bdb of trc, when this ndtrace's tracer has one (nil otherwise:
+// replay is then counted as not run).
+func verifyReplayer(trc *pipeline.Tracer) pipeline.RowReplayer {
+	if r, ok := any(trc).(pipeline.RowReplayer); ok {
+		return r
+	}
+	return nil
+}
+
+// verifyVerdict is nil when v passed, else the one-line reason it did not.
+func verifyVerdict(v *schemas.Verification) error {
+	switch {
+	case v.Passed:
+		return nil
+	case v.Checked == 0:
+		return fmt.Errorf("no row could be re-executed (%d drawn; not re-executed: %s)", v.Sample.Size, fmtIntCounts(v.NotReExecuted))
+	}
+	return fmt.Errorf("agreement %s (%d of %d rows re-executed) is below --min-agreement %s; differences: %s",
+		ratioPercent(v.Agreement), v.Agreed, v.Checked, ratioPercent(v.MinAgreement), fmtIntCounts(v.Differences))
+}
+
+// ratioPercent formats a ratio as a percentage with one decimal, never rounding a shortfall up to 100%.
+func ratioPercent(x float64) string {
+	p := math.Floor(x*1000) / 10
+	return fmt.Sprintf("%.1f%%", p)
+}
+
+// fmtIntCounts formats counts as "k=v k=v" in key order ("none" if empty).
+func fmtIntCounts(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%s", k, thousands(int64(counts[k])))
+	}
+	return strings.Join(parts, " ")
+}
+
+// printVerification prints a certificate as the verify report (also the Verification section of
+// ndtrace stats).
+func printVerification(w io.Writer, url string, v *schemas.Verification) {
+	version := v.Version
+	if version == "" {
+		version = v.DatasetCreatedAt.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	fmt.Fprintf(w, "verified %s (version %s) on %s: %s of %s rows drawn (seed %d, %d strata of level, direction and shard)\n",
+		url, version, v.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), thousands(int64(v.Sample.Size)), thousands(v.Rows), v.Sample.Seed, v.Sample.Strata)
+	verdict := "PASSED"
+	if !v.Passed {
+		verdict = "FAILED"
+	}
+	tw := statsTable(w)
+	fmt.Fprintln(tw, "check\trows\tagreed\tagreement\tdifferences\tnot run\t")
+	fmt.Fprintf(tw, "re-execution\t%s\t%s\t%s\t%s\t%s\t\n", thousands(int64(v.Checked)), thousands(int64(v.Agreed)),
+		ratioPercent(v.Agreement), fmtIntCounts(v.Differences), fmtIntCounts(v.NotReExecuted))
+	ra := "-"
+	if v.Replay.Run > 0 {
+		ra = ratioPercent(float64(v.Replay.Agreed) / float64(v.Replay.Run))
+	}
+	fmt.Fprintf(tw, "replay on bdb\t%s\t%s\t%s\t%s\t%s\t\n", thousands(int64(v.Replay.Run)), thousands(int64(v.Replay.Agreed)),
+		ra, fmtIntCounts(v.Replay.Differences), fmtIntCounts(v.Replay.NotReplayed))
+	tw.Flush()
+	fmt.Fprintf(w, "%s: minimum agreement %s; verified by tracer %s, pipeline %s (dataset made by tracer %s, pipeline %s)\n",
+		verdict, ratioPercent(v.MinAgreement), v.Verifier.Tracer, v.Verifier.Pipeline, v.DatasetVersions.Tracer, v.DatasetVersions.Pipeline)
+	for _, e := range v.Examples {
+		fmt.Fprintf(w, "difference: row %s (%s, %s): %s\n", e.RowID, e.Check, e.Kind, e.Detail)
+	}
+}

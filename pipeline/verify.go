@@ -1,0 +1,555 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+// Verification of a dataset (`ndtrace verify`, docs/verify.md): a sample of a version's rows is
+// drawn (verifysample.go), each row's input item is found again in the sources of the run's spec
+// (the manifest's config) and re-executed in the sandbox through the tracer the pipeline uses, the
+// row's trajectory is rebuilt from the new trace with the row's seed and policy, and its text and
+// input_ids are compared with the stored row's. A RowReplayer, when given, replays the row's actions
+// on Python's own debugger as well. The result is a certificate, schemas.Verification, stored as
+// verify.json beside the version's statistics.
+
+// DefaultVerifySample is how many rows verify checks when asked for neither a size nor a fraction.
+const DefaultVerifySample = 200
+
+// DefaultMinAgreement is the agreement below which a verification fails: re-executing an item
+// and rebuilding its trajectory is deterministic, so any difference is a fault.
+const DefaultMinAgreement = 1.0
+
+// maxVerifyExamples bounds the differences a certificate lists.
+const maxVerifyExamples = 50
+
+// VerifyKeyName is the certificate's name under its version's prefix.
+const VerifyKeyName = "verify.json"
+
+// RowReplayer replays one row's actions on Python's own debugger (bdb) in the sandbox, given the
+// row's input item and the run's spec (*Tracer implements it).
+type RowReplayer interface {
+	Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error)
+}
+
+// VerifyOptions configures Verify.
+type VerifyOptions struct {
+	// Sample is how many rows to check (default DefaultVerifySample); Fraction, if positive, checks
+	// that fraction of the rows (rounded up) instead. Seed seeds the draw.
+	Sample   int
+	Fraction float64
+	Seed     uint64
+	// MinAgreement is the agreement the verification needs to pass (default DefaultMinAgreement;
+	// set NoMinAgreement for none).
+	MinAgreement float64
+	// Tracer re-executes items: a *Tracer with sandboxes of its own.
+	Tracer ItemTracer
+	// Fetcher reads the spec's sources (nil: a zero crawl.Fetcher).
+	Fetcher *crawl.Fetcher
+	// Tokenizers finds the spec's tokenizer by name.
+	Tokenizers func(name string) (tokenize.Tokenizer, error)
+	// Replayer replays rows on bdb; nil: replay is not run (every row counted as not replayed).
+	Replayer RowReplayer
+	// Concurrency is how many items are re-executed at once (default 1).
+	Concurrency int
+	// Progress, if set, is told of every row checked: how many so far, of how many drawn.
+	Progress func(done, total int)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// NoMinAgreement as VerifyOptions.MinAgreement asks for no threshold (0 would mean the default).
+const NoMinAgreement = -1
+
+// verifyItem is one input item to re-execute and the sampled rows built from it.
+type verifyItem struct {
+	path, sourceID string
+	item           *crawl.Item
+	rows           []int // indexes into the sample
+}
+
+// rowResult is what checking one sampled row found.
+type rowResult struct {
+	reexec  *schemas.VerifyExample // nil: agreed (when checked)
+	checked bool
+	notRun  string // reason not re-executed
+	replay  *schemas.ReplayOutcome
+	noRep   string // reason not replayed
+}
+
+// Verify verifies the version of the dataset in s whose manifest is m and returns its certificate
+// (not stored: see WriteVerification). Rows it cannot re-execute (repository-level ones) are
+// counted as such; an error is returned only when the verification itself cannot proceed (the
+// dataset or its sources cannot be read, the sandbox fails).
+func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOptions) (*schemas.Verification, error) {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
+	if o.Tracer == nil || o.Tokenizers == nil {
+		return nil, errors.New("verify: no tracer or tokenizers")
+	}
+	if o.Fraction < 0 || o.Fraction > 1 {
+		return nil, fmt.Errorf("verify: fraction %v is not between 0 and 1", o.Fraction)
+	}
+	if o.Sample <= 0 {
+		o.Sample = DefaultVerifySample
+	}
+	switch {
+	case o.MinAgreement == 0:
+		o.MinAgreement = DefaultMinAgreement
+	case o.MinAgreement < 0:
+		o.MinAgreement = 0
+	}
+	spec, err := SpecOf(m)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := o.Tokenizers(spec.Tokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("verify: tokenizer %s: %w", spec.Tokenizer, err)
+	}
+
+	strata, err := countStrata(ctx, s, m)
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	for _, st := range strata {
+		total += st.Rows
+	}
+	n := sampleSize(total, o.Sample, o.Fraction)
+	allocate(strata, n, o.Seed)
+	rows, err := drawRows(ctx, s, strata, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+
+	v := &schemas.Verification{Format: schemas.VerifyFormat, Version: m.Version, DatasetCreatedAt: m.CreatedAt,
+		Rows: total, Sample: schemas.VerifySample{Seed: o.Seed, Size: len(rows), Strata: len(strata)},
+		Differences: map[string]int{}, NotReExecuted: map[string]int{},
+		Replay:          schemas.VerifyReplay{Differences: map[string]int{}, NotReplayed: map[string]int{}},
+		MinAgreement:    o.MinAgreement,
+		Verifier:        schemas.VerifyVersions{Tracer: sandbox.TracerVersion, Pipeline: Version},
+		DatasetVersions: schemas.VerifyVersions{Tracer: m.Versions.Tracer, Pipeline: m.Versions.Pipeline},
+		StartedAt:       start.UTC()}
+	if o.Fraction > 0 {
+		v.Sample.Fraction = o.Fraction
+	} else {
+		v.Sample.Requested = o.Sample
+	}
+
+	results := make([]rowResult, len(rows))
+	items := groupItems(rows, results)
+	if err := findItems(ctx, o.Fetcher, spec, items); err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	done := 0
+	progress := func(k int) {
+		if o.Progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done += k
+		o.Progress(done, len(rows))
+	}
+	progress(len(rows) - countToCheck(items))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(o.Concurrency, 1))
+	for _, vi := range items {
+		g.Go(func() error {
+			err := checkItem(gctx, o, spec, tok, vi, rows, results)
+			progress(len(vi.rows))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	for i, r := range results {
+		switch {
+		case r.notRun != "":
+			v.NotReExecuted[r.notRun]++
+		case r.checked && r.reexec == nil:
+			v.Checked++
+			v.Agreed++
+		case r.checked:
+			v.Checked++
+			v.Differences[r.reexec.Kind]++
+			addExample(v, *r.reexec)
+		}
+		switch {
+		case r.noRep != "":
+			v.Replay.NotReplayed[r.noRep]++
+		case r.replay != nil && !r.replay.Replayed:
+			v.Replay.NotReplayed[cmpOr(r.replay.Kind, schemas.NotReplayedOther)]++
+		case r.replay != nil && r.replay.Agreed:
+			v.Replay.Run++
+			v.Replay.Agreed++
+		case r.replay != nil:
+			v.Replay.Run++
+			kind := cmpOr(r.replay.Kind, "mismatch")
+			v.Replay.Differences[kind]++
+			addExample(v, schemas.VerifyExample{RowID: rows[i].ID, Check: "replay", Kind: kind, State: -1, Detail: r.replay.Detail})
+		}
+	}
+	if v.Checked > 0 {
+		v.Agreement = float64(v.Agreed) / float64(v.Checked)
+	}
+	v.Passed = v.Checked > 0 && v.Agreement >= v.MinAgreement
+	v.Seconds = now().Sub(start).Seconds()
+	return v, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func addExample(v *schemas.Verification, e schemas.VerifyExample) {
+	if len(v.Examples) < maxVerifyExamples {
+		v.Examples = append(v.Examples, e)
+	}
+}
+
+// SpecOf returns the spec of the run that made the version whose manifest is m (its config), with
+// its defaults.
+func SpecOf(m *dataset.Manifest) (schemas.Spec, error) {
+	var spec schemas.Spec
+	if len(bytes.TrimSpace(m.Config)) == 0 || string(m.Config) == "null" {
+		return spec, errors.New("verify: the manifest records no spec (config is empty): not a dataset of ndtrace run")
+	}
+	if err := json.Unmarshal(m.Config, &spec); err != nil {
+		return spec, fmt.Errorf("verify: the manifest's config is not a spec: %w", err)
+	}
+	return spec.WithDefaults(), nil
+}
+
+// groupItems groups the sampled rows by input item, in sample order, and marks the rows that are
+// not re-executed in results.
+func groupItems(rows []schemas.Row, results []rowResult) []*verifyItem {
+	var items []*verifyItem
+	byKey := map[[2]string]*verifyItem{}
+	for i, r := range rows {
+		switch {
+		case r.Level == "repository":
+			results[i].notRun = schemas.NotRunRepository
+			results[i].noRep = schemas.NotReplayedNotReExecuted
+			continue
+		case r.RepoURL != "":
+			results[i].notRun = schemas.NotRunRepositoryFunction
+			results[i].noRep = schemas.NotReplayedNotReExecuted
+			continue
+		}
+		k := [2]string{r.Path, r.SourceID}
+		vi := byKey[k]
+		if vi == nil {
+			vi = &verifyItem{path: r.Path, sourceID: r.SourceID}
+			byKey[k] = vi
+			items = append(items, vi)
+		}
+		vi.rows = append(vi.rows, i)
+	}
+	return items
+}
+
+func countToCheck(items []*verifyItem) int {
+	n := 0
+	for _, vi := range items {
+		n += len(vi.rows)
+	}
+	return n
+}
+
+// verifyScanPage is how many items findItems asks a source for at a time.
+const verifyScanPage = 1024
+
+// findItems reads the spec's function-level sources (jsonl, python, the examples) as the pipeline
+// scans them and sets the item of every entry of items it finds (by path and source id). Memory is
+// bounded by a page of a source and the items sought.
+func findItems(ctx context.Context, f *crawl.Fetcher, spec schemas.Spec, items []*verifyItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	if f == nil {
+		f = &crawl.Fetcher{}
+	}
+	want := map[[2]string]*verifyItem{}
+	for _, vi := range items {
+		want[[2]string{vi.path, vi.sourceID}] = vi
+	}
+	left := len(want)
+	for i, src := range spec.Sources {
+		if left == 0 {
+			break
+		}
+		switch src.Kind {
+		case "jsonl", "python":
+			if !wanted(want, src.Path) {
+				continue
+			}
+		case "examples":
+		default:
+			continue // a repository: its rows are not re-executed
+		}
+		var cur crawl.SourceCursor
+		for done := false; !done && left > 0; {
+			var err error
+			cur, done, err = f.Scan(ctx, src, cur, verifyScanPage, func(e crawl.Entry) error {
+				if e.Item == nil || e.Item.Repo != nil {
+					return nil
+				}
+				if vi := want[[2]string{e.Item.Path, e.Item.SourceID}]; vi != nil && vi.item == nil {
+					it := *e.Item
+					vi.item = &it
+					left--
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("verify: read sources[%d] (%s) of the run's spec: %w", i, cmpOr(src.Path, src.Kind), err)
+			}
+		}
+	}
+	return nil
+}
+
+// wanted reports whether some sought item comes from path.
+func wanted(want map[[2]string]*verifyItem, path string) bool {
+	for k := range want {
+		if k[0] == path {
+			return true
+		}
+	}
+	return false
+}
+
+// checkItem re-executes one item and checks (and replays) each of its sampled rows.
+func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, rows []schemas.Row, results []rowResult) error {
+	if vi.item == nil {
+		for _, i := range vi.rows {
+			results[i] = rowResult{checked: true, noRep: schemas.NotReplayedNotReExecuted,
+				reexec: &schemas.VerifyExample{RowID: rows[i].ID, Check: "reexec", Kind: schemas.DiffItemMissing, State: -1,
+					Detail: fmt.Sprintf("no item with source_id %q in %s among the spec's sources", vi.sourceID, vi.path)}}
+		}
+		return nil
+	}
+	t, err := o.Tracer.Trace(ctx, *vi.item, spec, func() {})
+	var traceErr string
+	if err != nil {
+		if !errors.Is(err, ErrItem) {
+			return fmt.Errorf("verify: re-execute %s: %w", vi.item.Key, err)
+		}
+		traceErr = err.Error()
+	}
+	for _, i := range vi.rows {
+		row := &rows[i]
+		res := rowResult{checked: true}
+		if traceErr != "" {
+			res.reexec = &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: schemas.DiffStatus, State: -1,
+				Detail: "the re-execution broke its sandbox: " + traceErr}
+		} else {
+			res.reexec = compareRow(t, row, spec, tok)
+		}
+		switch {
+		case o.Replayer == nil:
+			res.noRep = schemas.NotReplayedNotRun
+		default:
+			out, err := o.Replayer.Replay(ctx, *vi.item, *row, spec)
+			if err != nil {
+				return fmt.Errorf("verify: replay row %s on bdb: %w", row.ID, err)
+			}
+			res.replay = &out
+		}
+		results[i] = res
+	}
+	return nil
+}
+
+// compareRow rebuilds row's trajectory from the re-executed trace t with the row's seed and policy
+// and compares it with the row: nil if text and input_ids are equal, else the difference.
+func compareRow(t TracedItem, row *schemas.Row, spec schemas.Spec, tok tokenize.Tokenizer) *schemas.VerifyExample {
+	diff := func(kind string, state int, format string, args ...any) *schemas.VerifyExample {
+		return &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: kind, State: state, Detail: fmt.Sprintf(format, args...)}
+	}
+	if _, err := debugger.ExitFor(t.Status); err != nil {
+		return diff(schemas.DiffStatus, -1, "the re-executed run ended %s (%s)", t.Status, cmpOr(t.Detail, "no trajectory"))
+	}
+	p, err := debugger.PolicyByName(row.Policy)
+	if err != nil {
+		return diff(schemas.DiffRebuild, -1, "policy: %v", err)
+	}
+	item, trace := t.debuggerItem()
+	tree, code, err := item.Tree(debugger.Direction(row.Direction))
+	if err != nil {
+		return diff(schemas.DiffRebuild, -1, "no %s tree from the re-executed trace: %v", row.Direction, err)
+	}
+	opts := RowOptions{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
+		TooLong: TooLong(spec.TooLong), CreatedAt: row.CreatedAt, TracerVersion: sandbox.TracerVersion}
+	got, err := buildRow(functionSource(t.Item), tree, code, traceCounts(trace), p, uint64(row.Seed), opts)
+	if err != nil {
+		return diff(schemas.DiffRebuild, -1, "rebuild with seed %d: %v", row.Seed, err)
+	}
+	if got.Text != row.Text {
+		k, stored, rerun, n := firstDifferentState(row.Text, got.Text)
+		return diff(schemas.DiffText, k, "%s differs (stored row has %d states and exit): stored %q, re-executed %q",
+			stateName(k, n), n-2, stored, rerun)
+	}
+	if !slices.Equal(got.InputIDs, row.InputIDs) {
+		i := 0
+		for i < len(got.InputIDs) && i < len(row.InputIDs) && got.InputIDs[i] == row.InputIDs[i] {
+			i++
+		}
+		return diff(schemas.DiffInputIDs, -1, "same text, input_ids differ from token %d (stored %d ids, re-encoded %d)",
+			i, len(row.InputIDs), len(got.InputIDs))
+	}
+	return nil
+}
+
+// splitStates splits a trajectory's text at the grammar's state boundaries (<|frame_sep|>, which
+// opens every state and the exit): part 0 is the CODE context, the last part the exit.
+func splitStates(text string) []string { return strings.Split(text, tokenize.FrameSep) }
+
+// firstDifferentState returns the index of the first part (splitStates) in which a and b differ,
+// both parts (cut to a readable length around the difference), and a's number of parts.
+func firstDifferentState(a, b string) (int, string, string, int) {
+	pa, pb := splitStates(a), splitStates(b)
+	for k := 0; k < max(len(pa), len(pb)); k++ {
+		var x, y string
+		if k < len(pa) {
+			x = pa[k]
+		}
+		if k < len(pb) {
+			y = pb[k]
+		}
+		if x != y || k >= len(pa) || k >= len(pb) {
+			return k, excerpt(x, y), excerpt(y, x), len(pa)
+		}
+	}
+	return -1, "", "", len(pa)
+}
+
+// stateName names part k of a text of n parts.
+func stateName(k, n int) string {
+	switch {
+	case k == 0:
+		return "state 0 (the CODE context)"
+	case k == n-1:
+		return fmt.Sprintf("state %d (the exit)", k)
+	}
+	return fmt.Sprintf("state %d", k)
+}
+
+// excerpt cuts s to about 160 bytes around where it first differs from t.
+func excerpt(s, t string) string {
+	const width = 160
+	if len(s) <= width {
+		return s
+	}
+	i := 0
+	for i < len(s) && i < len(t) && s[i] == t[i] {
+		i++
+	}
+	from := max(0, i-width/4)
+	for from > 0 && !utf8.RuneStart(s[from]) {
+		from--
+	}
+	to := min(len(s), from+width)
+	for to < len(s) && !utf8.RuneStart(s[to]) {
+		to++
+	}
+	out := s[from:to]
+	if from > 0 {
+		out = "…" + out
+	}
+	if to < len(s) {
+		out += "…"
+	}
+	return out
+}
+
+// VerificationKey is where the certificate of the version whose manifest is m is stored:
+// versions/<id>/verify.json, or verify.json at the root for a dataset written before versions.
+func VerificationKey(m *dataset.Manifest) string {
+	if m.Version == "" {
+		return VerifyKeyName
+	}
+	return dataset.VersionPrefix(m.Version) + VerifyKeyName
+}
+
+// maxVerificationBytes bounds a certificate read.
+const maxVerificationBytes = 4 << 20
+
+// WriteVerification stores v as the certificate of the version whose manifest is m, replacing an
+// earlier one: it is not part of the version's commit (which stays write-once), and the last
+// verification is the one that counts.
+func WriteVerification(ctx context.Context, s *store.Store, m *dataset.Manifest, v *schemas.Verification) (string, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return "", fmt.Errorf("verify: encode certificate: %w", err)
+	}
+	key := VerificationKey(m)
+	if err := s.Put(ctx, key, buf.Bytes(), &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+		return "", fmt.Errorf("verify: write %s: %w", key, err)
+	}
+	return key, nil
+}
+
+// ReadVerification reads the certificate of the version whose manifest is m: nil, without an
+// error, when the version has none (or the one found certifies another version).
+func ReadVerification(ctx context.Context, s *store.Store, m *dataset.Manifest) (*schemas.Verification, error) {
+	key := VerificationKey(m)
+	data, err := s.ReadLimit(ctx, key, maxVerificationBytes)
+	if store.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var v schemas.Verification
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%s: malformed certificate: %w", key, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%s: malformed certificate: trailing data", key)
+	}
+	if v.Format != schemas.VerifyFormat {
+		return nil, fmt.Errorf("%s: format %q, want %q", key, v.Format, schemas.VerifyFormat)
+	}
+	if v.Version != m.Version || !v.DatasetCreatedAt.Equal(m.CreatedAt) {
+		// A certificate of an earlier version, left at the root by a dataset without versions.
+		return nil, nil
+	}
+	return &v, nil
+}

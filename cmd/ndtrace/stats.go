@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 const statsUsage = `URL [flags]
@@ -23,7 +25,8 @@ distributions of tokens, learned tokens, actions, events and code length per tra
 and A.1; actions, events and exits per type; the sources; and the rejects by reason.
 
 It reads stats.json when the dataset has one that matches its manifest (same created_at and
-totals), and computes the statistics from the shards otherwise (nothing is written).
+totals), and computes the statistics from the shards otherwise (nothing is written). Last comes
+the Verification section: the certificate 'ndtrace verify' left for the version, if any.
 --json prints the statistics as stats.json holds them (docs/dataset.md, "Statistics").
 
 URL: a folder (./ndtrace-data), file:///abs/dir, s3://bucket/prefix?region=..., gs://bucket/prefix,
@@ -63,7 +66,36 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	printStats(stdout, url, st, from, *nsources)
+	v, err := loadVerification(ctx, url)
+	if err != nil {
+		return err
+	}
+	statsSection(stdout, "Verification")
+	if v == nil {
+		fmt.Fprintln(stdout, "none (ndtrace verify certifies a sample of the rows)")
+		return nil
+	}
+	printVerification(stdout, url, v)
 	return nil
+}
+
+// loadVerification returns the certificate ndtrace verify left for the dataset's head version,
+// or nil if there is none.
+func loadVerification(ctx context.Context, url string) (*schemas.Verification, error) {
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	m, err := dataset.ReadManifest(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	v, err := pipeline.ReadVerification(ctx, st, m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: verification: %w", url, err)
+	}
+	return v, nil
 }
 
 // loadDatasetStats opens the dataset at url and returns its statistics and where they came from

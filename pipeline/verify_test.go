@@ -1,0 +1,186 @@
+package pipeline
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+func strataOf(sizes ...int64) []stratum {
+	var out []stratum
+	for i, n := range sizes {
+		out = append(out, stratum{Shard: fmt.Sprintf("data/part-%02d.parquet", i/2), Level: "function",
+			Direction: []string{"forward", "inverse"}[i%2], Rows: n})
+	}
+	return out
+}
+
+func takes(s []stratum) []int {
+	out := make([]int, len(s))
+	for i := range s {
+		out[i] = s[i].Take
+	}
+	return out
+}
+
+// TestAllocate checks the split of a sample over strata: it sums to the sample (or every row),
+// never exceeds a stratum, covers every stratum when it can, and is proportional otherwise.
+func TestAllocate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sizes []int64
+		n     int
+		want  []int // nil: only the invariants
+	}{
+		{"proportional", []int64{101, 51, 1, 1}, 8, []int{4, 2, 1, 1}}, // 1 each, then 4 split 100:50:0:0 (2.67, 1.33)
+		{"all rows", []int64{3, 2, 1}, 100, []int{3, 2, 1}},
+		{"exactly the strata", []int64{10, 20, 30}, 3, []int{1, 1, 1}},
+		{"fewer than the strata", []int64{10, 20, 30, 40, 50}, 2, nil},
+		{"one stratum", []int64{1000}, 7, []int{7}},
+		{"zero", []int64{5, 5}, 0, []int{0, 0}},
+		{"equal strata", []int64{10, 10, 10, 10}, 10, nil},
+		{"many small", []int64{1, 1, 1, 1, 1, 1, 1, 1, 1000}, 20, []int{1, 1, 1, 1, 1, 1, 1, 1, 12}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := strataOf(tc.sizes...)
+			allocate(s, tc.n, 7)
+			got := takes(s)
+			var total int64
+			sum := 0
+			for i, st := range s {
+				total += st.Rows
+				sum += st.Take
+				if int64(st.Take) > st.Rows || st.Take < 0 {
+					t.Errorf("stratum %d: take %d of %d rows", i, st.Take, st.Rows)
+				}
+				if tc.n >= len(s) && st.Take == 0 {
+					t.Errorf("stratum %d left out of a sample of %d over %d strata", i, tc.n, len(s))
+				}
+			}
+			if want := int(min(int64(tc.n), total)); sum != want {
+				t.Errorf("takes %v sum to %d, want %d", got, sum, want)
+			}
+			if tc.want != nil && !slices.Equal(got, tc.want) {
+				t.Errorf("takes %v, want %v", got, tc.want)
+			}
+			again := strataOf(tc.sizes...)
+			allocate(again, tc.n, 7)
+			if !slices.Equal(takes(again), got) {
+				t.Errorf("not reproducible: %v then %v", got, takes(again))
+			}
+		})
+	}
+}
+
+// TestReservoir checks that a stratum's draw is the rows of smallest priority whatever the order
+// they come in, bounded by the stratum's allocation, and changes with the seed.
+func TestReservoir(t *testing.T) {
+	var rows []schemas.Row
+	for i := 0; i < 500; i++ {
+		rows = append(rows, schemas.Row{ID: fmt.Sprintf("row-%03d", i)})
+	}
+	draw := func(seed uint64, take int, order []schemas.Row) []string {
+		r := reservoir{take: take}
+		for i := range order {
+			r.offer(priority(seed, order[i].ID), &order[i])
+		}
+		var ids []string
+		for _, d := range r.rows {
+			ids = append(ids, d.row.ID)
+		}
+		return ids
+	}
+	reversed := slices.Clone(rows)
+	slices.Reverse(reversed)
+	for _, tc := range []struct {
+		seed uint64
+		take int
+	}{{0, 1}, {0, 10}, {1, 10}, {42, 499}, {42, 500}, {3, 600}} {
+		t.Run(fmt.Sprintf("seed%d-take%d", tc.seed, tc.take), func(t *testing.T) {
+			a := draw(tc.seed, tc.take, rows)
+			if want := min(tc.take, len(rows)); len(a) != want {
+				t.Fatalf("drew %d rows, want %d", len(a), want)
+			}
+			if b := draw(tc.seed, tc.take, reversed); !slices.Equal(a, b) {
+				t.Errorf("the draw depends on the order of the rows")
+			}
+			// The draw is exactly the take rows of smallest priority.
+			all := slices.Clone(rows)
+			slices.SortFunc(all, func(x, y schemas.Row) int {
+				px, py := priority(tc.seed, x.ID), priority(tc.seed, y.ID)
+				if px != py {
+					if px < py {
+						return -1
+					}
+					return 1
+				}
+				return strings.Compare(x.ID, y.ID)
+			})
+			for i, id := range a {
+				if all[i].ID != id {
+					t.Fatalf("row %d drawn is %s, want %s", i, id, all[i].ID)
+				}
+			}
+			if tc.take < len(rows) {
+				if other := draw(tc.seed+1000, tc.take, rows); slices.Equal(a, other) && tc.take > 1 {
+					t.Errorf("another seed drew the same rows")
+				}
+			}
+		})
+	}
+}
+
+// TestSampleSize checks --sample and --fraction against the dataset's rows.
+func TestSampleSize(t *testing.T) {
+	for _, tc := range []struct {
+		total    int64
+		n        int
+		fraction float64
+		want     int
+	}{
+		{1000, 200, 0, 200},
+		{100, 200, 0, 100},
+		{1000, 200, 0.1, 100},
+		{1000, 200, 0.0001, 1},
+		{1000, 200, 1, 1000},
+		{0, 200, 0.5, 0},
+	} {
+		if got := sampleSize(tc.total, tc.n, tc.fraction); got != tc.want {
+			t.Errorf("sampleSize(%d, %d, %v) = %d, want %d", tc.total, tc.n, tc.fraction, got, tc.want)
+		}
+	}
+}
+
+// TestFirstDifferentState checks that a difference is placed in the state (frame) it is in.
+func TestFirstDifferentState(t *testing.T) {
+	fs := tokenize.FrameSep
+	code := "<|begin_of_text|><|trace_context_start|>def f(x):\n    return x\n"
+	a := code + fs + "<|call_sep|>A" + fs + "<|line_sep|>B" + fs + "<|exit_normal|><|trace_end|><|end_of_text|>"
+	for _, tc := range []struct {
+		name string
+		b    string
+		want int
+	}{
+		{"code", strings.Replace(a, "return x", "return y", 1), 0},
+		{"state 1", strings.Replace(a, "A", "Z", 1), 1},
+		{"state 2", strings.Replace(a, "B", "Z", 1), 2},
+		{"exit", strings.Replace(a, "<|exit_normal|>", "<|exit_error|>", 1), 3},
+		{"one state fewer", code + fs + "<|call_sep|>A" + fs + "<|exit_normal|><|trace_end|><|end_of_text|>", 2},
+		{"same", a, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, _, _, n := firstDifferentState(a, tc.b)
+			if k != tc.want || n != 4 {
+				t.Errorf("first different state %d of %d, want %d of 4", k, n, tc.want)
+			}
+		})
+	}
+	long := strings.Repeat("x", 1000) + "A" + strings.Repeat("y", 1000)
+	if e := excerpt(long, strings.Replace(long, "A", "B", 1)); !strings.Contains(e, "A") || len(e) > 200 {
+		t.Errorf("excerpt %q does not show the difference in short", e)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 const dashboardUsage = `--dataset URL [--dataset URL2 ...] [flags]
@@ -26,7 +27,7 @@ const dashboardUsage = `--dataset URL [--dataset URL2 ...] [flags]
 Serves a web page of dataset statistics: the per-trajectory summary of the paper's Figure 5 (mean
 with the 25-90 % range of tokens, actions and events), histograms of tokens, actions, events and code
 length per trajectory (Figure A.1) for function and repository level side by side, actions and events
-per type, exits, sources and the rejects by reason. Several datasets are compared in the same plots,
+per type, exits, sources, the rejects by reason, and the certificate of 'ndtrace verify'. Several datasets are compared in the same plots,
 one colour each. The plots are SVG drawn by the server: the page loads nothing from the network.
 
 Each dataset's statistics come from its stats.json when it matches the manifest, or are computed
@@ -47,6 +48,7 @@ var (
 		"thousands": thousands,
 		"decimal":   decimal1,
 		"add1":      func(i int) int { return i + 1 },
+		"int64":     func(i int) int64 { return int64(i) },
 	}).ParseFS(dashboardFS, "dashboard/index.html"))
 	dashboardCSS = func() template.CSS {
 		b, err := dashboardFS.ReadFile("dashboard/style.css")
@@ -74,6 +76,8 @@ type dashDataset struct {
 	From  string
 	Stats *dataset.Stats
 	JSON  []byte
+	// Verify is the certificate ndtrace verify left for the dataset's version (nil: none).
+	Verify *schemas.Verification
 }
 
 // dashboard serves the statistics of a fixed set of datasets.
@@ -119,7 +123,11 @@ func loadDashboard(ctx context.Context, urls []string) (*dashboard, error) {
 		}
 		slog.Info("dashboard: dataset loaded", "index", i, "url", u, "statistics", from, "rows", st.Totals.Rows,
 			"elapsed", time.Since(start).Round(time.Millisecond))
-		d.datasets = append(d.datasets, &dashDataset{Index: i, URL: u, Color: datasetColors[i%len(datasetColors)], From: from, Stats: st, JSON: js})
+		v, err := loadVerification(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("dataset %d: %w", i, err)
+		}
+		d.datasets = append(d.datasets, &dashDataset{Index: i, URL: u, Color: datasetColors[i%len(datasetColors)], From: from, Stats: st, JSON: js, Verify: v})
 	}
 	return d, nil
 }
@@ -221,6 +229,13 @@ type (
 		Repos  []dashSourceRow
 		// SourcesShown is the most sources listed per dataset.
 		SourcesShown int
+		// Verifications are the datasets' certificates (ndtrace verify), one row per dataset.
+		Verifications []dashVerifyRow
+	}
+	dashVerifyRow struct {
+		DS *dashDataset
+		*schemas.Verification
+		Agreement, ReplayAgreement, Differences, NotReExecuted, ReplayDifferences, NotReplayed, Verified string
 	}
 	dashDirLink struct {
 		Label, Href string
@@ -314,6 +329,16 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request) {
 			for _, s := range repos[:min(len(repos), dashboardSources)] {
 				p.Repos = append(p.Repos, dashSourceRow{DS: ds, SourceStats: s})
 			}
+		}
+		if v := ds.Verify; v != nil {
+			row := dashVerifyRow{DS: ds, Verification: v, Agreement: ratioPercent(v.Agreement), ReplayAgreement: "–",
+				Differences: fmtIntCounts(v.Differences), NotReExecuted: fmtIntCounts(v.NotReExecuted),
+				ReplayDifferences: fmtIntCounts(v.Replay.Differences), NotReplayed: fmtIntCounts(v.Replay.NotReplayed),
+				Verified: v.StartedAt.UTC().Format("2006-01-02 15:04Z")}
+			if v.Replay.Run > 0 {
+				row.ReplayAgreement = ratioPercent(float64(v.Replay.Agreed) / float64(v.Replay.Run))
+			}
+			p.Verifications = append(p.Verifications, row)
 		}
 		srcs := slices.Clone(ds.Stats.Sources)
 		slices.SortStableFunc(srcs, func(a, b dataset.SourceStats) int { return cmpInt64Desc(a.Trajectories, b.Trajectories) })

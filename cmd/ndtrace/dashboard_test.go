@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // startDashboard runs "ndtrace dashboard" in-process on a free loopback port with the given
@@ -176,6 +178,7 @@ func TestDashboardChromium(t *testing.T) {
 	dir := t.TempDir()
 	one := writeStatsCLIDataset(t, dir, "run-one", 1)
 	two := writeStatsCLIDataset(t, dir, "run-two", 3)
+	writeTestVerification(t, two)
 	base := startDashboard(t, one, two)
 
 	tmp := t.TempDir()
@@ -245,6 +248,20 @@ func TestDashboardChromium(t *testing.T) {
 			t.Errorf("SVG %s has no bars: %.300s", id, m[1])
 		}
 	}
+	// The certificate of dataset two (ndtrace verify), and none for dataset one.
+	verify := regexp.MustCompile(`(?s)<table id="verify-table">(.*?)</table>`).FindStringSubmatch(page)
+	if verify == nil {
+		t.Fatal("DOM has no verification table")
+	}
+	for _, s := range []string{"#2</td>", `class="fail">failed`, `<td class="n">9 of 10</td>`, `<td class="n">80.0%</td>`,
+		"<td>text=1</td>", "<td>repository=4</td>", `<td class="n">100.0%</td>`, "inverse=2 not_re_executed=4"} {
+		if !strings.Contains(verify[1], s) {
+			t.Errorf("verification table lacks %q: %s", s, verify[1])
+		}
+	}
+	if strings.Contains(verify[1], "#1</td>") {
+		t.Error("verification table has a row for dataset 1, which was not verified")
+	}
 	rejects := regexp.MustCompile(`(?s)<table id="rejects-table">(.*?)</table>`).FindStringSubmatch(page)
 	if rejects == nil {
 		t.Fatal("DOM has no rejects table")
@@ -254,6 +271,20 @@ func TestDashboardChromium(t *testing.T) {
 		if !strings.Contains(rejects[1], s) {
 			t.Errorf("rejects table lacks %q", s)
 		}
+	}
+}
+
+// writeTestVerification stores a certificate (as ndtrace verify would) for the dataset at url.
+func writeTestVerification(t *testing.T, url string) {
+	t.Helper()
+	st, m := openHead(t, url)
+	v := &schemas.Verification{Format: schemas.VerifyFormat, Version: m.Version, DatasetCreatedAt: m.CreatedAt, Rows: m.Totals.Rows,
+		Sample: schemas.VerifySample{Seed: 7, Requested: 200, Size: 9, Strata: 4}, Checked: 5, Agreed: 4, Agreement: 0.8,
+		Differences: map[string]int{schemas.DiffText: 1}, NotReExecuted: map[string]int{schemas.NotRunRepository: 4},
+		Replay:       schemas.VerifyReplay{Run: 3, Agreed: 3, NotReplayed: map[string]int{"inverse": 2, schemas.NotReplayedNotReExecuted: 4}},
+		MinAgreement: 1, Verifier: schemas.VerifyVersions{Tracer: "5", Pipeline: "1"}, StartedAt: m.CreatedAt}
+	if _, err := pipeline.WriteVerification(context.Background(), st, m, v); err != nil {
+		t.Fatal(err)
 	}
 }
 

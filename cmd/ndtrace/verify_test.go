@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
@@ -238,4 +239,41 @@ func rewriteShard(t *testing.T, st *store.Store, m *dataset.Manifest, path strin
 	if err := st.Put(ctx, dataset.ManifestKey, man, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkVerifyCruxEval makes the CruxEval end-to-end dataset (as TestRunCruxEvalEndToEnd does,
+// outside the timing) and verifies every row of it (--fraction 1: re-executed in the sandbox with
+// two sandboxes, rebuilt, compared). It reports the agreement, the rows checked and rows/s, and
+// logs the report: the figures in README.md come from
+//
+//	go test ./cmd/ndtrace -run '^$' -bench BenchmarkVerifyCruxEval -benchtime 1x -v
+func BenchmarkVerifyCruxEval(b *testing.B) {
+	dir := b.TempDir()
+	out := filepath.Join(dir, "data")
+	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: crux\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 100\npack_length: 2048\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(b)))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		b.Fatalf("run: exit %d: %s", code, stderr.String())
+	}
+	b.ResetTimer()
+	var v schemas.Verification
+	var elapsed time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		code, so, se := runVerifyCLI(b, out, "--fraction", "1", "--seed", "0", "--concurrency", "2", "--json")
+		elapsed += time.Since(t0)
+		if err := json.Unmarshal([]byte(so), &v); err != nil {
+			b.Fatalf("verify: exit %d, %v\n%s%s", code, err, so, se)
+		}
+		if code != 0 {
+			b.Errorf("verify of the CruxEval dataset: exit %d: %s", code, se)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(100*v.Agreement, "agreement-%")
+	b.ReportMetric(float64(v.Checked), "rows-checked")
+	b.ReportMetric(float64(v.Checked)*float64(b.N)/elapsed.Seconds(), "rows/s")
+	var report bytes.Buffer
+	printVerification(&report, "crux", &v)
+	b.Logf("ndtrace verify DATASET --fraction 1 over CruxEval:\n%s", report.String())
 }

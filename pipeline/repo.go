@@ -295,7 +295,6 @@ func repoRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 	counts["tests"] += int64(rt.Tests)
 	counts["tests_run"] += int64(rt.Run)
 	counts["quarantined"] += int64(len(rt.Quarantined))
-	commit := pin(t.Item.Repo.Resolved)
 	var rows []schemas.Row
 	last := "no test gave a trajectory"
 	for _, tt := range rt.Traces {
@@ -303,20 +302,17 @@ func repoRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 			counts["skipped:test_"+string(tt.Status)]++
 			continue
 		}
-		item := debugger.RepoItem{Events: tt.Events, Status: tt.Status, Functions: tt.Functions}
 		for _, dir := range spec.Directions {
 			for k := 0; k < spec.TrajectoriesPerTrace; k++ {
 				seed := trajectorySeed(spec.Seed, t.Item.Key+"#"+tt.Test, dir, k)
-				tree, code, entry, err := item.Tree(debugger.Direction(dir), seed)
-				if err != nil {
-					counts["skipped:"+dir+":"+reasonKey(err)]++
-					last = err.Error()
+				row, err := repoRow(t.Item, tt, debugger.Direction(dir), seed, p, o)
+				var tree *treeError
+				switch {
+				case errors.As(err, &tree):
+					counts["skipped:"+dir+":"+reasonKey(tree.err)]++
+					last = tree.err.Error()
 					continue
-				}
-				src := Source{Level: "repository", RepoURL: t.Item.Path, Commit: commit, Path: entry.File,
-					QualName: entry.QualName, SourceID: tt.Test}
-				row, err := buildRow(src, tree, code, treeCounts(tree), p, seed, o)
-				if err != nil {
+				case err != nil:
 					counts["dropped:"+reasonKey(err)]++
 					last = err.Error()
 					continue
@@ -329,6 +325,26 @@ func repoRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, 
 		return nil, last
 	}
 	return rows, ""
+}
+
+// treeError is an error of building a test's state tree (its entry call, its direction), as
+// opposed to one of building the row.
+type treeError struct{ err error }
+
+func (e *treeError) Error() string { return e.err.Error() }
+func (e *treeError) Unwrap() error { return e.err }
+
+// repoRow builds the repository-level row of test tt of repository it in direction dir with seed,
+// which also picks the entry call. An error of the tree is a *treeError.
+func repoRow(it crawl.Item, tt TestTrace, dir debugger.Direction, seed uint64, p debugger.Policy, o RowOptions) (schemas.Row, error) {
+	item := debugger.RepoItem{Events: tt.Events, Status: tt.Status, Functions: tt.Functions}
+	tree, code, entry, err := item.Tree(dir, seed)
+	if err != nil {
+		return schemas.Row{}, &treeError{err}
+	}
+	src := Source{Level: "repository", RepoURL: it.Path, Commit: pin(it.Repo.Resolved), Path: entry.File,
+		QualName: entry.QualName, SourceID: tt.Test}
+	return buildRow(src, tree, code, treeCounts(tree), p, seed, o)
 }
 
 // treeCounts counts the events of a tree's states by type.

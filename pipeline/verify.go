@@ -81,11 +81,16 @@ type VerifyOptions struct {
 // NoMinAgreement as VerifyOptions.MinAgreement asks for no threshold (0 would mean the default).
 const NoMinAgreement = -1
 
-// verifyItem is one input item to re-execute and the sampled rows built from it.
+// verifyItem is one input item to re-execute and the sampled rows built from it: a function
+// (path and source id), or a repository (path and commit) for its repository-level rows and the
+// function-level rows found in its tests.
 type verifyItem struct {
-	path, sourceID string
+	repo           bool
+	path, sourceID string // for a repository, sourceID is its commit
 	item           *crawl.Item
-	rows           []int // indexes into the sample
+	// moved says, for a repository found at another commit, which.
+	moved string
+	rows  []int // indexes into the sample
 }
 
 // rowResult is what checking one sampled row found.
@@ -255,22 +260,17 @@ func SpecOf(m *dataset.Manifest) (schemas.Spec, error) {
 // not re-executed in results.
 func groupItems(rows []schemas.Row, results []rowResult) []*verifyItem {
 	var items []*verifyItem
-	byKey := map[[2]string]*verifyItem{}
+	byKey := map[[3]string]*verifyItem{}
 	for i, r := range rows {
-		switch {
-		case r.Level == "repository":
-			results[i].notRun = schemas.NotRunRepository
-			results[i].noRep = schemas.NotReplayedNotReExecuted
-			continue
-		case r.RepoURL != "":
-			results[i].notRun = schemas.NotRunRepositoryFunction
-			results[i].noRep = schemas.NotReplayedNotReExecuted
-			continue
+		k := [3]string{"", r.Path, r.SourceID}
+		if r.RepoURL != "" {
+			// A repository-level row, or a function found in a repository's tests: both come
+			// from tracing the repository again.
+			k = [3]string{"repo", r.RepoURL, r.Commit}
 		}
-		k := [2]string{r.Path, r.SourceID}
 		vi := byKey[k]
 		if vi == nil {
-			vi = &verifyItem{path: r.Path, sourceID: r.SourceID}
+			vi = &verifyItem{repo: k[0] != "", path: k[1], sourceID: k[2]}
 			byKey[k] = vi
 			items = append(items, vi)
 		}
@@ -301,8 +301,15 @@ func findItems(ctx context.Context, f *crawl.Fetcher, spec schemas.Spec, items [
 		f = &crawl.Fetcher{}
 	}
 	want := map[[2]string]*verifyItem{}
+	repos := map[string]*verifyItem{} // by path: a repository found at another commit
+	funcs := false
 	for _, vi := range items {
 		want[[2]string{vi.path, vi.sourceID}] = vi
+		if vi.repo {
+			repos[vi.path] = vi
+		} else {
+			funcs = true
+		}
 	}
 	left := len(want)
 	for i, src := range spec.Sources {
@@ -311,21 +318,32 @@ func findItems(ctx context.Context, f *crawl.Fetcher, spec schemas.Spec, items [
 		}
 		switch src.Kind {
 		case "jsonl", "python":
-			if !wanted(want, src.Path) {
+			if !funcs || !wanted(want, src.Path) {
 				continue
 			}
 		case "examples":
+		case "repository":
+			if len(repos) == 0 {
+				continue
+			}
 		default:
-			continue // a repository: its rows are not re-executed
+			continue
 		}
 		var cur crawl.SourceCursor
 		for done := false; !done && left > 0; {
 			var err error
 			cur, done, err = f.Scan(ctx, src, cur, verifyScanPage, func(e crawl.Entry) error {
-				if e.Item == nil || e.Item.Repo != nil {
+				if e.Item == nil {
 					return nil
 				}
-				if vi := want[[2]string{e.Item.Path, e.Item.SourceID}]; vi != nil && vi.item == nil {
+				k := [2]string{e.Item.Path, e.Item.SourceID}
+				if e.Item.Repo != nil {
+					k[1] = pin(e.Item.Repo.Resolved)
+					if vi := repos[e.Item.Path]; vi != nil && vi.item == nil && k[1] != vi.sourceID {
+						vi.moved = k[1]
+					}
+				}
+				if vi := want[k]; vi != nil && vi.item == nil && vi.repo == (e.Item.Repo != nil) {
 					it := *e.Item
 					vi.item = &it
 					left--
@@ -352,6 +370,9 @@ func wanted(want map[[2]string]*verifyItem, path string) bool {
 
 // checkItem re-executes one item and checks (and replays) each of its sampled rows.
 func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, rows []schemas.Row, results []rowResult) error {
+	if vi.repo {
+		return checkRepo(ctx, o, spec, tok, vi, rows, results)
+	}
 	if vi.item == nil {
 		for _, i := range vi.rows {
 			results[i] = rowResult{checked: true, noRep: schemas.NotReplayedNotReExecuted,
@@ -377,19 +398,139 @@ func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 		} else {
 			res.reexec = compareRow(t, row, spec, tok)
 		}
-		switch {
-		case o.Replayer == nil:
-			res.noRep = schemas.NotReplayedNotRun
-		default:
-			out, err := o.Replayer.Replay(ctx, *vi.item, *row, spec)
-			if err != nil {
-				return fmt.Errorf("verify: replay row %s on bdb: %w", row.ID, err)
-			}
-			res.replay = &out
+		if err := replay(ctx, o, spec, *vi.item, row, &res); err != nil {
+			return err
 		}
 		results[i] = res
 	}
 	return nil
+}
+
+// replay replays row, whose item is it, with o's replayer, if any, into res.
+func replay(ctx context.Context, o VerifyOptions, spec schemas.Spec, it crawl.Item, row *schemas.Row, res *rowResult) error {
+	if o.Replayer == nil {
+		res.noRep = schemas.NotReplayedNotRun
+		return nil
+	}
+	out, err := o.Replayer.Replay(ctx, it, *row, spec)
+	if err != nil {
+		return fmt.Errorf("verify: replay row %s on bdb: %w", row.ID, err)
+	}
+	res.replay = &out
+	return nil
+}
+
+// checkRepo traces a repository again (checkout, its tests untraced and traced, the functions
+// found in them, as the pipeline does) and checks (and replays) each of its sampled rows:
+// repository-level rows against the test they name, function-level rows against the function
+// item found again in the tests.
+func checkRepo(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, rows []schemas.Row, results []rowResult) error {
+	all := func(res func(row *schemas.Row) rowResult) {
+		for _, i := range vi.rows {
+			results[i] = res(&rows[i])
+		}
+	}
+	if vi.item == nil {
+		if vi.moved != "" {
+			all(func(*schemas.Row) rowResult {
+				return rowResult{notRun: schemas.NotRunRepositoryMoved, noRep: schemas.NotReplayedNotReExecuted}
+			})
+			return nil
+		}
+		all(func(row *schemas.Row) rowResult {
+			return rowResult{checked: true, noRep: schemas.NotReplayedNotReExecuted,
+				reexec: &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: schemas.DiffItemMissing, State: -1,
+					Detail: fmt.Sprintf("no repository %s at %s among the spec's sources", vi.path, vi.sourceID)}}
+		})
+		return nil
+	}
+	t, err := o.Tracer.Trace(ctx, *vi.item, spec, func() {})
+	if err != nil && !errors.Is(err, ErrItem) {
+		return fmt.Errorf("verify: re-execute %s: %w", vi.item.Key, err)
+	}
+	if err != nil || t.Repo == nil {
+		reason := ""
+		if err != nil {
+			reason = "the re-execution broke its sandbox: " + err.Error()
+		} else {
+			reason = fmt.Sprintf("the repository gave no trace on re-execution (%s)", cmpOr(t.Detail, string(t.Status)))
+		}
+		all(func(row *schemas.Row) rowResult {
+			return rowResult{checked: true, noRep: schemas.NotReplayedNotReExecuted,
+				reexec: &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: schemas.DiffStatus, State: -1, Detail: reason}}
+		})
+		return nil
+	}
+	for _, i := range vi.rows {
+		row := &rows[i]
+		res := rowResult{checked: true}
+		it := *vi.item
+		if row.Level == "repository" {
+			res.reexec = compareRepoRow(t, row, spec, tok)
+		} else {
+			k := slices.IndexFunc(t.Repo.Functions, func(f TracedItem) bool {
+				return f.Item.Path == row.Path && f.Item.SourceID == row.SourceID && f.Item.QualName == row.QualName &&
+					seedOf(spec, f.Item.Key, row)
+			})
+			if k < 0 {
+				res.reexec = &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: schemas.DiffItemMissing, State: -1,
+					Detail: fmt.Sprintf("the function item %s#%s was not found again in the repository's tests", row.Path, row.SourceID)}
+				res.noRep = schemas.NotReplayedNotReExecuted
+				results[i] = res
+				continue
+			}
+			res.reexec = compareRow(t.Repo.Functions[k], row, spec, tok)
+			it = t.Repo.Functions[k].Item
+		}
+		if err := replay(ctx, o, spec, it, row, &res); err != nil {
+			return err
+		}
+		results[i] = res
+	}
+	return nil
+}
+
+// seedOf reports whether row's seed is one the pipeline derives for the item with key (one test
+// calls a function with several inputs: path, test and function name do not tell them apart, the
+// item's key, which the seed is derived from, does).
+func seedOf(spec schemas.Spec, key string, row *schemas.Row) bool {
+	for k := 0; k < spec.TrajectoriesPerTrace; k++ {
+		if trajectorySeed(spec.Seed, key, row.Direction, k) == uint64(row.Seed) {
+			return true
+		}
+	}
+	return false
+}
+
+// compareRepoRow rebuilds a repository-level row from the re-executed repository t (the test the
+// row names, its direction, policy and seed) and compares it with the row.
+func compareRepoRow(t TracedItem, row *schemas.Row, spec schemas.Spec, tok tokenize.Tokenizer) *schemas.VerifyExample {
+	diff := func(kind string, format string, args ...any) *schemas.VerifyExample {
+		return &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: kind, State: -1, Detail: fmt.Sprintf(format, args...)}
+	}
+	k := slices.IndexFunc(t.Repo.Traces, func(tt TestTrace) bool { return tt.Test == row.SourceID })
+	if k < 0 {
+		return diff(schemas.DiffStatus, "test %s gave no trace on re-execution (not run, or quarantined: its outcome changed under tracing)", row.SourceID)
+	}
+	tt := t.Repo.Traces[k]
+	if _, err := debugger.ExitFor(tt.Status); err != nil {
+		return diff(schemas.DiffStatus, "test %s ended %s on re-execution (%s)", tt.Test, tt.Status, cmpOr(tt.Detail, "no trajectory"))
+	}
+	p, err := debugger.PolicyByName(row.Policy)
+	if err != nil {
+		return diff(schemas.DiffRebuild, "policy: %v", err)
+	}
+	got, err := repoRow(t.Item, tt, debugger.Direction(row.Direction), uint64(row.Seed), p, rowOptions(spec, tok, row))
+	if err != nil {
+		return diff(schemas.DiffRebuild, "rebuild with seed %d: %v", row.Seed, err)
+	}
+	return compareBuilt(row, &got)
+}
+
+// rowOptions are the options the pipeline built row with.
+func rowOptions(spec schemas.Spec, tok tokenize.Tokenizer, row *schemas.Row) RowOptions {
+	return RowOptions{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
+		TooLong: TooLong(spec.TooLong), CreatedAt: row.CreatedAt, TracerVersion: sandbox.TracerVersion}
 }
 
 // compareRow rebuilds row's trajectory from the re-executed trace t with the row's seed and policy
@@ -410,11 +551,17 @@ func compareRow(t TracedItem, row *schemas.Row, spec schemas.Spec, tok tokenize.
 	if err != nil {
 		return diff(schemas.DiffRebuild, -1, "no %s tree from the re-executed trace: %v", row.Direction, err)
 	}
-	opts := RowOptions{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
-		TooLong: TooLong(spec.TooLong), CreatedAt: row.CreatedAt, TracerVersion: sandbox.TracerVersion}
-	got, err := buildRow(functionSource(t.Item), tree, code, traceCounts(trace), p, uint64(row.Seed), opts)
+	got, err := buildRow(functionSource(t.Item), tree, code, traceCounts(trace), p, uint64(row.Seed), rowOptions(spec, tok, row))
 	if err != nil {
 		return diff(schemas.DiffRebuild, -1, "rebuild with seed %d: %v", row.Seed, err)
+	}
+	return compareBuilt(row, &got)
+}
+
+// compareBuilt compares a rebuilt row with the stored one: nil if text and input_ids are equal.
+func compareBuilt(row, got *schemas.Row) *schemas.VerifyExample {
+	diff := func(kind string, state int, format string, args ...any) *schemas.VerifyExample {
+		return &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: kind, State: state, Detail: fmt.Sprintf(format, args...)}
 	}
 	if got.Text != row.Text {
 		k, stored, rerun, n := firstDifferentState(row.Text, got.Text)

@@ -40,11 +40,9 @@ const (
 // Reasons a sampled row is not re-executed (Verification.NotReExecuted) or not replayed
 // (VerifyReplay.NotReplayed).
 const (
-	// NotRunRepository: a repository-level row; verify does not check the repository out again.
-	NotRunRepository = "repository"
-	// NotRunRepositoryFunction: a function-level row found in a repository's tests, traced with
-	// its repository's test run.
-	NotRunRepositoryFunction = "repository_function"
+	// NotRunRepositoryMoved: a row of a repository whose ref now resolves to another commit than
+	// the row's (the repository's rows and the function-level rows found in its tests).
+	NotRunRepositoryMoved = "repository_moved"
 	// NotReplayedNotRun: replay on bdb was off (--replay=false) or this ndtrace has none.
 	NotReplayedNotRun = "not_run"
 	// NotReplayedNotReExecuted: the row's item was not re-executed (see NotReExecuted).

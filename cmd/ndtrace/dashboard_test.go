@@ -254,7 +254,7 @@ func TestDashboardChromium(t *testing.T) {
 		t.Fatal("DOM has no verification table")
 	}
 	for _, s := range []string{"#2</td>", `class="fail">failed`, `<td class="n">9 of 10</td>`, `<td class="n">80.0%</td>`,
-		"<td>text=1</td>", "<td>repository=4</td>", `<td class="n">100.0%</td>`, "inverse=2 not_re_executed=4"} {
+		"<td>text=1</td>", "<td>repository_moved=4</td>", `<td class="n">100.0%</td>`, "inverse=2 not_re_executed=4"} {
 		if !strings.Contains(verify[1], s) {
 			t.Errorf("verification table lacks %q: %s", s, verify[1])
 		}
@@ -280,7 +280,7 @@ func writeTestVerification(t *testing.T, url string) {
 	st, m := openHead(t, url)
 	v := &schemas.Verification{Format: schemas.VerifyFormat, Version: m.Version, DatasetCreatedAt: m.CreatedAt, Rows: m.Totals.Rows,
 		Sample: schemas.VerifySample{Seed: 7, Requested: 200, Size: 9, Strata: 4}, Checked: 5, Agreed: 4, Agreement: 0.8,
-		Differences: map[string]int{schemas.DiffText: 1}, NotReExecuted: map[string]int{schemas.NotRunRepository: 4},
+		Differences: map[string]int{schemas.DiffText: 1}, NotReExecuted: map[string]int{schemas.NotRunRepositoryMoved: 4},
 		Replay:       schemas.VerifyReplay{Run: 3, Agreed: 3, NotReplayed: map[string]int{"inverse": 2, schemas.NotReplayedNotReExecuted: 4}},
 		MinAgreement: 1, Verifier: schemas.VerifyVersions{Tracer: "5", Pipeline: "1"}, StartedAt: m.CreatedAt}
 	if _, err := pipeline.WriteVerification(context.Background(), st, m, v); err != nil {

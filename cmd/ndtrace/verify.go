@@ -12,6 +12,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -29,8 +30,10 @@ new trace with the row's seed and policy, and checks that text and input_ids equ
 With --replay, each row's actions are also replayed on Python's own debugger (bdb) where this
 ndtrace can. A difference is printed with the row id and the first differing state.
 
-Repository-level rows (and function-level rows found in repositories' tests) are not re-executed:
-they are counted as such, never as agreement.
+Repository-level rows are re-executed by checking the repository out again at the row's commit
+and running its tests as the pipeline does (--scratch, --envs); the function-level rows found in
+its tests are checked against the functions found again. A repository whose ref now resolves to
+another commit is not re-executed: its rows are counted as such, never as agreement.
 
 The result, the certificate, is written into the dataset as versions/<version>/verify.json
 (replacing an earlier verification of that version) and shown by 'ndtrace stats' and the dashboard.
@@ -55,6 +58,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asJSON := fs.Bool("json", false, "print the certificate (verify.json) instead of the report")
 	backend := fs.String("backend", "namespaces", "sandbox backend: "+strings.Join(sandbox.Backends(), " or "))
 	python := fs.String("python", "/usr/bin/python3", "Python interpreter run inside the sandbox")
+	var wf workerFlags
+	fs.StringVar(&wf.scratch, "scratch", "", "folder for repository checkouts, not under /tmp (default: $"+userdirs.ScratchEnv+", else per user, docs/operations.md)")
+	fs.StringVar(&wf.envs, "envs", "", "folder of the environments built for repositories, not under /tmp (default: $"+userdirs.EnvsEnv+", else per user)")
 	url, err := parseURLArg(fs, args)
 	if err != nil {
 		return err
@@ -72,6 +78,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--min-agreement must be between 0 and 1")
 	case *concurrency < 1:
 		return usagef("--concurrency must be at least 1")
+	}
+	if err := resolveWorkDirs(&wf, true); err != nil {
+		return err
 	}
 	st, err := store.Open(ctx, url)
 	if err != nil {
@@ -92,7 +101,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer closeFetcher()
 	pool := pipeline.NewSandboxPool(sandbox.Config{Backend: *backend, Python: *python, Limits: sandbox.DefaultLimits}, *concurrency)
 	defer pool.Close()
-	trc := &pipeline.Tracer{Sandboxes: pool, Fetcher: fetcher}
+	// The tracer the pipeline's workers use: repositories are checked out into the scratch folder,
+	// their environments come from the dataset's cache (or are built again).
+	trc := &pipeline.Tracer{Sandboxes: pool, Fetcher: fetcher, Scratch: wf.scratch, EnvCache: wf.envs, Store: st}
 	opts := pipeline.VerifyOptions{Sample: *sample, Seed: *seed, MinAgreement: *minAgreement, Tracer: trc,
 		Fetcher: fetcher, Tokenizers: tokenize.Get, Concurrency: *concurrency}
 	if set["fraction"] {

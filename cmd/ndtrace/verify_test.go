@@ -57,8 +57,14 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	if v.Checked == 0 || v.Agreed != v.Checked || v.Agreement != 1 || !v.Passed || int64(v.Sample.Size) != m.Totals.Rows {
 		t.Fatalf("unaltered dataset: %+v", v)
 	}
-	if v.NotReExecuted[schemas.NotRunRepository] == 0 || v.Checked+v.NotReExecuted[schemas.NotRunRepository]+v.NotReExecuted[schemas.NotRunRepositoryFunction] != v.Sample.Size {
-		t.Errorf("rows not re-executed are not counted apart: %+v", v)
+	// Every row is re-executed: the CruxEval functions, the examples, the example repository's
+	// repository-level rows and the functions found in its tests.
+	levels := map[string]bool{}
+	for _, r := range allRows(t, out) {
+		levels[r.Level+"/"+fmt.Sprint(r.RepoURL != "")] = true
+	}
+	if v.Checked != v.Sample.Size || len(v.NotReExecuted) != 0 || !levels["repository/true"] || !levels["function/true"] || !levels["function/false"] {
+		t.Errorf("not every kind of row was re-executed: %+v (rows: %v)", v, levels)
 	}
 	if v.Replay.Run != 0 || v.Replay.NotReplayed[schemas.NotReplayedNotRun]+v.Replay.NotReplayed[schemas.NotReplayedNotReExecuted] != v.Sample.Size {
 		// Until the replayer on bdb is wired into the tracer (issue 16 part 2), replay is counted
@@ -122,6 +128,26 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	if code, so, se := runVerifyCLI(t, out, "--fraction", "1", "--seed", "3", "--min-agreement", "0.5"); code != 0 {
 		t.Errorf("--min-agreement 0.5: exit %d\n%s%s", code, so, se)
 	}
+}
+
+// allRows reads every row of the dataset at out.
+func allRows(t *testing.T, out string) []schemas.Row {
+	t.Helper()
+	ctx := context.Background()
+	st, m := openHead(t, out)
+	shards, err := m.AllShards(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []schemas.Row
+	for _, sh := range shards {
+		r, err := dataset.ReadRows(ctx, st, sh.Path, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r...)
+	}
+	return rows
 }
 
 // alterOneRow changes one digit in a state of the first re-executable forward row of the dataset at

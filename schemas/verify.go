@@ -33,7 +33,8 @@ const (
 	// DiffRebuild: the trajectory could not be rebuilt from the new trace with the row's seed and
 	// policy (no tree in the row's direction, an unknown policy, a trajectory now too long).
 	DiffRebuild = "rebuild"
-	// DiffItemMissing: the row's input item is no longer in the sources of the run's spec.
+	// DiffItemMissing: the row's input item is no longer in the sources of the run's spec (or,
+	// for a function found in a repository's tests, no longer found there).
 	DiffItemMissing = "item_missing"
 )
 
@@ -71,8 +72,8 @@ type Verification struct {
 	Agreement float64 `json:"agreement"`
 	// Differences counts the checked rows that did not agree, by kind (Diff*).
 	Differences map[string]int `json:"differences"`
-	// NotReExecuted counts the sampled rows that were not re-executed, by reason (NotRun*):
-	// neither agreement nor difference.
+	// NotReExecuted counts the sampled rows that were not re-executed, by reason
+	// (NotRunRepositoryMoved): neither agreement nor difference.
 	NotReExecuted map[string]int `json:"not_re_executed"`
 	// Replay counts the replays on bdb.
 	Replay VerifyReplay `json:"replay"`

@@ -119,7 +119,13 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	if err != nil || v == nil || v.Differences[schemas.DiffText] != 1 || v.Agreed != v.Checked-1 || v.Passed {
 		t.Fatalf("certificate of the altered dataset: %+v, %v", v, err)
 	}
-	if len(v.Examples) != 1 || v.Examples[0].RowID != rowID || v.Examples[0].State != state {
+	var reexec []schemas.VerifyExample // (a replay on bdb, when wired in, may add its own)
+	for _, e := range v.Examples {
+		if e.Check == "reexec" {
+			reexec = append(reexec, e)
+		}
+	}
+	if len(reexec) != 1 || reexec[0].RowID != rowID || reexec[0].State != state || reexec[0].Kind != schemas.DiffText {
 		t.Errorf("examples %+v, want row %s state %d", v.Examples, rowID, state)
 	}
 	t.Logf("altered:\n%s%s", so, se)

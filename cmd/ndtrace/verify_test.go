@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/internal/testrepos"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
@@ -308,4 +310,46 @@ func BenchmarkVerifyCruxEval(b *testing.B) {
 	var report bytes.Buffer
 	printVerification(&report, "crux", &v)
 	b.Logf("ndtrace verify DATASET --fraction 1 over CruxEval:\n%s", report.String())
+}
+
+// BenchmarkVerifyRepositories makes a dataset of the fixture repositories of BenchmarkRepositories
+// (local git repositories: repository-level rows and the functions found in their tests), outside
+// the timing, and verifies every row: each repository checked out again and its tests run again.
+//
+//	go test ./cmd/ndtrace -run '^$' -bench BenchmarkVerifyRepositories -benchtime 1x -v
+func BenchmarkVerifyRepositories(b *testing.B) {
+	names := []string{"passing", "failing", "forking", "unittest_only", "trace_sensitive"}
+	dir := b.TempDir()
+	var list strings.Builder
+	for _, name := range names {
+		url, _ := testrepos.Git(b, name)
+		fmt.Fprintf(&list, "%s\n", url)
+	}
+	listPath := filepath.Join(dir, "repos.txt")
+	if err := os.WriteFile(listPath, []byte(list.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	out := filepath.Join(dir, "data")
+	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
+		b.Fatalf("run: %s", stderr.String())
+	}
+	b.ResetTimer()
+	var v schemas.Verification
+	for i := 0; i < b.N; i++ {
+		code, so, se := runVerifyCLI(b, out, "--fraction", "1", "--json")
+		if err := json.Unmarshal([]byte(so), &v); err != nil {
+			b.Fatalf("verify: exit %d, %v\n%s%s", code, err, so, se)
+		}
+		if code != 0 {
+			b.Errorf("verify of the repositories' dataset: exit %d: %s", code, se)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(100*v.Agreement, "agreement-%")
+	b.ReportMetric(float64(v.Checked), "rows-checked")
+	var report bytes.Buffer
+	printVerification(&report, "repos", &v)
+	b.Logf("ndtrace verify DATASET --fraction 1 over the fixture repositories:\n%s", report.String())
 }

@@ -682,21 +682,31 @@ func ReadVerification(ctx context.Context, s *store.Store, m *dataset.Manifest) 
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var v schemas.Verification
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%s: malformed certificate: %w", key, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%s: malformed certificate: trailing data", key)
-	}
-	if v.Format != schemas.VerifyFormat {
-		return nil, fmt.Errorf("%s: format %q, want %q", key, v.Format, schemas.VerifyFormat)
+	v, err := ParseVerification(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	if v.Version != m.Version || !v.DatasetCreatedAt.Equal(m.CreatedAt) {
 		// A certificate of an earlier version, left at the root by a dataset without versions.
 		return nil, nil
+	}
+	return v, nil
+}
+
+// ParseVerification decodes a certificate (verify.json), refusing unknown fields, trailing data
+// and another format.
+func ParseVerification(data []byte) (*schemas.Verification, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var v schemas.Verification
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("malformed certificate: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("malformed certificate: trailing data after the JSON object")
+	}
+	if v.Format != schemas.VerifyFormat {
+		return nil, fmt.Errorf("certificate: format %q, want %q", v.Format, schemas.VerifyFormat)
 	}
 	return &v, nil
 }

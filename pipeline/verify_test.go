@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -183,4 +185,48 @@ func TestFirstDifferentState(t *testing.T) {
 	if e := excerpt(long, strings.Replace(long, "A", "B", 1)); !strings.Contains(e, "A") || len(e) > 200 {
 		t.Errorf("excerpt %q does not show the difference in short", e)
 	}
+}
+
+// FuzzParseVerification checks that any input is a certificate or an error, never a panic, and
+// that a certificate parsed re-encodes to one that parses the same.
+func FuzzParseVerification(f *testing.F) {
+	f.Add([]byte(`{"format":"ndtrace-verify","rows":3,"sample":{"seed":1,"size":2,"strata":1},"checked":2,"agreed":2,"agreement":1,"differences":{},"not_re_executed":{},"replay":{"run":0,"agreed":0,"differences":{},"not_replayed":{"not_run":2}},"min_agreement":1,"passed":true,"verifier":{"tracer":"5","pipeline":"1"},"dataset_versions":{"tracer":"5","pipeline":"1"},"dataset_created_at":"2026-11-22T00:00:00Z","started_at":"2026-11-22T00:00:00Z","seconds":1.5}`))
+	f.Add([]byte(`{"format":"other"}`))
+	f.Add([]byte(`{"format":"ndtrace-verify"} {}`))
+	f.Add([]byte(`{"format":"ndtrace-verify","x":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := ParseVerification(data)
+		if err != nil {
+			return
+		}
+		again, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := ParseVerification(again)
+		if err != nil {
+			t.Fatalf("re-encoded certificate does not parse: %v\n%s", err, again)
+		}
+		if !reflect.DeepEqual(v, w) {
+			t.Fatalf("round trip changed the certificate:\n%+v\n%+v", v, w)
+		}
+	})
+}
+
+// FuzzFirstDifferentState checks that the first differing state is always a part of one of the
+// texts, and -1 exactly when they are equal.
+func FuzzFirstDifferentState(f *testing.F) {
+	fs := tokenize.FrameSep
+	f.Add("a"+fs+"b"+fs+"c", "a"+fs+"x"+fs+"c")
+	f.Add("", fs)
+	f.Add("same", "same")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		k, _, _, n := firstDifferentState(a, b)
+		switch {
+		case a == b && k != -1, a != b && k < 0:
+			t.Fatalf("k = %d for equal = %v", k, a == b)
+		case k >= max(n, len(splitStates(b))):
+			t.Fatalf("k = %d beyond the parts (%d, %d)", k, n, len(splitStates(b)))
+		}
+	})
 }

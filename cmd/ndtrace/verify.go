@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
@@ -114,6 +115,14 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *replay {
 		opts.Replayer = verifyReplayer(trc)
+	}
+	// Progress on stderr: a line at most every 5 s (a repository takes a while), and the last.
+	var last time.Time
+	opts.Progress = func(done, total int) {
+		if now := time.Now(); now.Sub(last) >= 5*time.Second || done == total {
+			last = now
+			fmt.Fprintf(stderr, "verify: %d/%d rows checked\n", done, total)
+		}
 	}
 	v, err := pipeline.Verify(ctx, st, m, opts)
 	if err != nil {

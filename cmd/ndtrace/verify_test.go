@@ -113,8 +113,10 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	if !strings.Contains(so, want) || !strings.Contains(so, "FAILED") {
 		t.Errorf("report does not name the altered row and state (%q):\n%s", want, so)
 	}
-	if !strings.Contains(se, "below --min-agreement") || strings.Count(strings.TrimSpace(se), "\n") != 0 {
-		t.Errorf("want a one-line reason on stderr, got %q", se)
+	// stderr: progress lines ("verify: N/M rows checked"), then the one-line reason.
+	lines := strings.Split(strings.TrimSpace(se), "\n")
+	if reason := lines[len(lines)-1]; !strings.HasPrefix(reason, "ndtrace verify: agreement ") || !strings.Contains(reason, "below --min-agreement 100.0%") {
+		t.Errorf("want a one-line reason last on stderr, got %q", se)
 	}
 	st, m = openHead(t, out)
 	v, err = pipeline.ReadVerification(context.Background(), st, m)

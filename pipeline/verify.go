@@ -406,10 +406,14 @@ func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 	return nil
 }
 
-// replay replays row, whose item is it, with o's replayer, if any, into res.
+// replay replays row, whose item is it, with o's replayer, if any, into res: forward rows only.
 func replay(ctx context.Context, o VerifyOptions, spec schemas.Spec, it crawl.Item, row *schemas.Row, res *rowResult) error {
-	if o.Replayer == nil {
+	switch {
+	case o.Replayer == nil:
 		res.noRep = schemas.NotReplayedNotRun
+		return nil
+	case row.Direction == string(debugger.Inverse):
+		res.noRep = schemas.NotReplayedInverse // pdb does not run backwards
 		return nil
 	}
 	out, err := o.Replayer.Replay(ctx, it, *row, spec)

@@ -46,6 +46,8 @@ const (
 	NotRunRepositoryMoved = "repository_moved"
 	// NotReplayedNotRun: replay on bdb was off (--replay=false) or this ndtrace has none.
 	NotReplayedNotRun = "not_run"
+	// NotReplayedInverse: an inverse row (pdb does not run backwards).
+	NotReplayedInverse = "inverse"
 	// NotReplayedNotReExecuted: the row's item was not re-executed (see NotReExecuted).
 	NotReplayedNotReExecuted = "not_re_executed"
 	// NotReplayedOther: the replayer declined the row without naming a kind (its detail says why).

@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
@@ -133,6 +135,29 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 		t.Errorf("examples %+v, want row %s state %d", v.Examples, rowID, state)
 	}
 	t.Logf("altered:\n%s%s", so, se)
+
+	// Replay counts: with a replayer (a stub standing for the one on bdb), forward rows are
+	// replayed and counted apart from re-execution, inverse ones are not replayed, and a
+	// disagreement is counted by its kind, never as agreement.
+	stub := &stubReplayer{disagree: rowID}
+	saved := verifyReplayer
+	verifyReplayer = func(*pipeline.Tracer) pipeline.RowReplayer { return stub }
+	code, so, _ = runVerifyCLI(t, out, "--fraction", "1", "--seed", "3", "--json")
+	verifyReplayer = saved
+	var rv schemas.Verification
+	if err := json.Unmarshal([]byte(so), &rv); err != nil {
+		t.Fatalf("verify with a replayer: exit %d, %v", code, err)
+	}
+	forward := 0
+	for _, r := range allRows(t, out) {
+		if r.Direction == "forward" {
+			forward++
+		}
+	}
+	if rv.Replay.Run != forward || rv.Replay.Agreed != forward-1 || rv.Replay.Differences["mismatch"] != 1 ||
+		rv.Replay.NotReplayed[schemas.NotReplayedInverse] != rv.Sample.Size-forward || stub.calls.Load() != int64(forward) {
+		t.Errorf("replay counts %+v with %d forward rows of %d (%d replays)", rv.Replay, forward, rv.Sample.Size, stub.calls.Load())
+	}
 
 	// A threshold below the agreement passes.
 	if code, so, se := runVerifyCLI(t, out, "--fraction", "1", "--seed", "3", "--min-agreement", "0.5"); code != 0 {
@@ -354,4 +379,19 @@ func BenchmarkVerifyRepositories(b *testing.B) {
 	var report bytes.Buffer
 	printVerification(&report, "repos", &v)
 	b.Logf("ndtrace verify DATASET --fraction 1 over the fixture repositories:\n%s", report.String())
+}
+
+// stubReplayer agrees on every row but one; it stands for the replayer on bdb in the test of
+// verify's counts.
+type stubReplayer struct {
+	disagree string
+	calls    atomic.Int64
+}
+
+func (s *stubReplayer) Replay(_ context.Context, _ crawl.Item, row schemas.Row, _ schemas.Spec) (schemas.ReplayOutcome, error) {
+	s.calls.Add(1)
+	if row.ID == s.disagree {
+		return schemas.ReplayOutcome{Replayed: true, Kind: "mismatch", Detail: "stub: state 2 differs"}, nil
+	}
+	return schemas.ReplayOutcome{Replayed: true, Agreed: true}, nil
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -8,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -229,4 +232,105 @@ func FuzzFirstDifferentState(f *testing.F) {
 			t.Fatalf("k = %d beyond the parts (%d, %d)", k, n, len(splitStates(b)))
 		}
 	})
+}
+
+// sampleDataset writes shards of synthetic rows (levels, directions) into a memory store and
+// returns the store and a manifest listing them: shard i holds sizes[i] rows per (level,
+// direction) of groups.
+func sampleDataset(t *testing.T, sizes []int) (*store.Store, *dataset.Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, "mem://sample")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	groups := [][2]string{{"function", "forward"}, {"function", "inverse"}, {"repository", "forward"}}
+	m := &dataset.Manifest{}
+	for i, n := range sizes {
+		var rows []schemas.Row
+		for _, g := range groups {
+			for k := 0; k < n; k++ {
+				rows = append(rows, schemas.Row{ID: fmt.Sprintf("%d-%s-%s-%d", i, g[0], g[1], k), Level: g[0], Direction: g[1],
+					Tokenizer: "t", InputIDs: []int32{1}, LossMask: []bool{true}, NumTokens: 1, NumLearned: 1})
+			}
+		}
+		info, err := dataset.WriteShard(ctx, st, fmt.Sprintf("part-%02d", i), rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Shards = append(m.Shards, info)
+	}
+	return st, m
+}
+
+// TestDrawSample draws samples from a dataset of shards: the sample has the size asked for (or
+// every row), covers every stratum (shard, level, direction) when it is at least as large as
+// their number, never takes more of a stratum than its share, and is the same for the same seed.
+func TestDrawSample(t *testing.T) {
+	ctx := context.Background()
+	st, m := sampleDataset(t, []int{40, 5, 1, 20}) // 4 shards × 3 groups: 12 strata, 198 rows
+	draw := func(n int, seed uint64) ([]schemas.Row, []stratum) {
+		strata, err := countStrata(ctx, st, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		allocate(strata, n, seed)
+		rows, err := drawRows(ctx, st, strata, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows, strata
+	}
+	ids := func(rows []schemas.Row) []string {
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		n    int
+		seed uint64
+	}{{1, 0}, {5, 1}, {12, 2}, {30, 3}, {100, 4}, {198, 5}, {500, 6}} {
+		t.Run(fmt.Sprintf("n%d-seed%d", tc.n, tc.seed), func(t *testing.T) {
+			rows, strata := draw(tc.n, tc.seed)
+			if len(strata) != 12 {
+				t.Fatalf("%d strata, want 12", len(strata))
+			}
+			if want := min(tc.n, 198); len(rows) != want {
+				t.Fatalf("drew %d rows, want %d", len(rows), want)
+			}
+			per := map[string]int{}
+			seen := map[string]bool{}
+			for _, r := range rows {
+				per[r.ID[:strings.LastIndex(r.ID, "-")]]++
+				if seen[r.ID] {
+					t.Errorf("row %s drawn twice", r.ID)
+				}
+				seen[r.ID] = true
+			}
+			for _, s := range strata {
+				shard := strings.TrimSuffix(strings.TrimPrefix(s.Shard, "data/part-"), ".parquet")
+				shard = strings.TrimLeft(shard, "0")
+				if shard == "" {
+					shard = "0"
+				}
+				got := per[shard+"-"+s.Level+"-"+s.Direction]
+				if got != s.Take {
+					t.Errorf("stratum %s/%s/%s: drew %d, allocated %d", s.Shard, s.Level, s.Direction, got, s.Take)
+				}
+				if tc.n >= len(strata) && got == 0 {
+					t.Errorf("stratum %s/%s/%s left out", s.Shard, s.Level, s.Direction)
+				}
+			}
+			again, _ := draw(tc.n, tc.seed)
+			if !slices.Equal(ids(rows), ids(again)) {
+				t.Error("the same seed drew other rows")
+			}
+			if other, _ := draw(tc.n, tc.seed+100); tc.n >= 5 && tc.n < 198 && slices.Equal(ids(rows), ids(other)) {
+				t.Error("another seed drew the same rows")
+			}
+		})
+	}
 }

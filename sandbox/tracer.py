@@ -999,7 +999,9 @@ def _run_replay(req):
                     for fn, ls in lines.items():
                         for i, text in enumerate(ls):
                             if text == arg:
-                                self.set_break(fn, i + 1)
+                                err = self.set_break(fn, i + 1)
+                                if err:
+                                    end("invalid", exc_type="ReplayError", exc_message="breakpoint: " + err)
                     self.set_continue()
                 else:
                     self.set_continue()
@@ -1011,6 +1013,13 @@ def _run_replay(req):
         # The driver keeps every frame traced instead and lets stop_here/break_here decide, which
         # is what those bdb paths amount to; with no breakpoint, continue only stops the global
         # trace function.
+        def trace_dispatch(self, frame, event, arg):
+            # The tracer reads a replayed frame's locals at every event, which fixes the order
+            # of f_locals (first binding first); so does the replay.
+            if frame.f_code.co_filename in targets:
+                frame.f_locals
+            return bdb.Bdb.trace_dispatch(self, frame, event, arg)
+
         def dispatch_call(self, frame, arg):
             bdb.Bdb.dispatch_call(self, frame, arg)
             return self.trace_dispatch
@@ -1024,7 +1033,8 @@ def _run_replay(req):
                 sys.settrace(None)
 
         def user_call(self, frame, arg):
-            self.land(frame, "call", None)
+            if self.stop_here(frame):      # as pdb's: bdb also calls it near breakpoints
+                self.land(frame, "call", None)
 
         def user_line(self, frame):
             self.land(frame, "line", None)
@@ -1037,11 +1047,18 @@ def _run_replay(req):
 
     try:
         exec(code, namespace)
-        exec(wcode, namespace)
-        main = namespace["main"]
+        # The wrapper's main() is not bound in the module (the item may have a main of its own,
+        # which CALL then names); its import (islice) is, unless the module has that name.
+        wns = {}
+        exec(wcode, namespace, wns)
+        main = wns.pop("main")
+        for k, v in wns.items():
+            namespace.setdefault(k, v)
     except BaseException as e:
         end("invalid", exc_type=_qualname(type(e)), exc_message="the module body raised: %s" % (e,))
     driver = Driver()
+    for fn in targets:     # bdb looks a breakpoint's line up under the file's canonical name
+        linecache.cache[driver.canonic(fn)] = linecache.cache[fn]
     sys.addaudithook(audit)
 
     def stop():

@@ -50,3 +50,48 @@ end ok 10`
 		t.Errorf("status %s (%s)", res.Status, res.Detail)
 	}
 }
+
+// TestReplayHostile runs replays of code that knows the driver's source and attacks it: each
+// attempt to reach the debugger's machinery or forge the stream ends the replay tampered, and
+// code that changes bdb's behaviour gives other stops, never the honest ones.
+func TestReplayHostile(t *testing.T) {
+	sb := shared(t)
+	steps := [][2]string{{"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}}
+	wrapper := "def main():\n    return f(2)\n"
+	tampered := []struct{ name, code string }{
+		{"settrace", "import sys\ndef f(x):\n    sys.settrace(None)\n    return x\n"},
+		{"getframe", "import sys\ndef f(x):\n    fr = sys._getframe(3)\n    return x\n"},
+		{"traceback frame", "def f(x):\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n        fr = e.__traceback__.tb_frame\n    return x\n"},
+		{"generator frame", "def g():\n    yield 1\n\ndef f(x):\n    fr = g().gi_frame\n    return x\n"},
+		{"forged chunk", "import os\ndef f(x):\n    os.write(3, b'{\"event\":\"line\",\"frame\":1,\"func\":\"f\",\"file\":\"main.py\",\"lineno\":2,\"depth\":1,\"src\":\"x\",\"locals\":{}}\\n#' + b'0' * 64 + b'\\n')\n    return x\n"},
+		{"native helper", "def f(x):\n    import _ndtrace_native\n    return x\n"},
+		{"ctypes", "def f(x):\n    import ctypes\n    return x\n"},
+		{"gc", "import gc\ndef f(x):\n    gc.get_objects()\n    return x\n"},
+	}
+	for _, c := range tampered {
+		res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: c.code, Call: "f(2)", Wrapper: wrapper, Actions: steps})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Status != schemas.StatusTampered {
+			t.Errorf("%s: status %s (%s), want tampered\n%s", c.name, res.Status, res.Detail, replayStops(res))
+		}
+	}
+
+	// Code that rewrites bdb's stepping or prints fake states changes what pdb shows, never
+	// into the honest replay's stops.
+	honest := "def f(x):\n    y = x + 1\n    return y\n"
+	want, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: honest, Call: "f(2)", Wrapper: wrapper, Actions: steps})
+	if err != nil || want.Status != schemas.StatusOK {
+		t.Fatalf("honest replay: %v %s", err, want.Status)
+	}
+	patched := "import bdb\nbdb.Bdb.stop_here = lambda self, frame: False\n" +
+		"print('{\"event\":\"line\",\"frame\":1}')\n" + honest
+	got, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: patched, Call: "f(2)", Wrapper: wrapper, Actions: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replayStops(got) == replayStops(want) {
+		t.Errorf("a program that patched bdb replays like the honest one:\n%s", replayStops(got))
+	}
+}

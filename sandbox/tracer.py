@@ -833,6 +833,8 @@ def _run_call(req):
 
 _REPLAY_ACTIONS = ("step_into", "step_over", "step_return", "breakpoint", "continue")
 REPLAY_WRAPPER_FILE = "<ndtrace-main>"
+_REPLAY_FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
+_REPLAY_DENIED_IMPORTS = DENIED_IMPORTS + TAMPER_IMPORTS
 _REPLAY_DENIED = ("sys.settrace", "sys.setprofile", "sys._getframe", "gc.get_objects",
                   "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.addaudithook",
                   "function.__new__", "code.__new__", "marshal.loads", "ctypes.dlopen")
@@ -874,13 +876,24 @@ def _run_replay(req):
                 pass
         exit_(0)
 
+    _str, _tuple = str, tuple
+
     def audit(event, args):
         if state["guard"] or state["done"]:
             return
-        if event in _REPLAY_DENIED or event.startswith("sys.monitoring"):
+        what = None
+        if event in _REPLAY_DENIED or event.startswith("sys.monitoring") or event.startswith("ctypes."):
+            what = event
+        elif event == "object.__getattr__" and len(args) == 2 and args[1] in _REPLAY_FRAME_ATTRS:
+            what = "a frame (%s)" % args[1]
+        elif event == "import" and args and type(args[0]) is _str and \
+                args[0].partition(".")[0] in _REPLAY_DENIED_IMPORTS:
+            what = "import " + args[0]
+        if what is not None:
             end("tampered", exc_type="Tampered",
-                exc_message="the replayed code used %s (the debugger's machinery)" % event)
+                exc_message="the replayed code used %s (the debugger's machinery)" % what)
 
+    _repr, _len, _type, _getattr = repr, len, type, getattr
     addrs = {}
 
     def ordinal(m):
@@ -888,13 +901,13 @@ def _run_replay(req):
 
     def render(v):
         try:
-            r = repr(v)
-            if type(r) is not str:
+            r = _repr(v)
+            if _type(r) is not _str:
                 r = "<%s object (repr returned %s)>" % (_qualname(type(v)), _qualname(type(r)))
         except BaseException as e:
             r = "<%s object (repr raised %s)>" % (_qualname(type(v)), _qualname(type(e)))
         r = _ADDR_RE.sub(ordinal, r)
-        if len(r) > vc:
+        if _len(r) > vc:
             r = r[:vc] + "..."
         return r
 
@@ -1060,6 +1073,7 @@ def _run_replay(req):
     for fn in targets:     # bdb looks a breakpoint's line up under the file's canonical name
         linecache.cache[driver.canonic(fn)] = linecache.cache[fn]
     sys.addaudithook(audit)
+    sys.gettrace = lambda: None      # the driver's bound method would lead to its state
 
     def stop():
         state["guard"] = True

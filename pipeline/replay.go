@@ -31,9 +31,6 @@ const (
 	// resumption; pdb's `next` and `return` ignore a generator's return (yield) and call
 	// (resumption) events unless stepping.
 	ReplayGenerator = "generator_next_return"
-	// ReplayMainWrapper: a difference in the main() wrapper's own states (the tree makes them up
-	// from the entry's result; pdb runs the wrapper).
-	ReplayMainWrapper = "main_wrapper"
 	// ReplayValueRender: the same states and names, but a value that was cut at value_chars or
 	// whose repr failed renders differently (the tracer's C renderer bounds containers element by
 	// element; the replay renders with repr and cuts).
@@ -45,7 +42,7 @@ const (
 
 // ReplayKinds lists every kind, in the order verify reports them.
 var ReplayKinds = []string{ReplayMismatch, ReplayTampered, ReplayBreakpointNonLine, ReplayGenerator,
-	ReplayMainWrapper, ReplayValueRender, ReplayLimit}
+	ReplayValueRender, ReplayLimit}
 
 // Replay replays a forward function-level row's actions on Python's bdb in a sandbox
 // (sandbox.Replay) and compares every landing state with the row's next state (CompareReplay).
@@ -310,10 +307,6 @@ func classify(code string, a debugger.Action, from, want, got *debugger.State, s
 		if j > 0 && j-1 < len(stops) && generatorFunc(code, stops[j-1].Func) {
 			return ReplayGenerator
 		}
-	}
-	if j < len(stops) && stops[j].File == sandbox.ReplayWrapperFile && want != nil && got != nil &&
-		want.Kind == got.Kind && want.Src == got.Src {
-		return ReplayMainWrapper
 	}
 	if want != nil && got != nil && want.Kind == got.Kind && want.Src == got.Src && valuesCut(*want, *got) {
 		return ReplayValueRender

@@ -95,3 +95,19 @@ func TestReplayHostile(t *testing.T) {
 		t.Errorf("a program that patched bdb replays like the honest one:\n%s", replayStops(got))
 	}
 }
+
+// TestReplayStdlibFrames: the standard library's own uses of sys._getframe that give no frame
+// out (namedtuple, Enum's functional API, typing) are not tampering.
+func TestReplayStdlibFrames(t *testing.T) {
+	sb := shared(t)
+	code := "from collections import namedtuple\nimport enum\nimport typing\n" +
+		"def f(x):\n    P = namedtuple('P', 'a b')\n    E = enum.Enum('E', 'A B')\n    T = typing.TypeVar('T')\n    return P(x, 1).a\n"
+	res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: code, Call: "f(2)",
+		Wrapper: "def main():\n    return f(2)\n", Actions: [][2]string{{"continue", ""}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusOK || res.Value != "2" {
+		t.Errorf("status %s (%s) value %q", res.Status, res.Detail, res.Value)
+	}
+}

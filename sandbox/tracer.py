@@ -726,7 +726,11 @@ def _item(hdr, fds, opts):
         if req["kind"] == "call":
             _run_call(req)
         elif req["kind"] == "replay":
-            _run_replay(req)
+            try:
+                _run_replay(req)
+            except BaseException as e:     # the driver's own failure: say what it was
+                os.write(2, ("\nreplay driver failed: %r\n" % (e,)).encode("ascii", "replace"))
+                raise
         else:
             _run_tests(req)
     finally:
@@ -876,13 +880,29 @@ def _run_replay(req):
                 pass
         exit_(0)
 
-    _str, _tuple = str, tuple
+    _str, _tuple, _getframe = str, tuple, sys._getframe
+    # The standard library's functions that take a frame for a module name or a warning's
+    # location and give none out: their sys._getframe is allowed (compared by code object, which
+    # the replayed code cannot forge: building code is denied).
+    import collections, enum, typing, warnings
+    frame_users = frozenset(c for c in (
+        getattr(f, "__code__", None) for f in (
+            collections.namedtuple, getattr(typing, "_caller", None),
+            getattr(enum.EnumType, "_create_", None), warnings.warn)) if c is not None)
 
     def audit(event, args):
         if state["guard"] or state["done"]:
             return
         what = None
-        if event in _REPLAY_DENIED or event.startswith("sys.monitoring") or event.startswith("ctypes."):
+        if event == "sys._getframe":
+            state["guard"] = True
+            try:
+                caller = _getframe(1).f_code
+            finally:
+                state["guard"] = False
+            if caller not in frame_users:
+                what = event
+        elif event in _REPLAY_DENIED or event.startswith("sys.monitoring") or event.startswith("ctypes."):
             what = event
         elif event == "object.__getattr__" and len(args) == 2 and args[1] in _REPLAY_FRAME_ATTRS:
             what = "a frame (%s)" % args[1]

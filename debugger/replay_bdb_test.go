@@ -10,7 +10,9 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
 	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
@@ -99,5 +101,42 @@ func TestReplayOnBdb(t *testing.T) {
 	want := map[string]int{"agreed": 262, pipeline.ReplayBreakpointNonLine: 1, pipeline.ReplayGenerator: 7}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("replay outcomes %s, want %v", b.String(), want)
+	}
+}
+
+// TestReplayCruxEvalOnBdb replays one forward paper-policy trajectory of each of the 800
+// CruxEval functions on bdb: named kinds are expected, with pinned counts; an unexplained
+// mismatch or tampering is not.
+func TestReplayCruxEvalOnBdb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	rows := cruxeval.Rows(t)
+	n := len(rows)
+	counts := map[string]int{}
+	for i, r := range rows[:n] {
+		call := sandbox.CallFromInput("f", r.Input)
+		res := traceCode(t, r.Code, call)
+		item := debugger.Item{Code: r.Code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: res.Consume}
+		traj, err := item.Sample(debugger.Forward, debugger.PaperPolicy(), uint64(i), nil)
+		if err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+		out := replayOnBdb(t, r.Code, call, traj)
+		k := "agreed"
+		if !out.Agreed {
+			k = out.Kind
+		}
+		counts[k]++
+		if k == pipeline.ReplayMismatch || k == pipeline.ReplayTampered {
+			t.Errorf("row %d: %s: %s\n%s", i, k, out.Detail, r.Code)
+		}
+	}
+	t.Logf("%d CruxEval trajectories: %v", n, counts)
+	// Measured: breakpoints on a `return` line taken at that line, or on a `def` line, and one
+	// step_return in a generator expression.
+	want := map[string]int{"agreed": 730, pipeline.ReplayBreakpointNonLine: 69, pipeline.ReplayGenerator: 1}
+	if !reflect.DeepEqual(counts, want) {
+		t.Errorf("replay outcomes %v, want %v", counts, want)
 	}
 }

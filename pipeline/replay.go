@@ -342,11 +342,14 @@ func valuesCut(r, p debugger.State) bool {
 
 var yieldWord = regexp.MustCompile(`\byield\b`)
 
-// generatorFunc reports whether the function qualname (its last component) is defined in code
-// with a yield in its body: a generator, whose yield and resumption events pdb's next and return
+// generatorFunc reports whether the function qualname (its last component) is a generator
+// expression or is defined in code with a yield in its body: a generator, whose yield and resumption events pdb's next and return
 // ignore.
 func generatorFunc(code, qualname string) bool {
 	name := qualname[strings.LastIndex(qualname, ".")+1:]
+	if name == "<genexpr>" {
+		return true
+	}
 	if name == "" || strings.HasPrefix(name, "<") {
 		return false
 	}

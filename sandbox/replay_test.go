@@ -67,6 +67,8 @@ func TestReplayHostile(t *testing.T) {
 		{"native helper", "def f(x):\n    import _ndtrace_native\n    return x\n"},
 		{"ctypes", "def f(x):\n    import ctypes\n    return x\n"},
 		{"gc", "import gc\ndef f(x):\n    gc.get_objects()\n    return x\n"},
+		{"marshal", "import marshal\ndef f(x):\n    marshal.loads(marshal.dumps(f.__code__))\n    return x\n"},
+		{"code replace", "def f(x):\n    f.__code__.replace(co_name='g')\n    return x\n"},
 	}
 	for _, c := range tampered {
 		res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: c.code, Call: "f(2)", Wrapper: wrapper, Actions: steps})

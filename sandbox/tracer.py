@@ -839,6 +839,7 @@ _REPLAY_ACTIONS = ("step_into", "step_over", "step_return", "breakpoint", "conti
 REPLAY_WRAPPER_FILE = "<ndtrace-main>"
 _REPLAY_FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
 _REPLAY_DENIED_IMPORTS = DENIED_IMPORTS + TAMPER_IMPORTS
+_REPLAY_IMPORT_EVENTS = ("marshal.loads", "code.__new__")   # allowed from the import system only
 _REPLAY_DENIED = ("sys.settrace", "sys.setprofile", "sys._getframe", "gc.get_objects",
                   "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.addaudithook",
                   "function.__new__", "code.__new__", "marshal.loads", "ctypes.dlopen")
@@ -889,18 +890,19 @@ def _run_replay(req):
         getattr(f, "__code__", None) for f in (
             collections.namedtuple, getattr(typing, "_caller", None),
             getattr(enum.EnumType, "_create_", None), warnings.warn)) if c is not None)
+    import_codes = frozenset(_import_codes())   # the import system unmarshals .pyc files
 
     def audit(event, args):
         if state["guard"] or state["done"]:
             return
         what = None
-        if event == "sys._getframe":
+        if event == "sys._getframe" or event in _REPLAY_IMPORT_EVENTS:
             state["guard"] = True
             try:
                 caller = _getframe(1).f_code
             finally:
                 state["guard"] = False
-            if caller not in frame_users:
+            if caller not in (frame_users if event == "sys._getframe" else import_codes):
                 what = event
         elif event in _REPLAY_DENIED or event.startswith("sys.monitoring") or event.startswith("ctypes."):
             what = event

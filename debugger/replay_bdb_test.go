@@ -20,6 +20,10 @@ import (
 // replayOnBdb renders traj as a row would be, replays the parsed row on bdb in the sandbox and
 // compares.
 func replayOnBdb(t *testing.T, code, call string, traj debugger.Trajectory) schemas.ReplayOutcome {
+	return replayOnBdbWith(t, code, call, traj, sandbox.Limits{})
+}
+
+func replayOnBdbWith(t *testing.T, code, call string, traj debugger.Trajectory, lim sandbox.Limits) schemas.ReplayOutcome {
 	t.Helper()
 	text, err := tokenize.Render(traj)
 	if err != nil {
@@ -33,6 +37,7 @@ func replayOnBdb(t *testing.T, code, call string, traj debugger.Trajectory) sche
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Limits = lim
 	res, err := sb.Replay(context.Background(), req)
 	if err != nil {
 		t.Fatalf("replay: %v", err)
@@ -138,5 +143,42 @@ func TestReplayCruxEvalOnBdb(t *testing.T) {
 	want := map[string]int{"agreed": 730, pipeline.ReplayBreakpointNonLine: 69, pipeline.ReplayGenerator: 1}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("replay outcomes %v, want %v", counts, want)
+	}
+}
+
+// TestReplayCutOff replays trajectories of runs cut off by the trace's event limit: the replay
+// counts the item's events as the tracer does and ends at the same event (exit_never).
+func TestReplayCutOff(t *testing.T) {
+	sbOnce.Do(func() { sb, sbErr = sandbox.New(context.Background(), sandbox.Config{}) })
+	if sbErr != nil {
+		t.Fatalf("sandbox: %v", sbErr)
+	}
+	lim := sandbox.Limits{TraceEvents: 200}
+	progs := [][2]string{
+		{"def f():\n    i = 0\n    while True:\n        i += 1\n", "f()"},
+		{"def g(n):\n    return n + 1\n\ndef f():\n    i = 0\n    while True:\n        i = g(i)\n", "f()"},
+	}
+	for i, p := range progs {
+		res, err := sb.Run(context.Background(), sandbox.Request{Code: p[0], Call: p[1], Limits: lim})
+		if err != nil || res.Status != schemas.StatusEventLimit {
+			t.Fatalf("program %d: %v %s", i, err, res.Status)
+		}
+		item := debugger.Item{Code: p[0], Call: p[1], Events: res.Events, Blocks: res.Blocks, Status: res.Status}
+		tree, code, err := item.Tree(debugger.Forward)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := uint64(0); seed < 8; seed++ {
+			traj, err := debugger.Sample(tree, code, debugger.PaperPolicy(), seed, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if traj.Exit != debugger.ExitNever {
+				t.Fatalf("program %d seed %d: exit %s", i, seed, traj.Exit)
+			}
+			if out := replayOnBdbWith(t, p[0], p[1], traj, lim); !out.Agreed {
+				t.Errorf("program %d seed %d: %+v", i, seed, out)
+			}
+		}
 	}
 }

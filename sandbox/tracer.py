@@ -835,6 +835,7 @@ def _run_call(req):
 # for the debugger's machinery (settrace, frames, gc, monitoring): a replay that was interfered
 # with is a disagreement, never an agreement (docs/debugger.md, "Replay on bdb").
 
+_TRACE_EVENTS = frozenset(("call", "line", "return", "exception"))
 _REPLAY_ACTIONS = ("step_into", "step_over", "step_return", "breakpoint", "continue")
 REPLAY_WRAPPER_FILE = "<ndtrace-main>"
 _REPLAY_FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
@@ -853,7 +854,8 @@ def _run_replay(req):
     actions = [tuple(a) for a in req["actions"]]
     vc = req["limits"]["value_chars"]
     hmac, write, enc, exit_ = _hmac_digest, os.write, _enc, os._exit
-    state = {"tag": bytes(32), "events": 0, "guard": False, "done": False}
+    state = {"tag": bytes(32), "events": 0, "count": 0, "guard": False, "done": False}
+    max_events = req["limits"]["max_events"]
 
     def seal(text):
         data = text.encode("ascii")
@@ -1051,8 +1053,16 @@ def _run_replay(req):
         def trace_dispatch(self, frame, event, arg):
             # The tracer reads a replayed frame's locals at every event, which fixes the order
             # of f_locals (first binding first); so does the replay.
-            if frame.f_code.co_filename in targets:
+            fn = frame.f_code.co_filename
+            if fn in targets:
                 frame.f_locals
+                # The tracer's event limit, counted as the tracer counts: the item's own events
+                # (the wrapper is not traced), the run ending before the event past the limit.
+                if fn == filename and event in _TRACE_EVENTS:
+                    if state["count"] >= max_events:
+                        end("event_limit", exc_type="EventLimit",
+                            exc_message="trace limit of %d events reached" % max_events)
+                    state["count"] += 1
             return bdb.Bdb.trace_dispatch(self, frame, event, arg)
 
         def dispatch_call(self, frame, arg):
@@ -1063,9 +1073,8 @@ def _run_replay(req):
             self._set_stopinfo(None, None)
 
         def set_continue(self):
+            # The trace function stays: it counts the events toward the tracer's limit.
             self._set_stopinfo(self.botframe, None, -1)
-            if not self.breaks:
-                sys.settrace(None)
 
         def user_call(self, frame, arg):
             if self.stop_here(frame):      # as pdb's: bdb also calls it near breakpoints

@@ -35,8 +35,8 @@ const (
 	// whose repr failed renders differently (the tracer's C renderer bounds containers element by
 	// element; the replay renders with repr and cuts).
 	ReplayValueRender = "value_render"
-	// ReplayLimit: the row was cut off by a trace limit (exit_never) but pdb, which has no event
-	// limit, ran on to the end, or the other way round.
+	// ReplayLimit: the row was cut off by a limit (exit_never) and the replay was not, or the
+	// other way round. The replay keeps the tracer's event limit, not its byte or output limits.
 	ReplayLimit = "limit"
 )
 
@@ -46,7 +46,8 @@ var ReplayKinds = []string{ReplayMismatch, ReplayTampered, ReplayBreakpointNonLi
 
 // Replay replays a forward function-level row's actions on Python's bdb in a sandbox
 // (sandbox.Replay) and compares every landing state with the row's next state (CompareReplay).
-// Inverse rows and repository-level rows are not replayed (Replayed false, Detail says why). The
+// Inverse rows, repository-level rows and function-level rows of a repository's functions (which
+// need its checkout) are not replayed (Replayed false, Detail says why). The
 // error is non-nil only when the sandbox failed (worth retrying) or the row cannot be read.
 func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
 	if row.Direction != string(debugger.Forward) {
@@ -54,6 +55,9 @@ func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spe
 	}
 	if row.Level == "repository" || it.Repo != nil {
 		return schemas.ReplayOutcome{Detail: "a repository-level row is not replayed on bdb yet (its row does not name which call of the test is the entry)"}, nil
+	}
+	if it.RepoURL != "" {
+		return schemas.ReplayOutcome{Detail: "a function-level row of a repository's function is not replayed on bdb yet (it needs the repository's checkout and environment on the path)"}, nil
 	}
 	traj, err := tokenize.Parse(row.Text)
 	if err != nil {

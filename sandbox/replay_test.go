@@ -67,6 +67,7 @@ func TestReplayHostile(t *testing.T) {
 		{"native helper", "def f(x):\n    import _ndtrace_native\n    return x\n"},
 		{"ctypes", "def f(x):\n    import ctypes\n    return x\n"},
 		{"gc", "import gc\ndef f(x):\n    gc.get_objects()\n    return x\n"},
+		{"module body frame", "import sys\nkey = sys._getframe(1).f_locals\ndef f(x):\n    return x\n"},
 		{"marshal", "import marshal\ndef f(x):\n    marshal.loads(marshal.dumps(f.__code__))\n    return x\n"},
 		{"code replace", "def f(x):\n    f.__code__.replace(co_name='g')\n    return x\n"},
 	}

@@ -927,9 +927,9 @@ def _run_replay(req):
         try:
             r = _repr(v)
             if _type(r) is not _str:
-                r = "<%s object (repr returned %s)>" % (_qualname(type(v)), _qualname(type(r)))
+                r = "<%s object (repr returned %s)>" % (_qualname(_type(v)), _qualname(_type(r)))
         except BaseException as e:
-            r = "<%s object (repr raised %s)>" % (_qualname(type(v)), _qualname(type(e)))
+            r = "<%s object (repr raised %s)>" % (_qualname(_type(v)), _qualname(_type(e)))
         r = _ADDR_RE.sub(ordinal, r)
         if _len(r) > vc:
             r = r[:vc] + "..."
@@ -1089,6 +1089,12 @@ def _run_replay(req):
         def user_exception(self, frame, exc_info):
             self.land(frame, "exception", exc_info)
 
+    driver = Driver()
+    for fn in targets:     # bdb looks a breakpoint's line up under the file's canonical name
+        linecache.cache[driver.canonic(fn)] = linecache.cache[fn]
+    # From here on the item's code may run (its module body first): the audit hook watches it.
+    sys.addaudithook(audit)
+    sys.gettrace = lambda: None      # the driver's bound method would lead to its state
     try:
         exec(code, namespace)
         # The wrapper's main() is not bound in the module (the item may have a main of its own,
@@ -1099,12 +1105,7 @@ def _run_replay(req):
         for k, v in wns.items():
             namespace.setdefault(k, v)
     except BaseException as e:
-        end("invalid", exc_type=_qualname(type(e)), exc_message="the module body raised: %s" % (e,))
-    driver = Driver()
-    for fn in targets:     # bdb looks a breakpoint's line up under the file's canonical name
-        linecache.cache[driver.canonic(fn)] = linecache.cache[fn]
-    sys.addaudithook(audit)
-    sys.gettrace = lambda: None      # the driver's bound method would lead to its state
+        end("invalid", exc_type=_qualname(_type(e)), exc_message="the module body raised: %s" % (e,))
 
     def stop():
         state["guard"] = True

@@ -171,11 +171,35 @@ func TestTracerReplay(t *testing.T) {
 			}
 		}
 	}
+	// A program that looks at its caller's frame traces normally but cannot be replayed
+	// honestly: the verdict fails closed.
+	hostile := "import sys\ndef f(n):\n    up = sys._getframe(1).f_code.co_name\n    return n\n"
+	hrow, err := buildRow(t, item(t, hostile, "f(4)"), debugger.Forward, 2, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := trc.Replay(context.Background(), crawl.Item{Code: hostile, Filename: "main.py", Call: "f(4)"}, hrow, spec)
+	if err != nil || out.Agreed || out.Kind != pipeline.ReplayTampered {
+		t.Errorf("hostile row: %+v %v", out, err)
+	}
+	// Rows that are not replayed say why.
+	for _, c := range []struct {
+		it  crawl.Item
+		row schemas.Row
+	}{
+		{crawl.Item{Repo: &crawl.RepoTarget{}}, schemas.Row{Level: "repository", Direction: "forward"}},
+		{crawl.Item{Code: code, Call: "f(4)", RepoURL: "https://example.invalid/r"}, schemas.Row{Level: "function", Direction: "forward"}},
+	} {
+		out, err := trc.Replay(context.Background(), c.it, c.row, spec)
+		if err != nil || out.Replayed || out.Detail == "" {
+			t.Errorf("%+v: %+v %v", c.row, out, err)
+		}
+	}
 	inv, err := buildRow(t, it, debugger.Inverse, 1, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := trc.Replay(context.Background(), citem, inv, spec)
+	out, err = trc.Replay(context.Background(), citem, inv, spec)
 	if err != nil || out.Replayed || out.Detail == "" {
 		t.Errorf("inverse row: %+v %v", out, err)
 	}

@@ -47,8 +47,9 @@ var ReplayKinds = []string{ReplayMismatch, ReplayTampered, ReplayBreakpointNonLi
 // Replay replays a forward function-level row's actions on Python's bdb in a sandbox
 // (sandbox.Replay) and compares every landing state with the row's next state (CompareReplay).
 // Inverse rows, repository-level rows and function-level rows of a repository's functions (which
-// need its checkout) are not replayed (Replayed false, Detail says why). The
-// error is non-nil only when the sandbox failed (worth retrying) or the row cannot be read.
+// need its checkout) are not replayed (Replayed false, Detail says why). The error is non-nil
+// only when the sandbox failed (ErrItem when the replayed item broke it), the spec's limits are
+// unusable or the row's text does not parse.
 func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
 	if row.Direction != string(debugger.Forward) {
 		return schemas.ReplayOutcome{Detail: "an inverse row is not replayed: pdb does not run backwards"}, nil

@@ -57,6 +57,8 @@ func TestReplayOnBdb(t *testing.T) {
 		[2]string{"def f(xs):\n    return map(lambda x: x * x, xs)\n", "f([1, 2, 3])"},
 		[2]string{"def g():\n    yield 1\n    raise ValueError('x')\n", "g()"},
 		[2]string{"def h(x):\n    try:\n        return 10 // x\n    finally:\n        x = 1\n", "h(0)"},
+		[2]string{"import functools\n\ndef deco(*args):\n    def d(fn):\n        @functools.wraps(fn)\n        def w(*a):\n            return fn(*a)\n        return w\n    return d\n\n" +
+			"@deco(\n    1,\n)\ndef g(x):\n    return x + 1\n\n@deco()\ndef f(n):\n    return g(n) * 2\n", "f(3)"},
 	)
 	const seeds = 6
 	counts := map[string]int{}
@@ -100,10 +102,10 @@ func TestReplayOnBdb(t *testing.T) {
 	for k, ex := range examples {
 		t.Logf("first %s: %s", k, ex)
 	}
-	// The named differences these programs meet: a breakpoint on `return map(...)` whose first
-	// future match is the return state, and step_over/step_return at a generator's yield or
-	// unwinding return. No mismatch, no tampering.
-	want := map[string]int{"agreed": 262, pipeline.ReplayBreakpointNonLine: 1, pipeline.ReplayGenerator: 7}
+	// The named differences these programs meet: breakpoints whose first future match is a
+	// return state (`return map(...)`) or a call (a `def` line), and step_over/step_return at a
+	// generator's yield or unwinding return. No mismatch, no tampering.
+	want := map[string]int{"agreed": 267, pipeline.ReplayBreakpointNonLine: 2, pipeline.ReplayGenerator: 7}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("replay outcomes %s, want %v", b.String(), want)
 	}

@@ -941,6 +941,10 @@ def _run_replay(req):
         wcode = compile(req["wrapper"], wfile, "exec", dont_inherit=True)
     except Exception as e:
         end("invalid", exc_type=_qualname(type(e)), exc_message=str(e))
+    def_lines = {}       # first decorator's line -> the def (or class) line
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
+            def_lines[min(d.lineno for d in node.decorator_list)] = node.lineno
     lines = {filename: _NEWLINE_RE.split(req["code"]), wfile: _NEWLINE_RE.split(req["wrapper"])}
     for fn, ls in lines.items():
         linecache.cache[fn] = (1, None, [x + "\n" for x in ls], fn)
@@ -978,10 +982,9 @@ def _run_replay(req):
                     depth += 1
                 f = f.f_back
             lineno = frame.f_lineno
-            if event == "call":      # a decorated function's call points at its def line
-                ls = lines[co.co_filename]
-                while 0 < lineno <= len(ls) and ls[lineno - 1].lstrip().startswith("@"):
-                    lineno += 1
+            if event == "call" and co.co_filename == filename:
+                # a decorated function's call points at its def line, as the tracer's does
+                lineno = def_lines.get(lineno, lineno)
             loc = frame.f_locals
             names = [n for n in loc if type(n) is str and not n.startswith(".")
                      and not (n.startswith("__") and n.endswith("__"))]

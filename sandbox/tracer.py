@@ -725,6 +725,12 @@ def _item(hdr, fds, opts):
     try:
         if req["kind"] == "call":
             _run_call(req)
+        elif req["kind"] == "replay":
+            try:
+                _run_replay(req)
+            except BaseException as e:     # the driver's own failure: say what it was
+                os.write(2, ("\nreplay driver failed: %r\n" % (e,)).encode("ascii", "replace"))
+                raise
         else:
             _run_tests(req)
     finally:
@@ -759,11 +765,15 @@ def _prepare(hdr, opts):
                                  [p for p in sys.path if p.endswith("lib-dynload")] + opts.ext_root)
         sys.argv = [req["filename"] or req["runner"] or "python"]
         random.seed(req["seed"])
-        if req["kind"] == "call":
+        if req["kind"] in ("call", "replay"):
             os.chdir("/tmp")
             if req["pythonpath"]:
                 _extend_path(None, req["pythonpath"])
-        _setup_tracer(req, key)
+        if req["kind"] == "replay":
+            # No C tracer: the replay driver seals its own stream (docs/tracer-protocol.md).
+            req["key"] = key
+        else:
+            _setup_tracer(req, key)
         del key, body
         _N.seal()
     except BaseException as e:
@@ -809,6 +819,325 @@ def _run_call(req):
     entry = _code_objects([call])   # depth-0 frames are called from these
     del tree, blocks, lines, module
     N.tracer_call(code, call, namespace, record, own, entry)    # never returns
+
+
+# --------------------------------------------------------------------------------------------
+# Replay (kind replay): a row's actions on Python's own debugger, bdb (`ndtrace verify`)
+# --------------------------------------------------------------------------------------------
+#
+# No C tracer runs: bdb is the trace function. The driver executes the module body, then runs
+# the row's main() wrapper under a bdb.Bdb whose stops are the row's landing states, maps each
+# action to pdb's command (step_into: step, step_over: next, step_return: return, breakpoint:
+# a temporary break on every line whose text is the argument then continue, continue: continue)
+# and writes every landing state as an event record in sealed chunks (the same wire format and
+# seals as a trace; the key stays in this closure and the C HMAC). The traced code shares this
+# interpreter, so a Python audit hook ends the replay as tampered the moment the code reaches
+# for the debugger's machinery (settrace, frames, gc, monitoring): a replay that was interfered
+# with is a disagreement, never an agreement (docs/debugger.md, "Replay on bdb").
+
+_TRACE_EVENTS = frozenset(("call", "line", "return", "exception"))
+_REPLAY_ACTIONS = ("step_into", "step_over", "step_return", "breakpoint", "continue")
+REPLAY_WRAPPER_FILE = "<ndtrace-main>"
+_REPLAY_FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
+_REPLAY_DENIED_IMPORTS = DENIED_IMPORTS + TAMPER_IMPORTS
+_REPLAY_IMPORT_EVENTS = ("marshal.loads", "code.__new__")   # allowed from the import system only
+_REPLAY_DENIED = ("sys.settrace", "sys.setprofile", "sys._getframe", "gc.get_objects",
+                  "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.addaudithook",
+                  "function.__new__", "code.__new__", "marshal.loads", "ctypes.dlopen")
+
+
+def _run_replay(req):
+    """Body of a replay item: never returns."""
+    import bdb
+    key = req.pop("key")
+    filename, wfile = req["filename"], REPLAY_WRAPPER_FILE
+    actions = [tuple(a) for a in req["actions"]]
+    vc = req["limits"]["value_chars"]
+    hmac, write, enc, exit_ = _hmac_digest, os.write, _enc, os._exit
+    state = {"tag": bytes(32), "events": 0, "count": 0, "guard": False, "done": False}
+    max_events = req["limits"]["max_events"]
+
+    def seal(text):
+        data = text.encode("ascii")
+        tag = hmac(key, state["tag"] + data, "sha256")
+        state["tag"] = tag
+        out = data + b"#" + tag.hex().encode("ascii") + b"\n"
+        while out:
+            n = write(EVENTS_FD, out)
+            out = out[n:]
+
+    def end(status, value=None, exc_type=None, exc_message=None):
+        if state["done"]:
+            exit_(EXIT_TAMPERED)
+        state["done"] = True
+        rec = '{"event":"end","status":%s' % enc(status)
+        if value is not None:
+            rec += ',"value":%s' % enc(value)
+        if exc_type is not None:
+            rec += ',"exc_type":%s,"exc_message":%s' % (enc(exc_type), enc(exc_message or ""))
+        seal(rec + ',"events":%d}\n' % state["events"])
+        for s in (sys.__stdout__, sys.__stderr__):
+            try:
+                s.flush()
+            except Exception:
+                pass
+        exit_(0)
+
+    _str, _tuple, _getframe = str, tuple, sys._getframe
+    # The standard library's functions that take a frame for a module name or a warning's
+    # location and give none out: their sys._getframe is allowed (compared by code object, which
+    # the replayed code cannot forge: building code is denied).
+    import collections, enum, typing, warnings
+    frame_users = frozenset(c for c in (
+        getattr(f, "__code__", None) for f in (
+            collections.namedtuple, getattr(typing, "_caller", None),
+            getattr(enum.EnumType, "_create_", None), warnings.warn)) if c is not None)
+    import_codes = frozenset(_import_codes())   # the import system unmarshals .pyc files
+
+    def audit(event, args):
+        if state["guard"] or state["done"]:
+            return
+        what = None
+        if event == "sys._getframe" or event in _REPLAY_IMPORT_EVENTS:
+            state["guard"] = True
+            try:
+                caller = _getframe(1).f_code
+            finally:
+                state["guard"] = False
+            if caller not in (frame_users if event == "sys._getframe" else import_codes):
+                what = event
+        elif event in _REPLAY_DENIED or event.startswith("sys.monitoring") or event.startswith("ctypes."):
+            what = event
+        elif event == "object.__getattr__" and len(args) == 2 and args[1] in _REPLAY_FRAME_ATTRS:
+            what = "a frame (%s)" % args[1]
+        elif event == "import" and args and type(args[0]) is _str and \
+                args[0].partition(".")[0] in _REPLAY_DENIED_IMPORTS:
+            what = "import " + args[0]
+        if what is not None:
+            end("tampered", exc_type="Tampered",
+                exc_message="the replayed code used %s (the debugger's machinery)" % what)
+
+    _repr, _len, _type, _getattr = repr, len, type, getattr
+    addrs = {}
+
+    def ordinal(m):
+        return "0x%x" % addrs.setdefault(m.group(0).lower(), len(addrs) + 1)
+
+    def render(v):
+        try:
+            r = _repr(v)
+            if _type(r) is not _str:
+                r = "<%s object (repr returned %s)>" % (_qualname(_type(v)), _qualname(_type(r)))
+        except BaseException as e:
+            r = "<%s object (repr raised %s)>" % (_qualname(_type(v)), _qualname(_type(e)))
+        r = _ADDR_RE.sub(ordinal, r)
+        if _len(r) > vc:
+            r = r[:vc] + "..."
+        return r
+
+    try:
+        tree = ast.parse(req["code"], filename)
+        code = compile(tree, filename, "exec", dont_inherit=True)
+        wcode = compile(req["wrapper"], wfile, "exec", dont_inherit=True)
+    except Exception as e:
+        end("invalid", exc_type=_qualname(type(e)), exc_message=str(e))
+    def_lines = {}       # first decorator's line -> the def (or class) line
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
+            def_lines[min(d.lineno for d in node.decorator_list)] = node.lineno
+    lines = {filename: _NEWLINE_RE.split(req["code"]), wfile: _NEWLINE_RE.split(req["wrapper"])}
+    for fn, ls in lines.items():
+        linecache.cache[fn] = (1, None, [x + "\n" for x in ls], fn)
+    targets = frozenset(lines)
+    module = types.ModuleType("__main__")
+    namespace = module.__dict__
+    namespace["__builtins__"] = builtins
+    sys.modules["__main__"] = module
+    enter_ns = {}
+    exec(compile("def _enter(m):\n    return m()\n", "<ndtrace-replay>", "exec"), enter_ns)
+    frames = {}          # id(frame) -> (frame, ordinal); frames kept alive so ids are not reused
+
+    def src_of(fn, lineno):
+        ls = lines.get(fn, ())
+        return ls[lineno - 1] if 0 < lineno <= len(ls) else ""
+
+    class Driver(bdb.Bdb):
+        def __init__(self):
+            super().__init__()
+            self.next_action = 0
+            self.started = False
+
+        def land(self, frame, event, arg):
+            co = frame.f_code
+            if co.co_filename not in targets:
+                self.skip_frame(frame)
+                return
+            self.started = True
+            k = frames.get(id(frame))
+            if k is None or k[0] is not frame:
+                k = frames[id(frame)] = (frame, len(frames) + 1)
+            depth, f = 0, frame.f_back       # replayed frames below this one: main is 0
+            while f is not None:
+                if f.f_code.co_filename in targets:
+                    depth += 1
+                f = f.f_back
+            lineno = frame.f_lineno
+            if event == "call" and co.co_filename == filename:
+                # a decorated function's call points at its def line, as the tracer's does
+                lineno = def_lines.get(lineno, lineno)
+            loc = frame.f_locals
+            names = [n for n in loc if type(n) is str and not n.startswith(".")
+                     and not (n.startswith("__") and n.endswith("__"))]
+            rec = ('{"event":%s,"frame":%d,"func":%s,"file":%s,"lineno":%d,"depth":%d,"src":%s,'
+                   '"names":[%s],"locals":{%s}'
+                   % (enc(event), k[1], enc(getattr(co, "co_qualname", co.co_name)), enc(co.co_filename),
+                      lineno, depth, enc(src_of(co.co_filename, lineno)), ",".join(enc(n) for n in names),
+                      ",".join("%s:%s" % (enc(n), enc(render(loc[n]))) for n in names)))
+            if event == "return":
+                rec += ',"value":%s' % enc(render(arg))
+            elif event == "exception":
+                rec += ',"value":%s,"exc_type":%s' % (enc(render(arg[1])), enc(_qualname(arg[0])))
+            state["events"] += 1
+            seal(rec + "}\n")
+            self.act(frame)
+
+        def skip_frame(self, frame):
+            """A stop outside the replayed code (the standard library, the driver): go on as the
+            pending command would; past main, stop tracing."""
+            f = frame
+            while f is not None and f.f_code.co_filename not in targets:
+                f = f.f_back
+            if f is None and self.started:
+                self.finish()
+            else:
+                self.set_step()
+
+        def finish(self):
+            self.clear_all_breaks()
+            state["guard"] = True
+            try:
+                self.set_continue()
+            finally:
+                state["guard"] = False
+
+        def act(self, frame):
+            self.clear_all_breaks()          # breakpoints are temporary: the tree's semantics
+            if self.next_action >= len(actions):
+                self.finish()                # the row says exit; anything after is a mismatch
+                return
+            a, arg = actions[self.next_action]
+            self.next_action += 1
+            state["guard"] = True
+            try:
+                if a == "step_into":
+                    self.set_step()
+                elif a == "step_over":
+                    self.set_next(frame)
+                elif a == "step_return":
+                    self.set_return(frame)
+                elif a == "breakpoint":
+                    for fn, ls in lines.items():
+                        for i, text in enumerate(ls):
+                            if text == arg:
+                                err = self.set_break(fn, i + 1)
+                                if err:
+                                    end("invalid", exc_type="ReplayError", exc_message="breakpoint: " + err)
+                    self.set_continue()
+                else:
+                    self.set_continue()
+            finally:
+                state["guard"] = False
+
+        # The sandbox makes a frame's f_trace read-only (harden_frames), so bdb cannot switch a
+        # frame's local tracing off (set_continue) or back on (set_step's fix of bpo-13183).
+        # The driver keeps every frame traced instead and lets stop_here/break_here decide, which
+        # is what those bdb paths amount to; with no breakpoint, continue only stops the global
+        # trace function.
+        def trace_dispatch(self, frame, event, arg):
+            # The tracer reads a replayed frame's locals at every event, which fixes the order
+            # of f_locals (first binding first); so does the replay.
+            fn = frame.f_code.co_filename
+            if fn in targets:
+                frame.f_locals
+                # The tracer's event limit, counted as the tracer counts: the item's own events
+                # (the wrapper is not traced), the run ending before the event past the limit.
+                if fn == filename and event in _TRACE_EVENTS:
+                    if state["count"] >= max_events:
+                        end("event_limit", exc_type="EventLimit",
+                            exc_message="trace limit of %d events reached" % max_events)
+                    state["count"] += 1
+            return bdb.Bdb.trace_dispatch(self, frame, event, arg)
+
+        def dispatch_call(self, frame, arg):
+            bdb.Bdb.dispatch_call(self, frame, arg)
+            return self.trace_dispatch
+
+        def set_step(self):
+            self._set_stopinfo(None, None)
+
+        def set_continue(self):
+            # The trace function stays: it counts the events toward the tracer's limit.
+            self._set_stopinfo(self.botframe, None, -1)
+
+        def user_call(self, frame, arg):
+            if self.stop_here(frame):      # as pdb's: bdb also calls it near breakpoints
+                self.land(frame, "call", None)
+
+        def user_line(self, frame):
+            self.land(frame, "line", None)
+
+        def user_return(self, frame, value):
+            self.land(frame, "return", value)
+
+        def user_exception(self, frame, exc_info):
+            self.land(frame, "exception", exc_info)
+
+    driver = Driver()
+    for fn in targets:     # bdb looks a breakpoint's line up under the file's canonical name
+        linecache.cache[driver.canonic(fn)] = linecache.cache[fn]
+    # From here on the item's code may run (its module body first): the audit hook watches it.
+    sys.addaudithook(audit)
+    sys.gettrace = lambda: None      # the driver's bound method would lead to its state
+    try:
+        exec(code, namespace)
+        # The wrapper's main() is not bound in the module (the item may have a main of its own,
+        # which CALL then names); its import (islice) is, unless the module has that name.
+        wns = {}
+        exec(wcode, namespace, wns)
+        main = wns.pop("main")
+        for k, v in wns.items():
+            namespace.setdefault(k, v)
+    except BaseException as e:
+        end("invalid", exc_type=_qualname(_type(e)), exc_message="the module body raised: %s" % (e,))
+
+    def stop():
+        state["guard"] = True
+        sys.settrace(None)
+
+    state["guard"] = True
+    driver.reset()
+    sys.settrace(driver.trace_dispatch)
+    state["guard"] = False
+    try:
+        result = enter_ns["_enter"](main)
+    except MemoryError:
+        stop()
+        end("memory", exc_type="MemoryError", exc_message="")
+    except BaseException as e:
+        stop()
+        state["guard"] = False
+        try:
+            msg = str(e)[:1000]
+        except BaseException:
+            msg = ""
+        value = render(e)
+        stop()
+        end("exception", value=value, exc_type=_qualname(type(e)), exc_message=msg)
+    stop()
+    state["guard"] = False
+    value = render(result)
+    stop()
+    end("ok", value=value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1648,7 +1977,7 @@ def _preload(req):
     """Zygote only: import the interpreter's own pytest once, before the first pytest item is
     forked, so items do not pay for it.  Only code under the interpreter's prefix runs here:
     the zygote's sys.path holds neither the repository nor any PythonPath entry."""
-    if _PRELOADED["tops"] is not None or req["kind"] == "call" or req["runner"] == "unittest":
+    if _PRELOADED["tops"] is not None or req["kind"] in ("call", "replay") or req["runner"] == "unittest":
         return
     before = set(sys.modules)
     tops = set()
@@ -1770,14 +2099,14 @@ def validate_run(msg, fds):
     if type(msg.get("id")) is not int:
         raise ProtocolError("run: 'id' missing or of the wrong type")
     kind = msg.get("kind", "call")
-    if kind not in ("call", "collect", "test"):
+    if kind not in ("call", "collect", "test", "replay"):
         raise ProtocolError("run: unknown kind %r" % (kind,))
     if msg.get("runner", "") not in ("", "pytest", "unittest"):
         raise ProtocolError("run: unknown runner %r" % (msg.get("runner"),))
     writable, writable_bytes = msg.get("writable", ""), msg.get("writable_bytes", 0)
     if type(writable) is not str or type(writable_bytes) is not int or writable_bytes < 0:
         raise ProtocolError("run: writable must be a path and writable_bytes a count")
-    if writable and (kind == "call" or not writable.startswith("/")
+    if writable and (kind in ("call", "replay") or not writable.startswith("/")
                      or os.path.normpath(writable) != writable or writable == "/"):
         raise ProtocolError("run: writable must be a clean absolute path, for test runs only")
     return {"id": msg["id"], "kind": kind, "runner": msg.get("runner", ""),
@@ -1795,10 +2124,18 @@ def validate_body(hdr, msg):
     if type(msg) is not dict:
         raise ProtocolError("run: the request is not an object")
     kind = hdr["kind"]
-    if kind == "call":
+    if kind in ("call", "replay"):
         need("code", str)
         need("filename", str)
         need("call", str)
+        if kind == "replay":
+            need("wrapper", str)
+            actions = msg.get("actions") or []
+            if type(actions) is not list:
+                raise ProtocolError("run: actions must be a list")
+            if not all(type(a) is list and len(a) == 2 and a[0] in _REPLAY_ACTIONS and type(a[1]) is str
+                       for a in actions):
+                raise ProtocolError("run: actions must be [action, argument] pairs")
     else:
         if type(msg.get("dir")) is not str or not msg["dir"].startswith("/"):
             raise ProtocolError("run: dir must be an absolute path")
@@ -1826,7 +2163,8 @@ def validate_body(hdr, msg):
             "dir": msg.get("dir", ""), "runner": hdr["runner"],
             "test": msg.get("test", ""), "traced": msg.get("traced", False),
             "exclude": msg.get("exclude") or [], "pythonpath": msg.get("pythonpath") or [],
-            "options": msg.get("options", ""), "paths": msg.get("paths") or []}
+            "options": msg.get("options", ""), "paths": msg.get("paths") or [],
+            "wrapper": msg.get("wrapper", ""), "actions": msg.get("actions") or []}
 
 
 def _signal_group(pid):

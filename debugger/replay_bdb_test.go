@@ -1,0 +1,186 @@
+package debugger_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+// replayOnBdb renders traj as a row would be, replays the parsed row on bdb in the sandbox and
+// compares.
+func replayOnBdb(t *testing.T, code, call string, traj debugger.Trajectory) schemas.ReplayOutcome {
+	return replayOnBdbWith(t, code, call, traj, sandbox.Limits{})
+}
+
+func replayOnBdbWith(t *testing.T, code, call string, traj debugger.Trajectory, lim sandbox.Limits) schemas.ReplayOutcome {
+	t.Helper()
+	text, err := tokenize.Render(traj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := tokenize.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := pipeline.ReplayRequestOf(crawl.Item{Code: code, Filename: "main.py", Call: call}, row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Limits = lim
+	res, err := sb.Replay(context.Background(), req)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	return pipeline.CompareReplay(row, res.Events, res.Status, res.Detail)
+}
+
+// TestReplayOnBdb is issue 16's test 4 (b): the property-test programs (randomProgram) and the
+// consumed-iterator programs, traced, their forward trajectories sampled with the paper's policy
+// and replayed on Python's bdb: every trajectory agrees, or differs by a named kind
+// (docs/debugger.md, "Replay on bdb"), whose counts are pinned so that a new difference, or a
+// named one that goes away, is seen.
+func TestReplayOnBdb(t *testing.T) {
+	progs := programs(40)
+	progs = append(progs,
+		[2]string{"def gen(n):\n    total = 0\n    for i in range(n):\n        total += i\n        yield total\n    return total\n", "gen(4)"},
+		[2]string{"def f(xs):\n    return map(lambda x: x * x, xs)\n", "f([1, 2, 3])"},
+		[2]string{"def g():\n    yield 1\n    raise ValueError('x')\n", "g()"},
+		[2]string{"def h(x):\n    try:\n        return 10 // x\n    finally:\n        x = 1\n", "h(0)"},
+		[2]string{"import functools\n\ndef deco(*args):\n    def d(fn):\n        @functools.wraps(fn)\n        def w(*a):\n            return fn(*a)\n        return w\n    return d\n\n" +
+			"@deco(\n    1,\n)\ndef g(x):\n    return x + 1\n\n@deco()\ndef f(n):\n    return g(n) * 2\n", "f(3)"},
+	)
+	const seeds = 6
+	counts := map[string]int{}
+	examples := map[string]string{}
+	for i, p := range progs {
+		res := traceCode(t, p[0], p[1])
+		item := debugger.Item{Code: p[0], Call: p[1], Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: res.Consume}
+		tree, code, err := item.Tree(debugger.Forward)
+		if err != nil {
+			t.Fatalf("program %d: %v", i, err)
+		}
+		for seed := uint64(0); seed < seeds; seed++ {
+			traj, err := debugger.Sample(tree, code, debugger.PaperPolicy(), seed, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := replayOnBdb(t, p[0], p[1], traj)
+			if !out.Replayed {
+				t.Fatalf("program %d seed %d: not replayed: %s", i, seed, out.Detail)
+			}
+			k := "agreed"
+			if !out.Agreed {
+				k = out.Kind
+			}
+			counts[k]++
+			if _, ok := examples[k]; !ok && k != "agreed" {
+				examples[k] = fmt.Sprintf("program %d seed %d: %s\n%s", i, seed, out.Detail, p[0])
+			}
+		}
+	}
+	var keys []string
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%d ", k, counts[k])
+	}
+	t.Logf("%d trajectories: %s", len(progs)*seeds, b.String())
+	for k, ex := range examples {
+		t.Logf("first %s: %s", k, ex)
+	}
+	// The named differences these programs meet: breakpoints whose first future match is a
+	// return state (`return map(...)`) or a call (a `def` line), and step_over/step_return at a
+	// generator's yield or unwinding return. No mismatch, no tampering.
+	want := map[string]int{"agreed": 267, pipeline.ReplayBreakpointNonLine: 2, pipeline.ReplayGenerator: 7}
+	if !reflect.DeepEqual(counts, want) {
+		t.Errorf("replay outcomes %s, want %v", b.String(), want)
+	}
+}
+
+// TestReplayCruxEvalOnBdb replays one forward paper-policy trajectory of each of the 800
+// CruxEval functions on bdb: named kinds are expected, with pinned counts; an unexplained
+// mismatch or tampering is not.
+func TestReplayCruxEvalOnBdb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	rows := cruxeval.Rows(t)
+	n := len(rows)
+	counts := map[string]int{}
+	for i, r := range rows[:n] {
+		call := sandbox.CallFromInput("f", r.Input)
+		res := traceCode(t, r.Code, call)
+		item := debugger.Item{Code: r.Code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: res.Consume}
+		traj, err := item.Sample(debugger.Forward, debugger.PaperPolicy(), uint64(i), nil)
+		if err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+		out := replayOnBdb(t, r.Code, call, traj)
+		k := "agreed"
+		if !out.Agreed {
+			k = out.Kind
+		}
+		counts[k]++
+		if k == pipeline.ReplayMismatch || k == pipeline.ReplayTampered {
+			t.Errorf("row %d: %s: %s\n%s", i, k, out.Detail, r.Code)
+		}
+	}
+	t.Logf("%d CruxEval trajectories: %v", n, counts)
+	// Measured: breakpoints on a `return` line taken at that line, or on a `def` line, and one
+	// step_return in a generator expression.
+	want := map[string]int{"agreed": 730, pipeline.ReplayBreakpointNonLine: 69, pipeline.ReplayGenerator: 1}
+	if !reflect.DeepEqual(counts, want) {
+		t.Errorf("replay outcomes %v, want %v", counts, want)
+	}
+}
+
+// TestReplayCutOff replays trajectories of runs cut off by the trace's event limit: the replay
+// counts the item's events as the tracer does and ends at the same event (exit_never).
+func TestReplayCutOff(t *testing.T) {
+	sbOnce.Do(func() { sb, sbErr = sandbox.New(context.Background(), sandbox.Config{}) })
+	if sbErr != nil {
+		t.Fatalf("sandbox: %v", sbErr)
+	}
+	lim := sandbox.Limits{TraceEvents: 200}
+	progs := [][2]string{
+		{"def f():\n    i = 0\n    while True:\n        i += 1\n", "f()"},
+		{"def g(n):\n    return n + 1\n\ndef f():\n    i = 0\n    while True:\n        i = g(i)\n", "f()"},
+	}
+	for i, p := range progs {
+		res, err := sb.Run(context.Background(), sandbox.Request{Code: p[0], Call: p[1], Limits: lim})
+		if err != nil || res.Status != schemas.StatusEventLimit {
+			t.Fatalf("program %d: %v %s", i, err, res.Status)
+		}
+		item := debugger.Item{Code: p[0], Call: p[1], Events: res.Events, Blocks: res.Blocks, Status: res.Status}
+		tree, code, err := item.Tree(debugger.Forward)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := uint64(0); seed < 8; seed++ {
+			traj, err := debugger.Sample(tree, code, debugger.PaperPolicy(), seed, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if traj.Exit != debugger.ExitNever {
+				t.Fatalf("program %d seed %d: exit %s", i, seed, traj.Exit)
+			}
+			if out := replayOnBdbWith(t, p[0], p[1], traj, lim); !out.Agreed {
+				t.Errorf("program %d seed %d: %+v", i, seed, out)
+			}
+		}
+	}
+}

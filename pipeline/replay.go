@@ -1,0 +1,379 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+// Replay kinds: how a replayed row differed from Python's own debugger (schemas.ReplayOutcome.Kind).
+// Every kind but ReplayMismatch is a named, documented difference between the paper's tree
+// semantics and pdb's (docs/debugger.md, "Replay on bdb"); verify counts each separately.
+const (
+	// ReplayMismatch: a difference no named kind explains (a tracer or debugger bug, or a row
+	// that is not what its item gives).
+	ReplayMismatch = "mismatch"
+	// ReplayTampered: the replayed code reached for the debugger's machinery, or the replay's
+	// sealed stream did not verify. Never an agreement.
+	ReplayTampered = "tampered"
+	// ReplayBreakpointNonLine: a breakpoint whose target in the tree is a call state (a `def`
+	// line) or a return or exception state; pdb breaks at line events only.
+	ReplayBreakpointNonLine = "breakpoint_non_line"
+	// ReplayGenerator: step_over or step_return to, from or across a generator's yield or
+	// resumption; pdb's `next` and `return` ignore a generator's return (yield) and call
+	// (resumption) events unless stepping.
+	ReplayGenerator = "generator_next_return"
+	// ReplayValueRender: the same states and names, but a value that was cut at value_chars or
+	// whose repr failed renders differently (the tracer's C renderer bounds containers element by
+	// element; the replay renders with repr and cuts).
+	ReplayValueRender = "value_render"
+	// ReplayLimit: the row was cut off by a limit (exit_never) and the replay was not, or the
+	// other way round. The replay keeps the tracer's event limit, not its byte or output limits.
+	ReplayLimit = "limit"
+)
+
+// ReplayKinds lists every kind, in the order verify reports them.
+var ReplayKinds = []string{ReplayMismatch, ReplayTampered, ReplayBreakpointNonLine, ReplayGenerator,
+	ReplayValueRender, ReplayLimit}
+
+// Replay replays a forward function-level row's actions on Python's bdb in a sandbox
+// (sandbox.Replay) and compares every landing state with the row's next state (CompareReplay).
+// Inverse rows, repository-level rows and function-level rows of a repository's functions (which
+// need its checkout) are not replayed (Replayed false, Detail says why). The error is non-nil
+// only when the sandbox failed (ErrItem when the replayed item broke it), the spec's limits are
+// unusable or the row's text does not parse.
+func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
+	if row.Direction != string(debugger.Forward) {
+		return schemas.ReplayOutcome{Detail: "an inverse row is not replayed: pdb does not run backwards"}, nil
+	}
+	if row.Level == "repository" || it.Repo != nil {
+		return schemas.ReplayOutcome{Detail: "a repository-level row is not replayed on bdb yet (its row does not name which call of the test is the entry)"}, nil
+	}
+	if it.RepoURL != "" {
+		return schemas.ReplayOutcome{Detail: "a function-level row of a repository's function is not replayed on bdb yet (it needs the repository's checkout and environment on the path)"}, nil
+	}
+	traj, err := tokenize.Parse(row.Text)
+	if err != nil {
+		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
+	}
+	req, err := ReplayRequestOf(it, traj)
+	if err != nil {
+		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
+	}
+	if req.Limits, err = LimitsOf(spec); err != nil {
+		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
+	}
+	if t.Sandboxes == nil {
+		return schemas.ReplayOutcome{}, errors.New("this worker has no sandboxes")
+	}
+	sb, release, err := t.Sandboxes.Get(ctx)
+	if err != nil {
+		return schemas.ReplayOutcome{}, err
+	}
+	defer release()
+	res, err := sb.Replay(ctx, req)
+	if err != nil && (res == nil || res.Status == schemas.StatusSandboxError) {
+		return schemas.ReplayOutcome{}, itemError(fmt.Errorf("replay row %s: %w", row.ID, err))
+	}
+	if err != nil {
+		return schemas.ReplayOutcome{Replayed: true, Kind: ReplayMismatch, Detail: "the replay could not run: " + err.Error()}, nil
+	}
+	return CompareReplay(traj, res.Events, res.Status, res.Detail), nil
+}
+
+// ReplayRequestOf is the sandbox request that replays traj, a forward function-level trajectory
+// of item it: the item's code, the main() wrapper from the end of traj's CODE context, and its
+// actions.
+func ReplayRequestOf(it crawl.Item, traj debugger.Trajectory) (sandbox.ReplayRequest, error) {
+	if traj.Direction != debugger.Forward {
+		return sandbox.ReplayRequest{}, errors.New("not a forward trajectory")
+	}
+	wrapper, err := MainWrapper(traj.Code)
+	if err != nil {
+		return sandbox.ReplayRequest{}, err
+	}
+	req := sandbox.ReplayRequest{Code: it.Code, Filename: it.Filename, Call: it.Call, Wrapper: wrapper,
+		Actions: make([][2]string, 0, len(traj.Steps))}
+	for i, s := range traj.Steps {
+		if s.Action == "" {
+			return sandbox.ReplayRequest{}, fmt.Errorf("step %d has no action", i)
+		}
+		req.Actions = append(req.Actions, [2]string{string(s.Action), s.Arg})
+	}
+	return req, nil
+}
+
+const (
+	mainDef     = "def main():\n"
+	isliceFirst = "from itertools import islice\n\n"
+)
+
+// MainWrapper returns the main() wrapper a forward function-level CODE context ends with: from
+// its last `def main():` line (and the `from itertools import islice` block before it, for a
+// consumed iterator) to the end.
+func MainWrapper(code string) (string, error) {
+	i := strings.LastIndex(code, "\n"+mainDef)
+	switch {
+	case i >= 0:
+		i++
+	case strings.HasPrefix(code, mainDef):
+		i = 0
+	default:
+		return "", errors.New("the CODE context has no main() wrapper")
+	}
+	if strings.HasSuffix(code[:i], "\n"+isliceFirst) || code[:i] == isliceFirst {
+		i -= len(isliceFirst)
+	}
+	return code[i:], nil
+}
+
+// addrOrdinal matches the per-trace address ordinals the tracer and the replay both write; each
+// numbers addresses in its own order of first appearance, so they are compared as one.
+var addrOrdinal = regexp.MustCompile(`0x[0-9a-f]+`)
+
+func normValue(s string) string { return addrOrdinal.ReplaceAllString(s, "0x?") }
+
+// ReplayState is the state a replay stop shows, as the trajectory would show it: kind, SRC, the
+// value of a return or exception state, else LOCALS full at a call, at the first stop, after a
+// breakpoint and when the previous stop was in another frame, otherwise the diff against the
+// previous stop (docs/debugger.md, "LOCALS shown").
+func ReplayState(cur schemas.Event, prev *schemas.Event, a debugger.Action) debugger.State {
+	st := debugger.State{Kind: debugger.Kind(cur.Event), Src: cur.Src, Func: cur.Func, Lineno: cur.Lineno,
+		Depth: cur.Depth, Frame: cur.Frame, Locals: cur.Locals}
+	if st.Kind.HasArgs() {
+		v := "None"
+		if cur.Value != nil {
+			v = *cur.Value
+		}
+		st.Value = &v
+		return st
+	}
+	if prev == nil || prev.Frame != cur.Frame || st.Kind == debugger.KindCall || a == debugger.Breakpoint {
+		st.Shown = append(schemas.Locals{}, cur.Locals...)
+		return st
+	}
+	st.Shown, st.Elided = debugger.Diff(cur.Locals, prev.Locals)
+	return st
+}
+
+// sameState reports whether the row's state r and the replay's p show the same thing; values
+// are compared with address ordinals normalised.
+func sameState(r, p debugger.State) bool {
+	if r.Kind != p.Kind || r.Src != p.Src {
+		return false
+	}
+	if r.Kind.HasArgs() {
+		return r.Value != nil && p.Value != nil && normValue(*r.Value) == normValue(*p.Value)
+	}
+	if r.Elided != p.Elided || len(r.Shown) != len(p.Shown) {
+		return false
+	}
+	for i, v := range r.Shown {
+		if v.Name != p.Shown[i].Name || normValue(v.Value) != normValue(p.Shown[i].Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// exitOf is the exit a replay that ended with status st shows.
+func exitOf(st schemas.Status) (debugger.Exit, bool) {
+	switch st {
+	case schemas.StatusOK:
+		return debugger.ExitNormal, true
+	case schemas.StatusException, schemas.StatusMemory:
+		return debugger.ExitError, true
+	case schemas.StatusTimeout, schemas.StatusEventLimit, schemas.StatusOutputLimit:
+		return debugger.ExitNever, true
+	}
+	return "", false
+}
+
+// CompareReplay compares a forward trajectory with the stops of its replay on bdb (stops[0] is
+// the state the trajectory starts at, stops[i] the landing of action i) and the replay's end
+// status: Agreed when every landing state and the exit match, else the first difference,
+// classified (ReplayKinds). A tampered replay is never an agreement.
+func CompareReplay(traj debugger.Trajectory, stops []schemas.Event, status schemas.Status, detail string) schemas.ReplayOutcome {
+	out := schemas.ReplayOutcome{Replayed: true}
+	if status == schemas.StatusTampered {
+		out.Kind, out.Detail = ReplayTampered, "the replay was tampered with: "+detail
+		return out
+	}
+	n := len(traj.Steps)
+	for j := 0; j <= n; j++ {
+		var a debugger.Action
+		var from *debugger.State
+		if j > 0 {
+			a, from = traj.Steps[j-1].Action, &traj.Steps[j-1].State
+		}
+		var want *debugger.State
+		if j < n {
+			want = &traj.Steps[j].State
+		}
+		var got *debugger.State
+		if j < len(stops) {
+			var prev *schemas.Event
+			if j > 0 {
+				prev = &stops[j-1]
+			}
+			g := ReplayState(stops[j], prev, a)
+			got = &g
+		}
+		switch {
+		case want != nil && got != nil:
+			if sameState(*want, *got) {
+				continue
+			}
+		case want == nil && got == nil:
+			ex, ok := exitOf(status)
+			if ok && ex == traj.Exit {
+				out.Agreed = true
+				return out
+			}
+			out.Kind = ReplayMismatch
+			if traj.Exit == debugger.ExitNever || ex == debugger.ExitNever {
+				out.Kind = ReplayLimit
+			}
+			out.Detail = fmt.Sprintf("action %d (%s): the row exits %s; pdb's run ended %s %s", j-1, actionText(a, traj, j),
+				traj.Exit, status, detail)
+			return out
+		}
+		out.Kind = classify(traj.Code, a, from, want, got, stops, j)
+		out.Detail = fmt.Sprintf("state %d, after action %d (%s): the row shows %s; pdb %s", j, j-1, actionText(a, traj, j),
+			showState(want, "the exit "+string(traj.Exit)), pdbShows(got, status, detail))
+		return out
+	}
+	return out
+}
+
+func actionText(a debugger.Action, traj debugger.Trajectory, j int) string {
+	if a == "" {
+		return "start"
+	}
+	if a == debugger.Breakpoint {
+		return fmt.Sprintf("breakpoint %q", traj.Steps[j-1].Arg)
+	}
+	return string(a)
+}
+
+func showState(s *debugger.State, none string) string {
+	if s == nil {
+		return none
+	}
+	text, err := tokenize.RenderState(*s)
+	if err != nil {
+		return fmt.Sprintf("%s %q", s.Kind, s.Src)
+	}
+	return text
+}
+
+func pdbShows(s *debugger.State, status schemas.Status, detail string) string {
+	if s == nil {
+		return fmt.Sprintf("ran to the end (%s %s)", status, detail)
+	}
+	return fmt.Sprintf("stopped at %s (function %s, line %d, depth %d)", showState(s, ""), s.Func, s.Lineno, s.Depth)
+}
+
+// isGeneratorStep reports whether a state is a generator's yield (a return on a yield line) or a
+// resumption (a call state whose SRC is not a def line).
+func isGeneratorStep(s *debugger.State) bool {
+	if s == nil {
+		return false
+	}
+	trimmed := strings.TrimSpace(s.Src)
+	switch s.Kind {
+	case debugger.KindReturn:
+		return strings.Contains(s.Src, "yield")
+	case debugger.KindCall:
+		return !strings.HasPrefix(trimmed, "def ") && !strings.HasPrefix(trimmed, "async def ") &&
+			!strings.HasPrefix(trimmed, "@") && !strings.HasPrefix(trimmed, "class ")
+	}
+	return false
+}
+
+// classify names the first difference of a replay: action a taken from state from, where the
+// row shows want (nil: the exit) and pdb got (nil: the end of the run).
+func classify(code string, a debugger.Action, from, want, got *debugger.State, stops []schemas.Event, j int) string {
+	if a == debugger.Breakpoint && want != nil && want.Kind != debugger.KindLine {
+		return ReplayBreakpointNonLine
+	}
+	if a == debugger.StepOver || a == debugger.StepReturn {
+		if isGeneratorStep(from) || isGeneratorStep(want) || isGeneratorStep(got) {
+			return ReplayGenerator
+		}
+		if j > 0 && j-1 < len(stops) && generatorFunc(code, stops[j-1].Func) {
+			return ReplayGenerator
+		}
+	}
+	if want != nil && got != nil && want.Kind == got.Kind && want.Src == got.Src && valuesCut(*want, *got) {
+		return ReplayValueRender
+	}
+	return ReplayMismatch
+}
+
+// valuesCut reports whether two states differ only in values one of which was cut or whose repr
+// failed.
+func valuesCut(r, p debugger.State) bool {
+	odd := func(v string) bool { return strings.HasSuffix(v, "...") || strings.Contains(v, " object (repr ") }
+	if r.Kind.HasArgs() {
+		return r.Value != nil && p.Value != nil && (odd(*r.Value) || odd(*p.Value))
+	}
+	if len(r.Shown) != len(p.Shown) || r.Elided != p.Elided {
+		return false
+	}
+	cut := false
+	for i, v := range r.Shown {
+		w := p.Shown[i]
+		if v.Name != w.Name {
+			return false
+		}
+		if normValue(v.Value) != normValue(w.Value) {
+			if !odd(v.Value) && !odd(w.Value) {
+				return false
+			}
+			cut = true
+		}
+	}
+	return cut
+}
+
+var yieldWord = regexp.MustCompile(`\byield\b`)
+
+// generatorFunc reports whether the function qualname (its last component) is a generator
+// expression or is defined in code with a yield in its body: a generator, whose yield and resumption events pdb's next and return
+// ignore.
+func generatorFunc(code, qualname string) bool {
+	name := qualname[strings.LastIndex(qualname, ".")+1:]
+	if name == "<genexpr>" {
+		return true
+	}
+	if name == "" || strings.HasPrefix(name, "<") {
+		return false
+	}
+	lines := strings.Split(code, "\n")
+	for i, l := range lines {
+		t := strings.TrimLeft(l, " \t")
+		if !strings.HasPrefix(t, "def "+name+"(") && !strings.HasPrefix(t, "async def "+name+"(") {
+			continue
+		}
+		ind := len(l) - len(t)
+		for _, b := range lines[i+1:] {
+			bt := strings.TrimLeft(b, " \t")
+			if bt != "" && len(b)-len(bt) <= ind {
+				break
+			}
+			if yieldWord.MatchString(bt) {
+				return true
+			}
+		}
+	}
+	return false
+}

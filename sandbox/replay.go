@@ -1,0 +1,71 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ReplayWrapperFile is the file name the replay compiles a row's main() wrapper under; the
+// wrapper's states carry it.
+const ReplayWrapperFile = "<ndtrace-main>"
+
+// ReplayActions are the actions a replay takes, in the grammar's spelling, and the pdb command
+// each is mapped to.
+var ReplayActions = map[string]string{
+	"step_into":   "step",
+	"step_over":   "next",
+	"step_return": "return",
+	"breakpoint":  "tbreak on every line whose text is the argument, then continue",
+	"continue":    "continue",
+}
+
+// ReplayRequest is one forward function-level trajectory to replay on Python's own debugger.
+type ReplayRequest struct {
+	// Code, Filename and Call are the item's, as for Run (Call is informational: Wrapper calls it).
+	Code     string
+	Filename string
+	Call     string
+	// Wrapper is the row's main() wrapper, the tail of its CODE context from `def main():` (with
+	// the `from itertools import islice` line that precedes it for a consumed iterator).
+	Wrapper string
+	// Actions are the row's actions in order: [action, argument] (the argument is the breakpoint's
+	// source line, empty otherwise).
+	Actions [][2]string
+	// Limits overrides the sandbox's limits as for Run.
+	Limits Limits
+}
+
+// Replay runs the module body of req.Code untraced, then req.Wrapper's main() under bdb (the
+// engine of pdb), taking req.Actions at the debugger's stops as pdb commands (ReplayActions).
+// Result.Events are the stops (the landing states) in order, the first being main's call, each
+// with the full locals of its frame rendered as the tracer renders values; Depth counts the
+// replayed frames below (main's is 0) and Frame numbers frames in order of first stop. The end
+// record's status says how the program ended (ok, exception, or a limit). The stream is sealed
+// as a trace is; a replay whose code reached for the debugger's machinery ends tampered
+// (docs/debugger.md, "Replay on bdb").
+func (s *Sandbox) Replay(ctx context.Context, req ReplayRequest) (*Result, error) {
+	if strings.TrimSpace(req.Wrapper) == "" {
+		return nil, errors.New("sandbox: replay: empty main() wrapper")
+	}
+	if req.Filename == "" {
+		req.Filename = "main.py"
+	}
+	if req.Filename == ReplayWrapperFile {
+		return nil, fmt.Errorf("sandbox: replay: the item's file may not be named %s", ReplayWrapperFile)
+	}
+	for i, a := range req.Actions {
+		if _, ok := ReplayActions[a[0]]; !ok {
+			return nil, fmt.Errorf("sandbox: replay: action %d: %q is not a forward action", i, a[0])
+		}
+	}
+	actions := req.Actions
+	if actions == nil {
+		actions = [][2]string{}
+	}
+	msg := runMsg{Kind: "replay", runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
+		Targets: []string{req.Filename}, Wrapper: req.Wrapper, Actions: actions, PythonPath: s.cfg.PythonPath}}
+	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
+	return res, err
+}

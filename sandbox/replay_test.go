@@ -1,0 +1,116 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+func replayStops(res *sandbox.Result) string {
+	var b strings.Builder
+	for _, e := range res.Events {
+		fmt.Fprintf(&b, "%s %s:%d d%d f%d %q %v", e.Event, e.Func, e.Lineno, e.Depth, e.Frame, e.Src, e.Locals)
+		if e.Value != nil {
+			fmt.Fprintf(&b, " -> %s", *e.Value)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "end %s %s", res.Status, res.Value)
+	return b.String()
+}
+
+// TestReplayPaperExample replays the grammar page's worked example on bdb: every stop is the
+// example's next state.
+func TestReplayPaperExample(t *testing.T) {
+	sb := shared(t)
+	code := "def sq(x):\n    y = x * x\n    return y\n"
+	wrapper := "def main():\n    a = sq(3)\n    b = a + 1\n    return b\n"
+	res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: code, Call: "sq(3)", Wrapper: wrapper,
+		Actions: [][2]string{{"step_into", ""}, {"step_into", ""}, {"step_over", ""}, {"step_return", ""},
+			{"step_over", ""}, {"breakpoint", "    return b"}, {"continue", ""}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `call main:1 d0 f1 "def main():" []
+line main:2 d0 f1 "    a = sq(3)" []
+call sq:1 d1 f2 "def sq(x):" [{x 3}]
+line sq:2 d1 f2 "    y = x * x" [{x 3}]
+return sq:3 d1 f2 "    return y" [{x 3} {y 9}] -> 9
+line main:3 d0 f1 "    b = a + 1" [{a 9}]
+line main:4 d0 f1 "    return b" [{a 9} {b 10}]
+end ok 10`
+	if got := replayStops(res); got != want {
+		t.Errorf("replay stops:\n%s\nwant:\n%s", got, want)
+	}
+	if res.Status != schemas.StatusOK {
+		t.Errorf("status %s (%s)", res.Status, res.Detail)
+	}
+}
+
+// TestReplayHostile runs replays of code that knows the driver's source and attacks it: each
+// attempt to reach the debugger's machinery or forge the stream ends the replay tampered, and
+// code that changes bdb's behaviour gives other stops, never the honest ones.
+func TestReplayHostile(t *testing.T) {
+	sb := shared(t)
+	steps := [][2]string{{"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}}
+	wrapper := "def main():\n    return f(2)\n"
+	tampered := []struct{ name, code string }{
+		{"settrace", "import sys\ndef f(x):\n    sys.settrace(None)\n    return x\n"},
+		{"getframe", "import sys\ndef f(x):\n    fr = sys._getframe(3)\n    return x\n"},
+		{"traceback frame", "def f(x):\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n        fr = e.__traceback__.tb_frame\n    return x\n"},
+		{"generator frame", "def g():\n    yield 1\n\ndef f(x):\n    fr = g().gi_frame\n    return x\n"},
+		{"forged chunk", "import os\ndef f(x):\n    os.write(3, b'{\"event\":\"line\",\"frame\":1,\"func\":\"f\",\"file\":\"main.py\",\"lineno\":2,\"depth\":1,\"src\":\"x\",\"locals\":{}}\\n#' + b'0' * 64 + b'\\n')\n    return x\n"},
+		{"native helper", "def f(x):\n    import _ndtrace_native\n    return x\n"},
+		{"ctypes", "def f(x):\n    import ctypes\n    return x\n"},
+		{"gc", "import gc\ndef f(x):\n    gc.get_objects()\n    return x\n"},
+		{"module body frame", "import sys\nkey = sys._getframe(1).f_locals\ndef f(x):\n    return x\n"},
+		{"marshal", "import marshal\ndef f(x):\n    marshal.loads(marshal.dumps(f.__code__))\n    return x\n"},
+		{"code replace", "def f(x):\n    f.__code__.replace(co_name='g')\n    return x\n"},
+	}
+	for _, c := range tampered {
+		res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: c.code, Call: "f(2)", Wrapper: wrapper, Actions: steps})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Status != schemas.StatusTampered {
+			t.Errorf("%s: status %s (%s), want tampered\n%s", c.name, res.Status, res.Detail, replayStops(res))
+		}
+	}
+
+	// Code that rewrites bdb's stepping or prints fake states changes what pdb shows, never
+	// into the honest replay's stops.
+	honest := "def f(x):\n    y = x + 1\n    return y\n"
+	want, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: honest, Call: "f(2)", Wrapper: wrapper, Actions: steps})
+	if err != nil || want.Status != schemas.StatusOK {
+		t.Fatalf("honest replay: %v %s", err, want.Status)
+	}
+	patched := "import bdb\nbdb.Bdb.stop_here = lambda self, frame: False\n" +
+		"print('{\"event\":\"line\",\"frame\":1}')\n" + honest
+	got, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: patched, Call: "f(2)", Wrapper: wrapper, Actions: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replayStops(got) == replayStops(want) {
+		t.Errorf("a program that patched bdb replays like the honest one:\n%s", replayStops(got))
+	}
+}
+
+// TestReplayStdlibFrames: the standard library's own uses of sys._getframe that give no frame
+// out (namedtuple, Enum's functional API, typing) are not tampering.
+func TestReplayStdlibFrames(t *testing.T) {
+	sb := shared(t)
+	code := "from collections import namedtuple\nimport enum\nimport typing\n" +
+		"def f(x):\n    P = namedtuple('P', 'a b')\n    E = enum.Enum('E', 'A B')\n    T = typing.TypeVar('T')\n    return P(x, 1).a\n"
+	res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: code, Call: "f(2)",
+		Wrapper: "def main():\n    return f(2)\n", Actions: [][2]string{{"continue", ""}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusOK || res.Value != "2" {
+		t.Errorf("status %s (%s) value %q", res.Status, res.Detail, res.Value)
+	}
+}

@@ -38,11 +38,17 @@ const (
 	// ReplayLimit: the row was cut off by a limit (exit_never) and the replay was not, or the
 	// other way round. The replay keeps the tracer's event limit, not its byte or output limits.
 	ReplayLimit = "limit"
+	// ReplayWrapperScope: the same states and names, but a function or class made by the input
+	// expression shows its qualified name as defined inside main() (`main.<locals>.<lambda>`),
+	// where the row shows it as the tracer made it, outside any function (`<lambda>`): the tracer
+	// evaluates the call at module level and main() is the CODE context's rendering of it, while
+	// the replay runs the row's main() itself.
+	ReplayWrapperScope = "wrapper_scope"
 )
 
 // ReplayKinds lists every kind, in the order verify reports them.
 var ReplayKinds = []string{ReplayMismatch, ReplayTampered, ReplayBreakpointNonLine, ReplayGenerator,
-	ReplayValueRender, ReplayLimit}
+	ReplayValueRender, ReplayLimit, ReplayWrapperScope}
 
 // Replay replays a forward function-level row's actions on Python's bdb in a sandbox
 // (sandbox.Replay) and compares every landing state with the row's next state (CompareReplay).
@@ -316,7 +322,48 @@ func classify(code string, a debugger.Action, from, want, got *debugger.State, s
 	if want != nil && got != nil && want.Kind == got.Kind && want.Src == got.Src && valuesCut(*want, *got) {
 		return ReplayValueRender
 	}
+	if want != nil && got != nil && want.Kind == got.Kind && want.Src == got.Src && onlyWrapperScope(*want, *got) {
+		return ReplayWrapperScope
+	}
 	return ReplayMismatch
+}
+
+// wrapperScope is the qualified-name prefix of what the input expression defines when main() runs
+// it.
+const wrapperScope = "main.<locals>."
+
+// onlyWrapperScope reports whether the row's state r and pdb's p differ only in values where p's
+// shows wrapperScope and r's the same without it (ReplayWrapperScope).
+func onlyWrapperScope(r, p debugger.State) bool {
+	same := func(rv, pv string) (bool, bool) { // equal, equal once the scope is removed
+		if normValue(rv) == normValue(pv) {
+			return true, false
+		}
+		return false, strings.Contains(pv, wrapperScope) && normValue(rv) == normValue(strings.ReplaceAll(pv, wrapperScope, ""))
+	}
+	if r.Kind.HasArgs() {
+		if r.Value == nil || p.Value == nil {
+			return false
+		}
+		_, scoped := same(*r.Value, *p.Value)
+		return scoped
+	}
+	if len(r.Shown) != len(p.Shown) || r.Elided != p.Elided {
+		return false
+	}
+	scoped := false
+	for i, v := range r.Shown {
+		w := p.Shown[i]
+		if v.Name != w.Name {
+			return false
+		}
+		eq, sc := same(v.Value, w.Value)
+		if !eq && !sc {
+			return false
+		}
+		scoped = scoped || sc
+	}
+	return scoped
 }
 
 // valuesCut reports whether two states differ only in values one of which was cut or whose repr

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -192,5 +193,50 @@ def f(x):
 	}
 	if res.Status != schemas.StatusOK || res.Value != "FORGED" {
 		t.Errorf("status %s value %q: the documented forgery no longer works as written\n%s", res.Status, res.Value, replayStops(res))
+	}
+}
+
+// TestReplayPseudoFilename: an item may not be named like one of the driver's own pseudo-files
+// ("<string>" is tracer.py's): its frames would become replayed frames.
+func TestReplayPseudoFilename(t *testing.T) {
+	sb := shared(t)
+	for _, name := range []string{"<string>", sandbox.ReplayWrapperFile, "<ndtrace-replay>"} {
+		_, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: "def f(x):\n    return x\n", Filename: name,
+			Call: "f(2)", Wrapper: "def main():\n    return f(2)\n"})
+		if err == nil {
+			t.Errorf("filename %q: no error", name)
+		}
+	}
+}
+
+// TestReplayResourceLimits: a replay is bounded as a trace is: a repr that never returns (the
+// replay renders with repr, with no ReprTimeout of its own) ends at the wall time, and an
+// endless loop under `continue` at the event limit.
+func TestReplayResourceLimits(t *testing.T) {
+	sb := shared(t)
+	cases := []struct {
+		name, code string
+		lim        sandbox.Limits
+		want       schemas.Status
+	}{
+		{"endless repr", "class R:\n    def __repr__(self):\n        while True:\n            pass\n\ndef f(x):\n    r = R()\n    return x\n",
+			sandbox.Limits{WallTime: 2 * time.Second, CPUTime: 2 * time.Second}, schemas.StatusTimeout},
+		{"endless loop", "def f(x):\n    while True:\n        x += 1\n",
+			sandbox.Limits{TraceEvents: 1000}, schemas.StatusEventLimit},
+	}
+	for _, c := range cases {
+		start := time.Now()
+		res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: c.code, Call: "f(2)",
+			Wrapper: "def main():\n    return f(2)\n", Limits: c.lim,
+			Actions: [][2]string{{"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"continue", ""}}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Status != c.want {
+			t.Errorf("%s: status %s (%s), want %s", c.name, res.Status, res.Detail, c.want)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%s: took %s", c.name, d)
+		}
 	}
 }

@@ -163,7 +163,8 @@ func TestReplayNativeHookRules(t *testing.T) {
 // TestReplayForgeryResidual pins the residual risk docs/debugger.md ("Replay on bdb", threat
 // model) names: code in a replay shares the interpreter with the Python driver, and an object
 // graph walk no audit event covers (bdb.Bdb.__subclasses__() to the driver's class, its methods'
-// __closure__ to the driver's end and seal functions) writes a sealed stream of its choosing.
+// __closure__ to the driver's end and seal functions) writes a sealed stream of its choosing: here
+// a stop main never made and an end record with a value main never returned.
 // A replay's verdict is therefore evidence about honest code only; verify's pass/fail rests on
 // the re-execution under the C tracer. The day the driver's seal leaves Python's reach, this
 // test must be turned into a tampered expectation.
@@ -180,6 +181,10 @@ def f(x):
         seen.add(id(fn))
         fns[fn.__name__] = fn
         todo += [c.cell_contents for c in fn.__closure__ if type(c.cell_contents).__name__ == 'function']
+    state = [c.cell_contents for c in fns['seal'].__closure__ if type(c.cell_contents) is dict][0]
+    state['events'] += 1
+    fns['seal']('{"event":"line","frame":1,"func":"main","file":"<ndtrace-main>","lineno":2,"depth":0,'
+                '"src":"    forged","names":[],"locals":{}}\n')
     fns['end']('ok', value='FORGED')
     return x
 `
@@ -191,7 +196,7 @@ def f(x):
 	if res.Status == schemas.StatusTampered {
 		t.Fatalf("the forgery is now caught (%s): update docs/debugger.md's threat model and make this a tampered expectation", res.Detail)
 	}
-	if res.Status != schemas.StatusOK || res.Value != "FORGED" {
+	if n := len(res.Events); res.Status != schemas.StatusOK || res.Value != "FORGED" || n == 0 || res.Events[n-1].Src != "    forged" {
 		t.Errorf("status %s value %q: the documented forgery no longer works as written\n%s", res.Status, res.Value, replayStops(res))
 	}
 }

@@ -52,8 +52,10 @@ func (s *Sandbox) Replay(ctx context.Context, req ReplayRequest) (*Result, error
 	if req.Filename == "" {
 		req.Filename = "main.py"
 	}
-	if req.Filename == ReplayWrapperFile {
-		return nil, fmt.Errorf("sandbox: replay: the item's file may not be named %s", ReplayWrapperFile)
+	if strings.HasPrefix(req.Filename, "<") {
+		// The driver picks the frames it replays by file name: "<string>" is the driver's own
+		// (tracer.py runs from -c), "<ndtrace-main>" the wrapper's, "<ndtrace-replay>" its helper's.
+		return nil, fmt.Errorf("sandbox: replay: the item's file may not be named %q (a pseudo-file name like the driver's own)", req.Filename)
 	}
 	for i, a := range req.Actions {
 		if _, ok := ReplayActions[a[0]]; !ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -112,5 +113,135 @@ func TestReplayStdlibFrames(t *testing.T) {
 	}
 	if res.Status != schemas.StatusOK || res.Value != "2" {
 		t.Errorf("status %s (%s) value %q", res.Status, res.Detail, res.Value)
+	}
+}
+
+// TestReplayNativeHookRules: the C tracer's audit hook is not installed in a replay, so its
+// rules are kept by the replay's own hook: no .pyc from a writable directory (crafted bytecode is
+// not verified by CPython) and no extension module from outside the standard library's roots or
+// from a denied file (here _ctypes loaded under another name), as in a trace.
+func TestReplayNativeHookRules(t *testing.T) {
+	sb := shared(t)
+	cases := []struct{ name, code string }{
+		{"pyc in /tmp", "import sys, os, marshal, importlib.util\n" +
+			"def f(x):\n" +
+			"    os.makedirs('/tmp/pyc', exist_ok=True)\n" +
+			"    with open('/tmp/pyc/evil.pyc', 'wb') as fh:\n" +
+			"        fh.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(compile('V = 1', 'evil.py', 'exec')))\n" +
+			"    sys.path.insert(0, '/tmp/pyc')\n" +
+			"    try:\n" +
+			"        import evil\n" +
+			"        return 'loaded'\n" +
+			"    except Exception as e:\n" +
+			"        return type(e).__name__\n"},
+		{"_ctypes renamed", "import sys, os, importlib.util\n" +
+			"def f(x):\n" +
+			"    d = [p for p in sys.path if p.endswith('lib-dynload')][0]\n" +
+			"    so = [n for n in os.listdir(d) if n.startswith('_ctypes.')]\n" +
+			"    if not so:\n" +
+			"        return 'absent'\n" +
+			"    spec = importlib.util.spec_from_file_location('x._ctypes', os.path.join(d, so[0]))\n" +
+			"    try:\n" +
+			"        importlib.util.module_from_spec(spec)\n" +
+			"        return 'loaded'\n" +
+			"    except Exception as e:\n" +
+			"        return type(e).__name__\n"},
+	}
+	for _, c := range cases {
+		res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: c.code, Call: "f(2)",
+			Wrapper: "def main():\n    return f(2)\n", Actions: [][2]string{{"continue", ""}}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Status == schemas.StatusOK && (res.Value == "'loaded'" || res.Value == "'absent'") {
+			t.Errorf("%s: the replayed code got %s", c.name, res.Value)
+		}
+		t.Logf("%s: %s %s (%s)", c.name, res.Status, res.Value, res.Detail)
+	}
+}
+
+// TestReplayForgeryResidual pins the residual risk docs/debugger.md ("Replay on bdb", threat
+// model) names: code in a replay shares the interpreter with the Python driver, and an object
+// graph walk no audit event covers (bdb.Bdb.__subclasses__() to the driver's class, its methods'
+// __closure__ to the driver's end and seal functions) writes a sealed stream of its choosing: here
+// a stop main never made and an end record with a value main never returned.
+// A replay's verdict is therefore evidence about honest code only; verify's pass/fail rests on
+// the re-execution under the C tracer. The day the driver's seal leaves Python's reach, this
+// test must be turned into a tampered expectation.
+func TestReplayForgeryResidual(t *testing.T) {
+	sb := shared(t)
+	code := `import bdb
+def f(x):
+    todo = [v for k, v in vars(bdb.Bdb.__subclasses__()[-1]).items() if callable(v)]
+    fns, seen = {}, set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen or getattr(fn, '__closure__', None) is None:
+            continue
+        seen.add(id(fn))
+        fns[fn.__name__] = fn
+        todo += [c.cell_contents for c in fn.__closure__ if type(c.cell_contents).__name__ == 'function']
+    state = [c.cell_contents for c in fns['seal'].__closure__ if type(c.cell_contents) is dict][0]
+    state['events'] += 1
+    fns['seal']('{"event":"line","frame":1,"func":"main","file":"<ndtrace-main>","lineno":2,"depth":0,'
+                '"src":"    forged","names":[],"locals":{}}\n')
+    fns['end']('ok', value='FORGED')
+    return x
+`
+	res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: code, Call: "f(2)",
+		Wrapper: "def main():\n    return f(2)\n", Actions: [][2]string{{"continue", ""}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status == schemas.StatusTampered {
+		t.Fatalf("the forgery is now caught (%s): update docs/debugger.md's threat model and make this a tampered expectation", res.Detail)
+	}
+	if n := len(res.Events); res.Status != schemas.StatusOK || res.Value != "FORGED" || n == 0 || res.Events[n-1].Src != "    forged" {
+		t.Errorf("status %s value %q: the documented forgery no longer works as written\n%s", res.Status, res.Value, replayStops(res))
+	}
+}
+
+// TestReplayPseudoFilename: an item may not be named like one of the driver's own pseudo-files
+// ("<string>" is tracer.py's): its frames would become replayed frames.
+func TestReplayPseudoFilename(t *testing.T) {
+	sb := shared(t)
+	for _, name := range []string{"<string>", sandbox.ReplayWrapperFile, "<ndtrace-replay>"} {
+		_, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: "def f(x):\n    return x\n", Filename: name,
+			Call: "f(2)", Wrapper: "def main():\n    return f(2)\n"})
+		if err == nil {
+			t.Errorf("filename %q: no error", name)
+		}
+	}
+}
+
+// TestReplayResourceLimits: a replay is bounded as a trace is: a repr that never returns (the
+// replay renders with repr, with no ReprTimeout of its own) ends at the wall time, and an
+// endless loop under `continue` at the event limit.
+func TestReplayResourceLimits(t *testing.T) {
+	sb := shared(t)
+	cases := []struct {
+		name, code string
+		lim        sandbox.Limits
+		want       schemas.Status
+	}{
+		{"endless repr", "class R:\n    def __repr__(self):\n        while True:\n            pass\n\ndef f(x):\n    r = R()\n    return x\n",
+			sandbox.Limits{WallTime: 2 * time.Second, CPUTime: 2 * time.Second}, schemas.StatusTimeout},
+		{"endless loop", "def f(x):\n    while True:\n        x += 1\n",
+			sandbox.Limits{TraceEvents: 1000}, schemas.StatusEventLimit},
+	}
+	for _, c := range cases {
+		start := time.Now()
+		res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: c.code, Call: "f(2)",
+			Wrapper: "def main():\n    return f(2)\n", Limits: c.lim,
+			Actions: [][2]string{{"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"continue", ""}}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Status != c.want {
+			t.Errorf("%s: status %s (%s), want %s", c.name, res.Status, res.Detail, c.want)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%s: took %s", c.name, d)
+		}
 	}
 }

@@ -894,6 +894,49 @@ def _run_replay(req):
             getattr(enum.EnumType, "_create_", None), warnings.warn)) if c is not None)
     import_codes = frozenset(_import_codes())   # the import system unmarshals .pyc files
 
+    import stat
+    pyc_roots, ext_roots = _tuple(req["pyc_roots"]), _tuple(req["ext_roots"])
+    _lstat, _islnk, _bytes, _fsdecode = os.lstat, stat.S_ISLNK, bytes, os.fsdecode
+
+    def fs_str(p):
+        """p as a str when it is a str or bytes path; None otherwise (no user code runs here)."""
+        if type(p) is _str:
+            return p
+        if type(p) is _bytes:
+            return _fsdecode(p)
+        return None
+
+    def pyc_allowed(p):
+        """As the C hook's: a .pyc opens only from under a read-only root (CPython does not
+        verify bytecode, and traced code could craft some in /tmp and import it)."""
+        s = fs_str(p)
+        if s is None or not s.endswith(".pyc"):
+            return True      # a path object's .pyc: the import system passes str paths only
+        return (s.startswith("/") and "/../" not in s and "/./" not in s and "//" not in s
+                and any(_len(s) > _len(r) and s.startswith(r) for r in pyc_roots))
+
+    def ext_allowed(p):
+        """As the C hook's: an extension module loads only from a canonical path (no symbolic
+        link, . or ..) under the standard library's or the configured roots, and never one whose
+        file name starts with EXT_DENIED (the C hook's realpath, by C calls only)."""
+        s = fs_str(p)
+        if s is None or not s.startswith("/") or "\0" in s:
+            return False
+        parts = s.split("/")[1:]
+        if "" in parts or "." in parts or ".." in parts:
+            return False
+        cur = ""
+        for part in parts:
+            cur += "/" + part
+            try:
+                if _islnk(_lstat(cur).st_mode):
+                    return False
+            except OSError:
+                return False
+        base = parts[-1]
+        return (any(_len(s) > _len(r) and s.startswith(r) for r in ext_roots)
+                and not any(base.startswith(d) for d in EXT_DENIED))
+
     def audit(event, args):
         if state["guard"] or state["done"]:
             return
@@ -913,6 +956,16 @@ def _run_replay(req):
         elif event == "import" and args and type(args[0]) is _str and \
                 args[0].partition(".")[0] in _REPLAY_DENIED_IMPORTS:
             what = "import " + args[0]
+        # The C tracer's audit hook (install_audit) is not installed in a replay (it would take
+        # bdb's settrace for tampering), so its other rules are kept here, with the same effect.
+        elif event == "open" and args and not pyc_allowed(args[0]):
+            raise PermissionError("ndtrace: bytecode (.pyc) is loaded only from read-only directories")
+        elif event == "import" and _len(args) > 1 and args[1] is not None and not ext_allowed(args[1]):
+            raise ImportError("ndtrace: extension module %s is not available in the sandbox (native modules "
+                              "load only from the standard library and the sandbox's configured packages)"
+                              % (args[0],))
+        elif event in ("sqlite3.enable_load_extension", "sqlite3.load_extension"):
+            raise PermissionError("ndtrace: SQLite extensions are not available in the sandbox")
         if what is not None:
             end("tampered", exc_type="Tampered",
                 exc_message="the replayed code used %s (the debugger's machinery)" % what)

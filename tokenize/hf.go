@@ -336,26 +336,14 @@ func (t *BPE) buildModel(m *hfModel) (map[int32]bool, error) {
 		}
 		t.model.byteID[c] = id
 	}
-	t.model.pairs = newPairTable(len(m.Merges))
-	for i, mr := range m.Merges {
-		a, b, err := parseMerge(mr)
-		if err != nil {
-			return nil, fmt.Errorf("merges[%d]: %w", i, err)
-		}
-		ida, ok1 := m.Vocab[a]
-		idb, ok2 := m.Vocab[b]
-		idm, ok3 := m.Vocab[a+b]
-		switch {
-		case !ok1:
-			return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", i, a)
-		case !ok2:
-			return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", i, b)
-		case !ok3:
-			return nil, fmt.Errorf("merges[%d]: the merge %q is not in the vocab", i, a+b)
-		}
-		// A later duplicate replaces an earlier one, as in Hugging Face tokenizers.
-		t.model.pairs.put(int32(ida), int32(idb), int32(i), int32(idm))
+	pairs, err := mergeTable(m.Merges, func(s string) (int32, bool) {
+		id, ok := m.Vocab[s]
+		return int32(id), ok
+	})
+	if err != nil {
+		return nil, err
 	}
+	t.model.pairs = pairs
 	if m.IgnoreMerges {
 		t.model.whole = raw
 	}
@@ -388,6 +376,31 @@ func parseMerge(raw json.RawMessage) (string, string, error) {
 		return "", "", fmt.Errorf("%s is neither \"a b\" nor [\"a\", \"b\"]", truncate(string(raw), 60))
 	}
 	return pair[0], pair[1], nil
+}
+
+// mergeTable reads merges into a pair table, each token's id looked up with id; a merge's rank is
+// its index. A later duplicate replaces an earlier one, as in Hugging Face tokenizers.
+func mergeTable(merges []json.RawMessage, id func(string) (int32, bool)) (pairTable, error) {
+	pairs := newPairTable(len(merges))
+	for i, mr := range merges {
+		a, b, err := parseMerge(mr)
+		if err != nil {
+			return pairTable{}, fmt.Errorf("merges[%d]: %w", i, err)
+		}
+		ida, ok1 := id(a)
+		idb, ok2 := id(b)
+		idm, ok3 := id(a + b)
+		switch {
+		case !ok1:
+			return pairTable{}, fmt.Errorf("merges[%d]: %q is not in the vocab", i, a)
+		case !ok2:
+			return pairTable{}, fmt.Errorf("merges[%d]: %q is not in the vocab", i, b)
+		case !ok3:
+			return pairTable{}, fmt.Errorf("merges[%d]: the merge %q is not in the vocab", i, a+b)
+		}
+		pairs.put(ida, idb, int32(i), idm)
+	}
+	return pairs, nil
 }
 
 func truncate(s string, n int) string {

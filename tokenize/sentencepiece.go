@@ -329,24 +329,12 @@ func (t *BPE) readSPModel(sp *sentencePiece, m *hfModel) (map[int32]bool, error)
 	if sp.unigram != nil {
 		return ordinary, nil
 	}
-	pairs := newPairTable(len(m.Merges))
-	for i, mr := range m.Merges {
-		a, b, err := parseMerge(mr)
-		if err != nil {
-			return nil, fmt.Errorf("merges[%d]: %w", i, err)
-		}
-		ida, ok1 := sp.vocab[a]
-		idb, ok2 := sp.vocab[b]
-		idm, ok3 := sp.vocab[a+b]
-		switch {
-		case !ok1:
-			return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", i, a)
-		case !ok2:
-			return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", i, b)
-		case !ok3:
-			return nil, fmt.Errorf("merges[%d]: the merge %q is not in the vocab", i, a+b)
-		}
-		pairs.put(ida, idb, int32(i), idm)
+	pairs, err := mergeTable(m.Merges, func(s string) (int32, bool) {
+		id, ok := sp.vocab[s]
+		return id, ok
+	})
+	if err != nil {
+		return nil, err
 	}
 	sp.pairs = &pairs
 	sp.ignoreMerges = m.IgnoreMerges

@@ -466,50 +466,10 @@ func (sp *sentencePiece) encodePiece(dst []int32, piece string) []int32 {
 // bpeModel.mergeHeap does, and returns the ids left and, for each, the index of its first symbol.
 // A negative id (a character outside the vocabulary) never merges.
 func mergeIDs(table *pairTable, ids []int32) ([]int32, []int) {
-	pairs := spPairs{table}
-	n := len(ids)
-	if n == 0 {
+	if len(ids) == 0 {
 		return nil, nil
 	}
-	next := make([]int32, n)
-	prev := make([]int32, n)
-	alive := make([]bool, n)
-	for i := 0; i < n; i++ {
-		next[i], prev[i], alive[i] = int32(i+1), int32(i-1), true
-	}
-	next[n-1] = -1
-	h := make(mergeHeap, 0, n)
-	for i := 0; i+1 < n; i++ {
-		if r, _ := pairs.get(ids[i], ids[i+1]); r != noRank {
-			h.push(uint64(r)<<32 | uint64(i))
-		}
-	}
-	for len(h) > 0 {
-		top := h.pop()
-		rank, pos := int32(top>>32), int32(uint32(top))
-		nx := next[pos]
-		if !alive[pos] || nx < 0 {
-			continue
-		}
-		r, id := pairs.get(ids[pos], ids[nx])
-		if r != rank {
-			continue
-		}
-		ids[pos] = id
-		alive[nx] = false
-		next[pos] = next[nx]
-		if next[nx] >= 0 {
-			prev[next[nx]] = pos
-			if r2, _ := pairs.get(ids[pos], ids[next[pos]]); r2 != noRank {
-				h.push(uint64(r2)<<32 | uint64(pos))
-			}
-		}
-		if p := prev[pos]; p >= 0 {
-			if r2, _ := pairs.get(ids[p], ids[pos]); r2 != noRank {
-				h.push(uint64(r2)<<32 | uint64(p))
-			}
-		}
-	}
+	next := heapMerge(table, ids)
 	var out []int32
 	var first []int
 	for i := int32(0); i >= 0; i = next[i] {
@@ -517,17 +477,6 @@ func mergeIDs(table *pairTable, ids []int32) ([]int32, []int) {
 		first = append(first, int(i))
 	}
 	return out, first
-}
-
-// spPairs looks up merges; a pair with an unknown (negative) id has none. (The pair table's empty
-// key is the pair (-1, -1).)
-type spPairs struct{ t *pairTable }
-
-func (p spPairs) get(a, b int32) (rank, id int32) {
-	if a < 0 || b < 0 {
-		return noRank, 0
-	}
-	return p.t.get(a, b)
 }
 
 // viterbi appends the Unigram segmentation of piece of highest total score. Every character starts

@@ -424,15 +424,25 @@ func hfNormalizer(raw json.RawMessage) (func(string) string, error) {
 	}, nil
 }
 
-func normForms(raw json.RawMessage, depth int) ([]norm.Form, error) {
+// readComponent decodes a pipeline component (normalizer, pre-tokenizer, decoder) nested depth
+// deep. ok is false, with a nil error, for a JSON null (no component), and false with the error
+// for a component too deeply nested or not an object.
+func readComponent(raw json.RawMessage, depth int) (c hfComponent, ok bool, err error) {
 	if isNull(raw) {
-		return nil, nil
+		return c, false, nil
 	}
 	if depth > 8 {
-		return nil, errors.New("nested too deeply")
+		return c, false, errors.New("nested too deeply")
 	}
-	var c hfComponent
 	if err := json.Unmarshal(raw, &c); err != nil {
+		return c, false, err
+	}
+	return c, true, nil
+}
+
+func normForms(raw json.RawMessage, depth int) ([]norm.Form, error) {
+	c, ok, err := readComponent(raw, depth)
+	if !ok {
 		return nil, err
 	}
 	switch c.Type {
@@ -501,14 +511,8 @@ func hfPreTokenizer(raw json.RawMessage) (splitter, error) {
 }
 
 func flattenPreTokenizers(raw json.RawMessage, out *[]hfComponent, depth int) error {
-	if isNull(raw) {
-		return nil
-	}
-	if depth > 8 {
-		return errors.New("nested too deeply")
-	}
-	var c hfComponent
-	if err := json.Unmarshal(raw, &c); err != nil {
+	c, ok, err := readComponent(raw, depth)
+	if !ok {
 		return err
 	}
 	if c.Type != "Sequence" {

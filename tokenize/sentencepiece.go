@@ -101,14 +101,8 @@ func (t *BPE) buildSentencePiece(f *hfFile) (map[int32]bool, error) {
 }
 
 func (sp *sentencePiece) readNormalizer(raw json.RawMessage, depth int) error {
-	if isNull(raw) {
-		return nil
-	}
-	if depth > 8 {
-		return errors.New("nested too deeply")
-	}
-	var c hfComponent
-	if err := json.Unmarshal(raw, &c); err != nil {
+	c, ok, err := readComponent(raw, depth)
+	if !ok {
 		return err
 	}
 	switch c.Type {
@@ -189,14 +183,8 @@ func (sp *sentencePiece) readPreTokenizer(raw json.RawMessage) error {
 // Replace "▁" → " ", ByteFallback, Fuse and Strip. Decode always turns "▁" into a space and byte
 // tokens into their bytes, and drops the space it put first (stripLead).
 func checkSPDecoder(raw json.RawMessage, depth int) error {
-	if isNull(raw) {
-		return nil
-	}
-	if depth > 8 {
-		return errors.New("nested too deeply")
-	}
-	var c hfComponent
-	if err := json.Unmarshal(raw, &c); err != nil {
+	c, ok, err := readComponent(raw, depth)
+	if !ok {
 		return err
 	}
 	switch c.Type {

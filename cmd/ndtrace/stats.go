@@ -231,9 +231,13 @@ func fmtCountsInOrder(counts map[string]int64, keys []string) string {
 }
 
 // fmtKeyCounts formats a map as "k=v k=v" in key order ("-" if empty).
-func fmtKeyCounts(counts map[string]int64) string {
+func fmtKeyCounts(counts map[string]int64) string { return fmtCounts(counts, "-") }
+
+// fmtCounts formats counts as "k=v k=v" in key order, the values with thousands separators, or
+// empty if there are none.
+func fmtCounts[N int | int64](counts map[string]N, empty string) string {
 	if len(counts) == 0 {
-		return "-"
+		return empty
 	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
@@ -242,7 +246,7 @@ func fmtKeyCounts(counts map[string]int64) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + "=" + thousands(counts[k])
+		parts[i] = k + "=" + thousands(int64(counts[k]))
 	}
 	return strings.Join(parts, " ")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -173,21 +172,7 @@ func ratioPercent(x float64) string {
 }
 
 // fmtIntCounts formats counts as "k=v k=v" in key order ("none" if empty).
-func fmtIntCounts(counts map[string]int) string {
-	if len(counts) == 0 {
-		return "none"
-	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%s", k, thousands(int64(counts[k])))
-	}
-	return strings.Join(parts, " ")
-}
+func fmtIntCounts(counts map[string]int) string { return fmtCounts(counts, "none") }
 
 // printVerification prints a certificate as the verify report (also the Verification section of
 // ndtrace stats).

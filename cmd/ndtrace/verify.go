@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
-	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -82,18 +80,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := resolveWorkDirs(&wf, true); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, url)
+	st, m, err := openDataset(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		if store.IsNotExist(err) {
-			return fmt.Errorf("%s: no %s: not a committed dataset (run 'ndtrace run' or check the URL): %w", url, dataset.ManifestKey, err)
-		}
-		return err
-	}
 	fetcher, closeFetcher, err := crawl.NewFetcher(ctx)
 	if err != nil {
 		return err

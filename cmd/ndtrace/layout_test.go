@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/ndtrace/ndtrace/dataset"
-	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 )
 
@@ -25,11 +24,7 @@ func writeOldLayoutDataset(t *testing.T) string {
 	}
 	defer st.Close()
 	var infos []dataset.ShardInfo
-	for s, n := range []int{3, 2} {
-		rows := make([]schemas.Row, n)
-		for i := range rows {
-			rows[i] = cliRow(t, 10*s+i)
-		}
+	for s, rows := range cliShards(t) {
 		data, info, err := dataset.EncodeShard(rows)
 		if err != nil {
 			t.Fatal(err)

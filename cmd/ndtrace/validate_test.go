@@ -47,6 +47,21 @@ func cliRow(t *testing.T, seed int) schemas.Row {
 	}
 }
 
+// cliShards returns the rows of the two shards (3 and 2 rows) of the test datasets: row i of shard
+// s is cliRow(t, 10*s+i).
+func cliShards(t *testing.T) [][]schemas.Row {
+	t.Helper()
+	var shards [][]schemas.Row
+	for s, n := range []int{3, 2} {
+		rows := make([]schemas.Row, n)
+		for i := range rows {
+			rows[i] = cliRow(t, 10*s+i)
+		}
+		shards = append(shards, rows)
+	}
+	return shards
+}
+
 // writeCLIDataset writes a dataset of two shards (3 and 2 rows) into a new folder and returns it;
 // edit, if not nil, may change the rows before they are written (bypassing WriteShard's checks is
 // not needed: it changes only what WriteShard accepts).
@@ -60,11 +75,7 @@ func writeCLIDataset(t *testing.T, edit func(shard int, rows []schemas.Row)) str
 	}
 	defer st.Close()
 	var infos []dataset.ShardInfo
-	for s, n := range []int{3, 2} {
-		rows := make([]schemas.Row, n)
-		for i := range rows {
-			rows[i] = cliRow(t, 10*s+i)
-		}
+	for s, rows := range cliShards(t) {
 		if edit != nil {
 			edit(s, rows)
 		}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
-	"github.com/ndtrace/ndtrace/internal/testrepos"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
@@ -345,17 +343,8 @@ func BenchmarkVerifyCruxEval(b *testing.B) {
 //
 //	go test ./cmd/ndtrace -run '^$' -bench BenchmarkVerifyRepositories -benchtime 1x -v
 func BenchmarkVerifyRepositories(b *testing.B) {
-	names := []string{"passing", "failing", "forking", "unittest_only", "trace_sensitive"}
 	dir := b.TempDir()
-	var list strings.Builder
-	for _, name := range names {
-		url, _ := testrepos.Git(b, name)
-		fmt.Fprintf(&list, "%s\n", url)
-	}
-	listPath := filepath.Join(dir, "repos.txt")
-	if err := os.WriteFile(listPath, []byte(list.String()), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	_, listPath := writeBenchRepoList(b, dir)
 	out := filepath.Join(dir, "data")
 	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
 	var stdout, stderr bytes.Buffer

@@ -314,27 +314,41 @@ func BenchmarkVerifyCruxEval(b *testing.B) {
 	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
 		b.Fatalf("run: exit %d: %s", code, stderr.String())
 	}
+	v, elapsed := benchVerify(b, out, "the CruxEval dataset", "--seed", "0", "--concurrency", "2")
+	b.ReportMetric(float64(v.Checked)*float64(b.N)/elapsed.Seconds(), "rows/s")
+	logVerification(b, "crux", "CruxEval", v)
+}
+
+// benchVerify runs ndtrace verify out --fraction 1 args... --json b.N times, timed, and returns the
+// last certificate and the time the runs took; what names the dataset in errors. It reports the
+// agreement and the rows checked.
+func benchVerify(b *testing.B, out, what string, args ...string) (schemas.Verification, time.Duration) {
+	args = append(append([]string{out, "--fraction", "1"}, args...), "--json")
 	b.ResetTimer()
 	var v schemas.Verification
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		code, so, se := runVerifyCLI(b, out, "--fraction", "1", "--seed", "0", "--concurrency", "2", "--json")
+		code, so, se := runVerifyCLI(b, args...)
 		elapsed += time.Since(t0)
 		if err := json.Unmarshal([]byte(so), &v); err != nil {
 			b.Fatalf("verify: exit %d, %v\n%s%s", code, err, so, se)
 		}
 		if code != 0 {
-			b.Errorf("verify of the CruxEval dataset: exit %d: %s", code, se)
+			b.Errorf("verify of %s: exit %d: %s", what, code, se)
 		}
 	}
 	b.StopTimer()
 	b.ReportMetric(100*v.Agreement, "agreement-%")
 	b.ReportMetric(float64(v.Checked), "rows-checked")
-	b.ReportMetric(float64(v.Checked)*float64(b.N)/elapsed.Seconds(), "rows/s")
+	return v, elapsed
+}
+
+// logVerification logs v as the verify report of the dataset name, made over over.
+func logVerification(b *testing.B, name, over string, v schemas.Verification) {
 	var report bytes.Buffer
-	printVerification(&report, "crux", &v)
-	b.Logf("ndtrace verify DATASET --fraction 1 over CruxEval:\n%s", report.String())
+	printVerification(&report, name, &v)
+	b.Logf("ndtrace verify DATASET --fraction 1 over %s:\n%s", over, report.String())
 }
 
 // BenchmarkVerifyRepositories makes a dataset of the fixture repositories of BenchmarkRepositories
@@ -351,23 +365,8 @@ func BenchmarkVerifyRepositories(b *testing.B) {
 	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
 		b.Fatalf("run: %s", stderr.String())
 	}
-	b.ResetTimer()
-	var v schemas.Verification
-	for i := 0; i < b.N; i++ {
-		code, so, se := runVerifyCLI(b, out, "--fraction", "1", "--json")
-		if err := json.Unmarshal([]byte(so), &v); err != nil {
-			b.Fatalf("verify: exit %d, %v\n%s%s", code, err, so, se)
-		}
-		if code != 0 {
-			b.Errorf("verify of the repositories' dataset: exit %d: %s", code, se)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(100*v.Agreement, "agreement-%")
-	b.ReportMetric(float64(v.Checked), "rows-checked")
-	var report bytes.Buffer
-	printVerification(&report, "repos", &v)
-	b.Logf("ndtrace verify DATASET --fraction 1 over the fixture repositories:\n%s", report.String())
+	v, _ := benchVerify(b, out, "the repositories' dataset")
+	logVerification(b, "repos", "the fixture repositories", v)
 }
 
 // stubReplayer agrees on every row but one; it stands for the replayer on bdb in the test of

@@ -42,10 +42,7 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "data")
 	spec := writeSpec(t, dir, fmt.Sprintf("name: verify\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\n    limit: 12\n  - kind: examples\nbatch_size: 4\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(t)))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		t.Fatalf("run: exit %d: %s", code, stderr.String())
-	}
+	runSpec(t, spec)
 
 	code, so, se := runVerifyCLI(t, out, "--fraction", "1", "--seed", "3")
 	if code != 0 {
@@ -81,8 +78,7 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	t.Logf("unaltered:\n%s", so)
 
 	// ndtrace stats shows the certificate.
-	stdout.Reset()
-	stderr.Reset()
+	var stdout, stderr bytes.Buffer
 	if code := run([]string{"stats", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("stats: exit %d: %s", code, stderr.String())
 	}
@@ -310,10 +306,7 @@ func BenchmarkVerifyCruxEval(b *testing.B) {
 	dir := b.TempDir()
 	out := filepath.Join(dir, "data")
 	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: crux\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 100\npack_length: 2048\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(b)))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		b.Fatalf("run: exit %d: %s", code, stderr.String())
-	}
+	runSpec(b, spec)
 	v, elapsed := benchVerify(b, out, "the CruxEval dataset", "--seed", "0", "--concurrency", "2")
 	b.ReportMetric(float64(v.Checked)*float64(b.N)/elapsed.Seconds(), "rows/s")
 	logVerification(b, "crux", "CruxEval", v)
@@ -361,10 +354,7 @@ func BenchmarkVerifyRepositories(b *testing.B) {
 	_, listPath := writeBenchRepoList(b, dir)
 	out := filepath.Join(dir, "data")
 	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		b.Fatalf("run: %s", stderr.String())
-	}
+	runSpec(b, spec)
 	v, _ := benchVerify(b, out, "the repositories' dataset")
 	logVerification(b, "repos", "the fixture repositories", v)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,11 +68,7 @@ func writeCLIDataset(t *testing.T, edit func(shard int, rows []schemas.Row)) str
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ds")
 	ctx := context.Background()
-	st, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, dir)
 	var infos []dataset.ShardInfo
 	for s, rows := range cliShards(t) {
 		if edit != nil {
@@ -85,7 +80,7 @@ func writeCLIDataset(t *testing.T, edit func(shard int, rows []schemas.Row)) str
 		}
 		infos = append(infos, info)
 	}
-	_, err = dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
+	_, err := dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
 		Versions: dataset.Versions{Tracer: "t1", Pipeline: "p1", Tokenizer: "bytes"},
 		Counts:   map[string]int64{"rejects.timeout": 2}})
 	if err != nil {

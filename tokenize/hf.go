@@ -8,8 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/dlclark/regexp2"
@@ -296,20 +297,11 @@ func (t *BPE) buildModel(m *hfModel) (map[int32]bool, error) {
 	// Byte-level tokens: each byte is one printable character; map them back to bytes.
 	raw := make(map[string]int32, len(m.Vocab)) // raw bytes of byte-level tokens → id
 	ordinary := make(map[int32]bool, len(m.Vocab))
-	largest := int64(-1)
-	for s, id := range m.Vocab {
-		if id < 0 || id >= maxVocab {
-			return nil, fmt.Errorf("vocab %q: bad id %d", s, id)
-		}
-		largest = max(largest, id)
+	keys, size, err := m.vocabOrder()
+	if err != nil {
+		return nil, err
 	}
-	t.text = make([]string, largest+1)
-	// Go through the vocabulary in a fixed order so that errors do not depend on map order.
-	keys := make([]string, 0, len(m.Vocab))
-	for s := range m.Vocab {
-		keys = append(keys, s)
-	}
-	sort.Strings(keys)
+	t.text = make([]string, size)
 	for _, s := range keys {
 		id := int32(m.Vocab[s])
 		if ordinary[id] {
@@ -359,6 +351,20 @@ func (m *hfModel) bpeVocab() error {
 		return fmt.Errorf("vocab: %w", err)
 	}
 	return nil
+}
+
+// vocabOrder checks the ids of the BPE vocab (after bpeVocab) and returns its tokens sorted, an
+// order to go through them in so that errors do not depend on map order, and one more than the
+// largest id (the size of a table by id).
+func (m *hfModel) vocabOrder() ([]string, int, error) {
+	largest := int64(-1)
+	for s, id := range m.Vocab {
+		if id < 0 || id >= maxVocab {
+			return nil, 0, fmt.Errorf("vocab %q: bad id %d", s, id)
+		}
+		largest = max(largest, id)
+	}
+	return slices.Sorted(maps.Keys(m.Vocab)), int(largest + 1), nil
 }
 
 // parseMerge reads a merge: "a b" or ["a", "b"].

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -234,19 +233,11 @@ func (t *BPE) readSPModel(sp *sentencePiece, m *hfModel) (map[int32]bool, error)
 		if err := m.bpeVocab(); err != nil {
 			return nil, err
 		}
-		largest := int64(-1)
-		for s, id := range m.Vocab {
-			if id < 0 || id >= maxVocab {
-				return nil, fmt.Errorf("vocab %q: bad id %d", s, id)
-			}
-			largest = max(largest, id)
+		keys, size, err := m.vocabOrder()
+		if err != nil {
+			return nil, err
 		}
-		tokens = make([]string, largest+1)
-		keys := make([]string, 0, len(m.Vocab))
-		for s := range m.Vocab {
-			keys = append(keys, s)
-		}
-		sort.Strings(keys)
+		tokens = make([]string, size)
 		for _, s := range keys {
 			id := m.Vocab[s]
 			if s == "" {

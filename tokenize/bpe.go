@@ -219,23 +219,44 @@ func (m *bpeModel) merge(dst []int32, piece string) []int32 {
 	return append(dst, ids[:n]...)
 }
 
-// mergeHeap is merge for long pieces: a linked list of symbols and a min-heap of (rank, position)
-// candidates, O(n log n). An entry is stale when its left symbol was merged away or the pair at its
-// position changed; a pair's span only grows, so the same rank at the same position is the same pair.
+// mergeHeap is merge for long pieces (see heapMerge).
 func (m *bpeModel) mergeHeap(dst []int32, piece string) []int32 {
-	n := len(piece)
-	ids := make([]int32, n)
-	next := make([]int32, n) // -1: last
+	ids := make([]int32, len(piece))
+	for i := range ids {
+		ids[i] = m.byteID[piece[i]]
+	}
+	next := heapMerge(&m.pairs, ids)
+	for i := int32(0); i >= 0; i = next[i] {
+		dst = append(dst, ids[i])
+	}
+	return dst
+}
+
+// heapMerge merges the adjacent ids (at least one) in place by rank, the lowest first and the
+// leftmost on ties, and returns the links of the ids left: from index 0, next[i] is the index of the
+// one after i, -1 after the last. A negative id (a symbol outside the vocabulary) never merges.
+// It keeps a linked list of symbols and a min-heap of (rank, position) candidates, O(n log n). An
+// entry is stale when its left symbol was merged away or the pair at its position changed; a pair's
+// span only grows, so the same rank at the same position is the same pair.
+func heapMerge(table *pairTable, ids []int32) (next []int32) {
+	get := func(a, b int32) (rank, id int32) {
+		// The table's empty key is the pair (-1, -1).
+		if a < 0 || b < 0 {
+			return noRank, 0
+		}
+		return table.get(a, b)
+	}
+	n := len(ids)
+	next = make([]int32, n)  // -1: last
 	prev := make([]int32, n) // -1: first
 	alive := make([]bool, n)
 	for i := 0; i < n; i++ {
-		ids[i] = m.byteID[piece[i]]
 		next[i], prev[i], alive[i] = int32(i+1), int32(i-1), true
 	}
 	next[n-1] = -1
 	h := make(mergeHeap, 0, n)
 	for i := 0; i+1 < n; i++ {
-		if r, _ := m.pairs.get(ids[i], ids[i+1]); r != noRank {
+		if r, _ := get(ids[i], ids[i+1]); r != noRank {
 			h.push(uint64(r)<<32 | uint64(i))
 		}
 	}
@@ -246,7 +267,7 @@ func (m *bpeModel) mergeHeap(dst []int32, piece string) []int32 {
 		if !alive[pos] || nx < 0 {
 			continue
 		}
-		r, id := m.pairs.get(ids[pos], ids[nx])
+		r, id := get(ids[pos], ids[nx])
 		if r != rank {
 			continue
 		}
@@ -255,20 +276,17 @@ func (m *bpeModel) mergeHeap(dst []int32, piece string) []int32 {
 		next[pos] = next[nx]
 		if next[nx] >= 0 {
 			prev[next[nx]] = pos
-			if r2, _ := m.pairs.get(ids[pos], ids[next[pos]]); r2 != noRank {
+			if r2, _ := get(ids[pos], ids[next[pos]]); r2 != noRank {
 				h.push(uint64(r2)<<32 | uint64(pos))
 			}
 		}
 		if p := prev[pos]; p >= 0 {
-			if r2, _ := m.pairs.get(ids[p], ids[pos]); r2 != noRank {
+			if r2, _ := get(ids[p], ids[pos]); r2 != noRank {
 				h.push(uint64(r2)<<32 | uint64(p))
 			}
 		}
 	}
-	for i := int32(0); i >= 0; i = next[i] {
-		dst = append(dst, ids[i])
-	}
-	return dst
+	return next
 }
 
 // mergeHeap is a binary min-heap of rank<<32 | position.

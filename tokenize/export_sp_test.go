@@ -3,7 +3,6 @@ package tokenize
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -75,72 +74,14 @@ func SentencePieceTokenizerJSON(o SPOptions) []byte {
 			counts[w]++
 		}
 	}
-	type word struct {
-		syms []string
-		n    int
-	}
-	var words []word
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	runesOf := func(k string) []string {
 		var syms []string
 		for _, r := range k {
 			syms = append(syms, string(r))
 		}
-		words = append(words, word{syms, counts[k]})
+		return syms
 	}
-	var merges []any
-	for len(merges) < o.Merges {
-		pairs := map[[2]string]int{}
-		for _, w := range words {
-			for i := 0; i+1 < len(w.syms); i++ {
-				if _, ok1 := vocab[w.syms[i]]; !ok1 {
-					continue
-				}
-				if _, ok2 := vocab[w.syms[i+1]]; !ok2 {
-					continue
-				}
-				pairs[[2]string{w.syms[i], w.syms[i+1]}] += w.n
-			}
-		}
-		var best [2]string
-		bestN := 0
-		for p, n := range pairs {
-			if n > bestN || n == bestN && p[0]+" "+p[1] < best[0]+" "+best[1] {
-				best, bestN = p, n
-			}
-		}
-		if bestN == 0 {
-			break
-		}
-		merged := best[0] + best[1]
-		add(merged)
-		if o.PairMerges {
-			merges = append(merges, []string{best[0], best[1]})
-		} else {
-			merges = append(merges, best[0]+" "+best[1])
-		}
-		for wi := range words {
-			w := &words[wi]
-			out := w.syms[:0:0]
-			for i := 0; i < len(w.syms); i++ {
-				if i+1 < len(w.syms) && w.syms[i] == best[0] && w.syms[i+1] == best[1] {
-					out = append(out, merged)
-					i++
-					continue
-				}
-				out = append(out, w.syms[i])
-			}
-			w.syms = out
-		}
-	}
-	added := func(id int, content string) map[string]any {
-		return map[string]any{"id": id, "content": content, "single_word": false, "lstrip": false,
-			"rstrip": false, "normalized": false, "special": true}
-	}
+	merges := learnMerges(counts, runesOf, vocab, add, o.Merges, o.PairMerges)
 	str := func(s string) map[string]any { return map[string]any{"String": s} }
 	replace := map[string]any{"type": "Replace", "pattern": str(" "), "content": metaSpace}
 	spDecoder := map[string]any{"type": "Sequence", "decoders": []any{
@@ -149,10 +90,10 @@ func SentencePieceTokenizerJSON(o SPOptions) []byte {
 		map[string]any{"type": "Fuse"},
 		map[string]any{"type": "Strip", "content": " ", "start": 1, "stop": 0},
 	}}
-	addedTokens := []any{added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")}
+	addedTokens := []any{addedToken(0, "<unk>"), addedToken(1, "<s>"), addedToken(2, "</s>")}
 	if o.Specials {
 		for i, s := range SpecialTokens {
-			addedTokens = append(addedTokens, added(len(tokens)+i, s))
+			addedTokens = append(addedTokens, addedToken(len(tokens)+i, s))
 		}
 	}
 	file := map[string]any{

@@ -59,6 +59,49 @@ func SyntheticTokenizerJSON(o SyntheticOptions) []byte {
 		counts[syntheticCorpus[prev:e]]++
 		prev = e
 	}
+	vocab := map[string]int{}
+	for b := 0; b < 256; b++ {
+		vocab[string(byteLevel[b])] = b
+	}
+	bytesOf := func(k string) []string {
+		var syms []string
+		for i := 0; i < len(k); i++ {
+			syms = append(syms, string(byteLevel[k[i]]))
+		}
+		return syms
+	}
+	merges := learnMerges(counts, bytesOf, vocab, func(s string) { vocab[s] = len(vocab) }, o.Merges, o.PairMerges)
+	var normalizer any
+	if !o.NoNormalizer {
+		normalizer = map[string]any{"type": "NFC"}
+	}
+	n := len(vocab)
+	file := map[string]any{
+		"version": "1.0", "truncation": nil, "padding": nil,
+		"added_tokens": []any{addedToken(n, "<|endoftext|>"), addedToken(n+1, "<|frame_sep|>")},
+		"normalizer":   normalizer,
+		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": o.Pattern}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+		}},
+		"post_processor": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": "",
+			"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "ignore_merges": o.IgnoreMerges,
+			"vocab": vocab, "merges": merges},
+	}
+	data, err := json.MarshalIndent(file, "", " ")
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// learnMerges learns up to n BPE merges from counts (a piece → how often), each piece cut into
+// symbols by symbols. Each round merges, in every piece, the adjacent pair of symbols (both in
+// vocab) that is most frequent, the smallest "a b" on ties, and calls add with the merged token when
+// vocab does not have it yet. Merges are "a b", or ["a", "b"] with pairForm.
+func learnMerges(counts map[string]int, symbols func(string) []string, vocab map[string]int, add func(string), n int, pairForm bool) []any {
 	type word struct {
 		syms []string
 		n    int
@@ -70,21 +113,19 @@ func SyntheticTokenizerJSON(o SyntheticOptions) []byte {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		var syms []string
-		for i := 0; i < len(k); i++ {
-			syms = append(syms, string(byteLevel[k[i]]))
-		}
-		words = append(words, word{syms, counts[k]})
-	}
-	vocab := map[string]int{}
-	for b := 0; b < 256; b++ {
-		vocab[string(byteLevel[b])] = b
+		words = append(words, word{symbols(k), counts[k]})
 	}
 	var merges []any
-	for len(merges) < o.Merges {
+	for len(merges) < n {
 		pairs := map[[2]string]int{}
 		for _, w := range words {
 			for i := 0; i+1 < len(w.syms); i++ {
+				if _, ok1 := vocab[w.syms[i]]; !ok1 {
+					continue
+				}
+				if _, ok2 := vocab[w.syms[i+1]]; !ok2 {
+					continue
+				}
 				pairs[[2]string{w.syms[i], w.syms[i+1]}] += w.n
 			}
 		}
@@ -100,9 +141,9 @@ func SyntheticTokenizerJSON(o SyntheticOptions) []byte {
 		}
 		merged := best[0] + best[1]
 		if _, ok := vocab[merged]; !ok {
-			vocab[merged] = len(vocab)
+			add(merged)
 		}
-		if o.PairMerges {
+		if pairForm {
 			merges = append(merges, []string{best[0], best[1]})
 		} else {
 			merges = append(merges, best[0]+" "+best[1])
@@ -121,32 +162,11 @@ func SyntheticTokenizerJSON(o SyntheticOptions) []byte {
 			w.syms = out
 		}
 	}
-	var normalizer any
-	if !o.NoNormalizer {
-		normalizer = map[string]any{"type": "NFC"}
-	}
-	n := len(vocab)
-	added := func(id int, content string) map[string]any {
-		return map[string]any{"id": id, "content": content, "single_word": false, "lstrip": false,
-			"rstrip": false, "normalized": false, "special": true}
-	}
-	file := map[string]any{
-		"version": "1.0", "truncation": nil, "padding": nil,
-		"added_tokens": []any{added(n, "<|endoftext|>"), added(n+1, "<|frame_sep|>")},
-		"normalizer":   normalizer,
-		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": o.Pattern}, "behavior": "Isolated", "invert": false},
-			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-		}},
-		"post_processor": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": "",
-			"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "ignore_merges": o.IgnoreMerges,
-			"vocab": vocab, "merges": merges},
-	}
-	data, err := json.MarshalIndent(file, "", " ")
-	if err != nil {
-		panic(err)
-	}
-	return data
+	return merges
+}
+
+// addedToken is an entry of a tokenizer.json's added_tokens: a special token not normalized.
+func addedToken(id int, content string) map[string]any {
+	return map[string]any{"id": id, "content": content, "single_word": false, "lstrip": false,
+		"rstrip": false, "normalized": false, "special": true}
 }

@@ -8,8 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/dlclark/regexp2"
@@ -296,20 +297,11 @@ func (t *BPE) buildModel(m *hfModel) (map[int32]bool, error) {
 	// Byte-level tokens: each byte is one printable character; map them back to bytes.
 	raw := make(map[string]int32, len(m.Vocab)) // raw bytes of byte-level tokens → id
 	ordinary := make(map[int32]bool, len(m.Vocab))
-	largest := int64(-1)
-	for s, id := range m.Vocab {
-		if id < 0 || id >= maxVocab {
-			return nil, fmt.Errorf("vocab %q: bad id %d", s, id)
-		}
-		largest = max(largest, id)
+	keys, size, err := m.vocabOrder()
+	if err != nil {
+		return nil, err
 	}
-	t.text = make([]string, largest+1)
-	// Go through the vocabulary in a fixed order so that errors do not depend on map order.
-	keys := make([]string, 0, len(m.Vocab))
-	for s := range m.Vocab {
-		keys = append(keys, s)
-	}
-	sort.Strings(keys)
+	t.text = make([]string, size)
 	for _, s := range keys {
 		id := int32(m.Vocab[s])
 		if ordinary[id] {
@@ -336,26 +328,14 @@ func (t *BPE) buildModel(m *hfModel) (map[int32]bool, error) {
 		}
 		t.model.byteID[c] = id
 	}
-	t.model.pairs = newPairTable(len(m.Merges))
-	for i, mr := range m.Merges {
-		a, b, err := parseMerge(mr)
-		if err != nil {
-			return nil, fmt.Errorf("merges[%d]: %w", i, err)
-		}
-		ida, ok1 := m.Vocab[a]
-		idb, ok2 := m.Vocab[b]
-		idm, ok3 := m.Vocab[a+b]
-		switch {
-		case !ok1:
-			return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", i, a)
-		case !ok2:
-			return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", i, b)
-		case !ok3:
-			return nil, fmt.Errorf("merges[%d]: the merge %q is not in the vocab", i, a+b)
-		}
-		// A later duplicate replaces an earlier one, as in Hugging Face tokenizers.
-		t.model.pairs.put(int32(ida), int32(idb), int32(i), int32(idm))
+	pairs, err := mergeTable(m.Merges, func(s string) (int32, bool) {
+		id, ok := m.Vocab[s]
+		return int32(id), ok
+	})
+	if err != nil {
+		return nil, err
 	}
+	t.model.pairs = pairs
 	if m.IgnoreMerges {
 		t.model.whole = raw
 	}
@@ -373,6 +353,20 @@ func (m *hfModel) bpeVocab() error {
 	return nil
 }
 
+// vocabOrder checks the ids of the BPE vocab (after bpeVocab) and returns its tokens sorted, an
+// order to go through them in so that errors do not depend on map order, and one more than the
+// largest id (the size of a table by id).
+func (m *hfModel) vocabOrder() ([]string, int, error) {
+	largest := int64(-1)
+	for s, id := range m.Vocab {
+		if id < 0 || id >= maxVocab {
+			return nil, 0, fmt.Errorf("vocab %q: bad id %d", s, id)
+		}
+		largest = max(largest, id)
+	}
+	return slices.Sorted(maps.Keys(m.Vocab)), int(largest + 1), nil
+}
+
 // parseMerge reads a merge: "a b" or ["a", "b"].
 func parseMerge(raw json.RawMessage) (string, string, error) {
 	var s string
@@ -388,6 +382,31 @@ func parseMerge(raw json.RawMessage) (string, string, error) {
 		return "", "", fmt.Errorf("%s is neither \"a b\" nor [\"a\", \"b\"]", truncate(string(raw), 60))
 	}
 	return pair[0], pair[1], nil
+}
+
+// mergeTable reads merges into a pair table, each token's id looked up with id; a merge's rank is
+// its index. A later duplicate replaces an earlier one, as in Hugging Face tokenizers.
+func mergeTable(merges []json.RawMessage, id func(string) (int32, bool)) (pairTable, error) {
+	pairs := newPairTable(len(merges))
+	for i, mr := range merges {
+		a, b, err := parseMerge(mr)
+		if err != nil {
+			return pairTable{}, fmt.Errorf("merges[%d]: %w", i, err)
+		}
+		ida, ok1 := id(a)
+		idb, ok2 := id(b)
+		idm, ok3 := id(a + b)
+		switch {
+		case !ok1:
+			return pairTable{}, fmt.Errorf("merges[%d]: %q is not in the vocab", i, a)
+		case !ok2:
+			return pairTable{}, fmt.Errorf("merges[%d]: %q is not in the vocab", i, b)
+		case !ok3:
+			return pairTable{}, fmt.Errorf("merges[%d]: the merge %q is not in the vocab", i, a+b)
+		}
+		pairs.put(ida, idb, int32(i), idm)
+	}
+	return pairs, nil
 }
 
 func truncate(s string, n int) string {
@@ -411,15 +430,25 @@ func hfNormalizer(raw json.RawMessage) (func(string) string, error) {
 	}, nil
 }
 
-func normForms(raw json.RawMessage, depth int) ([]norm.Form, error) {
+// readComponent decodes a pipeline component (normalizer, pre-tokenizer, decoder) nested depth
+// deep. ok is false, with a nil error, for a JSON null (no component), and false with the error
+// for a component too deeply nested or not an object.
+func readComponent(raw json.RawMessage, depth int) (c hfComponent, ok bool, err error) {
 	if isNull(raw) {
-		return nil, nil
+		return c, false, nil
 	}
 	if depth > 8 {
-		return nil, errors.New("nested too deeply")
+		return c, false, errors.New("nested too deeply")
 	}
-	var c hfComponent
 	if err := json.Unmarshal(raw, &c); err != nil {
+		return c, false, err
+	}
+	return c, true, nil
+}
+
+func normForms(raw json.RawMessage, depth int) ([]norm.Form, error) {
+	c, ok, err := readComponent(raw, depth)
+	if !ok {
 		return nil, err
 	}
 	switch c.Type {
@@ -488,14 +517,8 @@ func hfPreTokenizer(raw json.RawMessage) (splitter, error) {
 }
 
 func flattenPreTokenizers(raw json.RawMessage, out *[]hfComponent, depth int) error {
-	if isNull(raw) {
-		return nil
-	}
-	if depth > 8 {
-		return errors.New("nested too deeply")
-	}
-	var c hfComponent
-	if err := json.Unmarshal(raw, &c); err != nil {
+	c, ok, err := readComponent(raw, depth)
+	if !ok {
 		return err
 	}
 	if c.Type != "Sequence" {

@@ -157,8 +157,14 @@ func TestReadLlama3Table(t *testing.T) {
 // edit returns the synthetic tokenizer.json with one change applied to its decoded JSON.
 func edit(t *testing.T, change func(f map[string]any)) []byte {
 	t.Helper()
+	return editJSON(t, SyntheticTokenizerJSON(SyntheticOptions{Merges: 20}), change)
+}
+
+// editJSON returns the JSON file data with one change applied to its decoded object.
+func editJSON(t *testing.T, data []byte, change func(f map[string]any)) []byte {
+	t.Helper()
 	var f map[string]any
-	if err := json.Unmarshal(SyntheticTokenizerJSON(SyntheticOptions{Merges: 20}), &f); err != nil {
+	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatal(err)
 	}
 	change(f)

@@ -438,31 +438,24 @@ func TestJSReferenceSentencePiece(t *testing.T) {
 	toks := map[string]tokenize.Tokenizer{}
 	var names []string
 	var full []string
-	for _, st := range spFull {
-		o := st.opts
+	// build writes the file of a style, reads it, and returns its name.
+	build := func(name string, o tokenize.SPOptions) string {
 		if o.Style == "unigram" {
 			o.Chars = chars.String()
 		}
-		path := filepath.Join(dir, st.name+".json")
+		path := filepath.Join(dir, name+".json")
 		if err := os.WriteFile(path, tokenize.SentencePieceTokenizerJSON(o), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		files[st.name] = path
-		toks[st.name] = get(t, "hf:"+st.name+"="+path)
-		full = append(full, st.name)
+		files[name] = path
+		toks[name] = get(t, "hf:"+name+"="+path)
+		return name
+	}
+	for _, st := range spFull {
+		full = append(full, build(st.name, st.opts))
 	}
 	for _, st := range spStyles {
-		o := st.opts
-		if o.Style == "unigram" {
-			o.Chars = chars.String()
-		}
-		path := filepath.Join(dir, st.name+".json")
-		if err := os.WriteFile(path, tokenize.SentencePieceTokenizerJSON(o), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files[st.name] = path
-		toks[st.name] = get(t, "hf:"+st.name+"="+path)
-		names = append(names, st.name)
+		names = append(names, build(st.name, st.opts))
 	}
 	t.Run("conformance", func(t *testing.T) {
 		// Metaspace puts a "▁" first only when the text does not start with a space, so with

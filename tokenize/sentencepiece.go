@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -101,14 +100,8 @@ func (t *BPE) buildSentencePiece(f *hfFile) (map[int32]bool, error) {
 }
 
 func (sp *sentencePiece) readNormalizer(raw json.RawMessage, depth int) error {
-	if isNull(raw) {
-		return nil
-	}
-	if depth > 8 {
-		return errors.New("nested too deeply")
-	}
-	var c hfComponent
-	if err := json.Unmarshal(raw, &c); err != nil {
+	c, ok, err := readComponent(raw, depth)
+	if !ok {
 		return err
 	}
 	switch c.Type {
@@ -189,14 +182,8 @@ func (sp *sentencePiece) readPreTokenizer(raw json.RawMessage) error {
 // Replace "▁" → " ", ByteFallback, Fuse and Strip. Decode always turns "▁" into a space and byte
 // tokens into their bytes, and drops the space it put first (stripLead).
 func checkSPDecoder(raw json.RawMessage, depth int) error {
-	if isNull(raw) {
-		return nil
-	}
-	if depth > 8 {
-		return errors.New("nested too deeply")
-	}
-	var c hfComponent
-	if err := json.Unmarshal(raw, &c); err != nil {
+	c, ok, err := readComponent(raw, depth)
+	if !ok {
 		return err
 	}
 	switch c.Type {
@@ -246,19 +233,11 @@ func (t *BPE) readSPModel(sp *sentencePiece, m *hfModel) (map[int32]bool, error)
 		if err := m.bpeVocab(); err != nil {
 			return nil, err
 		}
-		largest := int64(-1)
-		for s, id := range m.Vocab {
-			if id < 0 || id >= maxVocab {
-				return nil, fmt.Errorf("vocab %q: bad id %d", s, id)
-			}
-			largest = max(largest, id)
+		keys, size, err := m.vocabOrder()
+		if err != nil {
+			return nil, err
 		}
-		tokens = make([]string, largest+1)
-		keys := make([]string, 0, len(m.Vocab))
-		for s := range m.Vocab {
-			keys = append(keys, s)
-		}
-		sort.Strings(keys)
+		tokens = make([]string, size)
 		for _, s := range keys {
 			id := m.Vocab[s]
 			if s == "" {
@@ -329,24 +308,12 @@ func (t *BPE) readSPModel(sp *sentencePiece, m *hfModel) (map[int32]bool, error)
 	if sp.unigram != nil {
 		return ordinary, nil
 	}
-	pairs := newPairTable(len(m.Merges))
-	for i, mr := range m.Merges {
-		a, b, err := parseMerge(mr)
-		if err != nil {
-			return nil, fmt.Errorf("merges[%d]: %w", i, err)
-		}
-		ida, ok1 := sp.vocab[a]
-		idb, ok2 := sp.vocab[b]
-		idm, ok3 := sp.vocab[a+b]
-		switch {
-		case !ok1:
-			return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", i, a)
-		case !ok2:
-			return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", i, b)
-		case !ok3:
-			return nil, fmt.Errorf("merges[%d]: the merge %q is not in the vocab", i, a+b)
-		}
-		pairs.put(ida, idb, int32(i), idm)
+	pairs, err := mergeTable(m.Merges, func(s string) (int32, bool) {
+		id, ok := sp.vocab[s]
+		return id, ok
+	})
+	if err != nil {
+		return nil, err
 	}
 	sp.pairs = &pairs
 	sp.ignoreMerges = m.IgnoreMerges
@@ -478,50 +445,10 @@ func (sp *sentencePiece) encodePiece(dst []int32, piece string) []int32 {
 // bpeModel.mergeHeap does, and returns the ids left and, for each, the index of its first symbol.
 // A negative id (a character outside the vocabulary) never merges.
 func mergeIDs(table *pairTable, ids []int32) ([]int32, []int) {
-	pairs := spPairs{table}
-	n := len(ids)
-	if n == 0 {
+	if len(ids) == 0 {
 		return nil, nil
 	}
-	next := make([]int32, n)
-	prev := make([]int32, n)
-	alive := make([]bool, n)
-	for i := 0; i < n; i++ {
-		next[i], prev[i], alive[i] = int32(i+1), int32(i-1), true
-	}
-	next[n-1] = -1
-	h := make(mergeHeap, 0, n)
-	for i := 0; i+1 < n; i++ {
-		if r, _ := pairs.get(ids[i], ids[i+1]); r != noRank {
-			h.push(uint64(r)<<32 | uint64(i))
-		}
-	}
-	for len(h) > 0 {
-		top := h.pop()
-		rank, pos := int32(top>>32), int32(uint32(top))
-		nx := next[pos]
-		if !alive[pos] || nx < 0 {
-			continue
-		}
-		r, id := pairs.get(ids[pos], ids[nx])
-		if r != rank {
-			continue
-		}
-		ids[pos] = id
-		alive[nx] = false
-		next[pos] = next[nx]
-		if next[nx] >= 0 {
-			prev[next[nx]] = pos
-			if r2, _ := pairs.get(ids[pos], ids[next[pos]]); r2 != noRank {
-				h.push(uint64(r2)<<32 | uint64(pos))
-			}
-		}
-		if p := prev[pos]; p >= 0 {
-			if r2, _ := pairs.get(ids[p], ids[pos]); r2 != noRank {
-				h.push(uint64(r2)<<32 | uint64(p))
-			}
-		}
-	}
+	next := heapMerge(table, ids)
 	var out []int32
 	var first []int
 	for i := int32(0); i >= 0; i = next[i] {
@@ -529,17 +456,6 @@ func mergeIDs(table *pairTable, ids []int32) ([]int32, []int) {
 		first = append(first, int(i))
 	}
 	return out, first
-}
-
-// spPairs looks up merges; a pair with an unknown (negative) id has none. (The pair table's empty
-// key is the pair (-1, -1).)
-type spPairs struct{ t *pairTable }
-
-func (p spPairs) get(a, b int32) (rank, id int32) {
-	if a < 0 || b < 0 {
-		return noRank, 0
-	}
-	return p.t.get(a, b)
 }
 
 // viterbi appends the Unigram segmentation of piece of highest total score. Every character starts

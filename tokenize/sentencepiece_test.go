@@ -206,25 +206,11 @@ func TestSentencePieceSynthetic(t *testing.T) {
 
 func TestSentencePieceErrors(t *testing.T) {
 	llama := func(change func(f map[string]any)) []byte {
-		var f map[string]any
-		if err := json.Unmarshal(SentencePieceTokenizerJSON(SPOptions{Style: "llama2", Merges: 10}), &f); err != nil {
-			t.Fatal(err)
-		}
-		change(f)
-		data, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
+		return editJSON(t, SentencePieceTokenizerJSON(SPOptions{Style: "llama2", Merges: 10}), change)
 	}
 	unigram := func(change func(m map[string]any)) []byte {
-		var f map[string]any
-		if err := json.Unmarshal(SentencePieceTokenizerJSON(SPOptions{Style: "unigram", Merges: 10}), &f); err != nil {
-			t.Fatal(err)
-		}
-		change(model(f))
-		data, _ := json.Marshal(f)
-		return data
+		return editJSON(t, SentencePieceTokenizerJSON(SPOptions{Style: "unigram", Merges: 10}),
+			func(f map[string]any) { change(model(f)) })
 	}
 	tests := []struct {
 		name        string

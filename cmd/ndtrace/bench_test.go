@@ -64,13 +64,11 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.ReportMetric(100*(pipeTime.Seconds()-traceTime.Seconds())/traceTime.Seconds(), "overhead-%")
 }
 
-// BenchmarkRepositories runs the fixture repositories (served as local git repositories) through
-// the whole pipeline with one worker (two sandboxes): checkout, each test run untraced and traced,
-// repository-level trajectories and the function-level items found in them. It reports
-// repositories per hour, and trajectories and tests per repository.
-func BenchmarkRepositories(b *testing.B) {
+// writeBenchRepoList serves the fixture repositories of the repository benchmarks as local git
+// repositories and writes their URLs, one a line, to dir/repos.txt; it returns their names and the
+// list's path.
+func writeBenchRepoList(b *testing.B, dir string) ([]string, string) {
 	names := []string{"passing", "failing", "forking", "unittest_only", "trace_sensitive"}
-	dir := b.TempDir()
 	var list strings.Builder
 	for _, name := range names {
 		url, _ := testrepos.Git(b, name)
@@ -80,6 +78,16 @@ func BenchmarkRepositories(b *testing.B) {
 	if err := os.WriteFile(listPath, []byte(list.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	return names, listPath
+}
+
+// BenchmarkRepositories runs the fixture repositories (served as local git repositories) through
+// the whole pipeline with one worker (two sandboxes): checkout, each test run untraced and traced,
+// repository-level trajectories and the function-level items found in them. It reports
+// repositories per hour, and trajectories and tests per repository.
+func BenchmarkRepositories(b *testing.B) {
+	dir := b.TempDir()
+	names, listPath := writeBenchRepoList(b, dir)
 	var elapsed time.Duration
 	var rows, tests int64
 	for i := 0; i < b.N; i++ {

@@ -151,6 +151,20 @@ func TestDashboardErrors(t *testing.T) {
 	}
 }
 
+// requireChromium returns the Chromium a test drives (chromiumPath); without one the test is
+// skipped, or fails when CI is set.
+func requireChromium(t *testing.T) string {
+	t.Helper()
+	chromium := chromiumPath()
+	if chromium == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed (CI is set): apt-get install chromium, or set NDTRACE_CHROMIUM")
+		}
+		t.Skip("chromium is not installed: apt-get install chromium, or set NDTRACE_CHROMIUM")
+	}
+	return chromium
+}
+
 // chromiumPath finds a Chromium to drive headless: $NDTRACE_CHROMIUM, chromium, chromium-browser.
 func chromiumPath() string {
 	if p := os.Getenv("NDTRACE_CHROMIUM"); p != "" {
@@ -168,13 +182,7 @@ func chromiumPath() string {
 // at $NDTRACE_DASHBOARD_SCREENSHOT if set) and checks the DOM Chromium built. Without Chromium it
 // is skipped, or fails when CI is set.
 func TestDashboardChromium(t *testing.T) {
-	chromium := chromiumPath()
-	if chromium == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed (CI is set): apt-get install chromium, or set NDTRACE_CHROMIUM")
-		}
-		t.Skip("chromium is not installed: apt-get install chromium, or set NDTRACE_CHROMIUM")
-	}
+	chromium := requireChromium(t)
 	dir := t.TempDir()
 	one := writeStatsCLIDataset(t, dir, "run-one", 1)
 	two := writeStatsCLIDataset(t, dir, "run-two", 3)

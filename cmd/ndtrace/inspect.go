@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"os"
 	"sort"
@@ -62,15 +61,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("--color must be auto, always or never, not %q", *color)
 	}
 
-	st, err := store.Open(ctx, url)
+	st, m, err := openDataset(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		return err
-	}
 	all, err := m.AllShards(ctx, st)
 	if err != nil {
 		return err

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/ndtrace/ndtrace/dataset"
-	"github.com/ndtrace/ndtrace/schemas"
-	"github.com/ndtrace/ndtrace/store"
 )
 
 // writeOldLayoutDataset writes a dataset as ndtrace wrote it before the data/ layout: two shards
@@ -19,17 +17,9 @@ func writeOldLayoutDataset(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "old")
 	ctx := context.Background()
-	st, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, dir)
 	var infos []dataset.ShardInfo
-	for s, n := range []int{3, 2} {
-		rows := make([]schemas.Row, n)
-		for i := range rows {
-			rows[i] = cliRow(t, 10*s+i)
-		}
+	for s, rows := range cliShards(t) {
 		data, info, err := dataset.EncodeShard(rows)
 		if err != nil {
 			t.Fatal(err)

@@ -29,6 +29,16 @@ func writeSpec(t *testing.T, dir, body string) string {
 	return p
 }
 
+// runSpec runs ndtrace run --spec spec and returns its stdout and stderr; a non-zero exit fails tb.
+func runSpec(tb testing.TB, spec string) (string, string) {
+	tb.Helper()
+	stdout, stderr, code := runCmd("run", "--spec", spec)
+	if code != 0 {
+		tb.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	return stdout, stderr
+}
+
 // openStore opens the store at url for a test; it closes when the test ends.
 func openStore(tb testing.TB, url string) *store.Store {
 	tb.Helper()
@@ -96,12 +106,9 @@ func TestRunCruxEvalEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "data")
 	spec := writeSpec(t, dir, fmt.Sprintf("name: crux\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 100\npack_length: 2048\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(t)))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		t.Fatalf("run: exit %d: %s", code, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "items traced") || !strings.Contains(stdout.String(), "dataset "+out) {
-		t.Errorf("no progress or summary:\n%s\n%s", stderr.String(), stdout.String())
+	so, se := runSpec(t, spec)
+	if !strings.Contains(se, "items traced") || !strings.Contains(so, "dataset "+out) {
+		t.Errorf("no progress or summary:\n%s\n%s", se, so)
 	}
 	m, ids := checkDataset(t, out)
 	// Every item ends as rows or as a reject: 800 items, two directions each.
@@ -136,13 +143,12 @@ func TestRunCruxEvalEndToEnd(t *testing.T) {
 		100-100*float64(m.Packing.Totals.Tokens)/float64(m.Packing.Totals.Rows*2048))
 	before, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
 
-	stdout.Reset()
-	stderr.Reset()
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		t.Fatalf("re-run: exit %d: %s", code, stderr.String())
+	so, se, code := runCmd("run", "--spec", spec)
+	if code != 0 {
+		t.Fatalf("re-run: exit %d: %s", code, se)
 	}
-	if !strings.Contains(stdout.String(), "8 batches reused") {
-		t.Errorf("re-run did not reuse the batches: %s", stdout.String())
+	if !strings.Contains(so, "8 batches reused") {
+		t.Errorf("re-run did not reuse the batches: %s", so)
 	}
 	after, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
 	if !bytes.Equal(before, after) {

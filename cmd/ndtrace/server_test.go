@@ -88,13 +88,7 @@ func TestServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	chromium := chromiumPath()
-	if chromium == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed (CI is set): apt-get install chromium, or set NDTRACE_CHROMIUM")
-		}
-		t.Skip("chromium is not installed: apt-get install chromium, or set NDTRACE_CHROMIUM")
-	}
+	chromium := requireChromium(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state", "temporal.db")
 	port, err := freePort()

@@ -82,15 +82,11 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // loadVerification returns the certificate ndtrace verify left for the dataset's head version,
 // or nil if there is none.
 func loadVerification(ctx context.Context, url string) (*schemas.Verification, error) {
-	st, err := store.Open(ctx, url)
+	st, m, err := openDataset(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		return nil, err
-	}
 	v, err := pipeline.ReadVerification(ctx, st, m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: verification: %w", url, err)
@@ -98,21 +94,32 @@ func loadVerification(ctx context.Context, url string) (*schemas.Verification, e
 	return v, nil
 }
 
+// openDataset opens the store at url and reads the dataset's manifest; the caller closes the store.
+// A missing manifest is an error saying that url is not a committed dataset.
+func openDataset(ctx context.Context, url string) (*store.Store, *dataset.Manifest, error) {
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := dataset.ReadManifest(ctx, st)
+	if err != nil {
+		st.Close()
+		if store.IsNotExist(err) {
+			return nil, nil, fmt.Errorf("%s: no %s: not a committed dataset (run 'ndtrace run' or check the URL): %w", url, dataset.ManifestKey, err)
+		}
+		return nil, nil, err
+	}
+	return st, m, nil
+}
+
 // loadDatasetStats opens the dataset at url and returns its statistics and where they came from
 // ("stats.json" or "computed"). A missing manifest is an error saying so.
 func loadDatasetStats(ctx context.Context, url string) (*dataset.Stats, string, error) {
-	st, err := store.Open(ctx, url)
+	st, m, err := openDataset(ctx, url)
 	if err != nil {
 		return nil, "", err
 	}
 	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		if store.IsNotExist(err) {
-			return nil, "", fmt.Errorf("%s: no %s: not a committed dataset (run 'ndtrace run' or check the URL): %w", url, dataset.ManifestKey, err)
-		}
-		return nil, "", err
-	}
 	stats, computed, err := dataset.LoadStats(ctx, st, m)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: statistics: %w", url, err)
@@ -231,9 +238,13 @@ func fmtCountsInOrder(counts map[string]int64, keys []string) string {
 }
 
 // fmtKeyCounts formats a map as "k=v k=v" in key order ("-" if empty).
-func fmtKeyCounts(counts map[string]int64) string {
+func fmtKeyCounts(counts map[string]int64) string { return fmtCounts(counts, "-") }
+
+// fmtCounts formats counts as "k=v k=v" in key order, the values with thousands separators, or
+// empty if there are none.
+func fmtCounts[N int | int64](counts map[string]N, empty string) string {
 	if len(counts) == 0 {
-		return "-"
+		return empty
 	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
@@ -242,7 +253,7 @@ func fmtKeyCounts(counts map[string]int64) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + "=" + thousands(counts[k])
+		parts[i] = k + "=" + thousands(int64(counts[k]))
 	}
 	return strings.Join(parts, " ")
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,6 +46,21 @@ func cliRow(t *testing.T, seed int) schemas.Row {
 	}
 }
 
+// cliShards returns the rows of the two shards (3 and 2 rows) of the test datasets: row i of shard
+// s is cliRow(t, 10*s+i).
+func cliShards(t *testing.T) [][]schemas.Row {
+	t.Helper()
+	var shards [][]schemas.Row
+	for s, n := range []int{3, 2} {
+		rows := make([]schemas.Row, n)
+		for i := range rows {
+			rows[i] = cliRow(t, 10*s+i)
+		}
+		shards = append(shards, rows)
+	}
+	return shards
+}
+
 // writeCLIDataset writes a dataset of two shards (3 and 2 rows) into a new folder and returns it;
 // edit, if not nil, may change the rows before they are written (bypassing WriteShard's checks is
 // not needed: it changes only what WriteShard accepts).
@@ -54,17 +68,9 @@ func writeCLIDataset(t *testing.T, edit func(shard int, rows []schemas.Row)) str
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ds")
 	ctx := context.Background()
-	st, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, dir)
 	var infos []dataset.ShardInfo
-	for s, n := range []int{3, 2} {
-		rows := make([]schemas.Row, n)
-		for i := range rows {
-			rows[i] = cliRow(t, 10*s+i)
-		}
+	for s, rows := range cliShards(t) {
 		if edit != nil {
 			edit(s, rows)
 		}
@@ -74,7 +80,7 @@ func writeCLIDataset(t *testing.T, edit func(shard int, rows []schemas.Row)) str
 		}
 		infos = append(infos, info)
 	}
-	_, err = dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
+	_, err := dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
 		Versions: dataset.Versions{Tracer: "t1", Pipeline: "p1", Tokenizer: "bytes"},
 		Counts:   map[string]int64{"rejects.timeout": 2}})
 	if err != nil {

@@ -7,17 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
-	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -83,18 +80,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := resolveWorkDirs(&wf, true); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, url)
+	st, m, err := openDataset(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	m, err := dataset.ReadManifest(ctx, st)
-	if err != nil {
-		if store.IsNotExist(err) {
-			return fmt.Errorf("%s: no %s: not a committed dataset (run 'ndtrace run' or check the URL): %w", url, dataset.ManifestKey, err)
-		}
-		return err
-	}
 	fetcher, closeFetcher, err := crawl.NewFetcher(ctx)
 	if err != nil {
 		return err
@@ -173,21 +163,7 @@ func ratioPercent(x float64) string {
 }
 
 // fmtIntCounts formats counts as "k=v k=v" in key order ("none" if empty).
-func fmtIntCounts(counts map[string]int) string {
-	if len(counts) == 0 {
-		return "none"
-	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%s", k, thousands(int64(counts[k])))
-	}
-	return strings.Join(parts, " ")
-}
+func fmtIntCounts(counts map[string]int) string { return fmtCounts(counts, "none") }
 
 // printVerification prints a certificate as the verify report (also the Verification section of
 // ndtrace stats).

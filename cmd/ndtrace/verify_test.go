@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
-	"github.com/ndtrace/ndtrace/internal/testrepos"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
@@ -44,10 +42,7 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "data")
 	spec := writeSpec(t, dir, fmt.Sprintf("name: verify\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\n    limit: 12\n  - kind: examples\nbatch_size: 4\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(t)))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		t.Fatalf("run: exit %d: %s", code, stderr.String())
-	}
+	runSpec(t, spec)
 
 	code, so, se := runVerifyCLI(t, out, "--fraction", "1", "--seed", "3")
 	if code != 0 {
@@ -83,8 +78,7 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	t.Logf("unaltered:\n%s", so)
 
 	// ndtrace stats shows the certificate.
-	stdout.Reset()
-	stderr.Reset()
+	var stdout, stderr bytes.Buffer
 	if code := run([]string{"stats", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("stats: exit %d: %s", code, stderr.String())
 	}
@@ -312,31 +306,42 @@ func BenchmarkVerifyCruxEval(b *testing.B) {
 	dir := b.TempDir()
 	out := filepath.Join(dir, "data")
 	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: crux\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\nbatch_size: 100\npack_length: 2048\ncreated_at: 2026-11-22T00:00:00Z\n", out, cruxeval.Path(b)))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		b.Fatalf("run: exit %d: %s", code, stderr.String())
-	}
+	runSpec(b, spec)
+	v, elapsed := benchVerify(b, out, "the CruxEval dataset", "--seed", "0", "--concurrency", "2")
+	b.ReportMetric(float64(v.Checked)*float64(b.N)/elapsed.Seconds(), "rows/s")
+	logVerification(b, "crux", "CruxEval", v)
+}
+
+// benchVerify runs ndtrace verify out --fraction 1 args... --json b.N times, timed, and returns the
+// last certificate and the time the runs took; what names the dataset in errors. It reports the
+// agreement and the rows checked.
+func benchVerify(b *testing.B, out, what string, args ...string) (schemas.Verification, time.Duration) {
+	args = append(append([]string{out, "--fraction", "1"}, args...), "--json")
 	b.ResetTimer()
 	var v schemas.Verification
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		code, so, se := runVerifyCLI(b, out, "--fraction", "1", "--seed", "0", "--concurrency", "2", "--json")
+		code, so, se := runVerifyCLI(b, args...)
 		elapsed += time.Since(t0)
 		if err := json.Unmarshal([]byte(so), &v); err != nil {
 			b.Fatalf("verify: exit %d, %v\n%s%s", code, err, so, se)
 		}
 		if code != 0 {
-			b.Errorf("verify of the CruxEval dataset: exit %d: %s", code, se)
+			b.Errorf("verify of %s: exit %d: %s", what, code, se)
 		}
 	}
 	b.StopTimer()
 	b.ReportMetric(100*v.Agreement, "agreement-%")
 	b.ReportMetric(float64(v.Checked), "rows-checked")
-	b.ReportMetric(float64(v.Checked)*float64(b.N)/elapsed.Seconds(), "rows/s")
+	return v, elapsed
+}
+
+// logVerification logs v as the verify report of the dataset name, made over over.
+func logVerification(b *testing.B, name, over string, v schemas.Verification) {
 	var report bytes.Buffer
-	printVerification(&report, "crux", &v)
-	b.Logf("ndtrace verify DATASET --fraction 1 over CruxEval:\n%s", report.String())
+	printVerification(&report, name, &v)
+	b.Logf("ndtrace verify DATASET --fraction 1 over %s:\n%s", over, report.String())
 }
 
 // BenchmarkVerifyRepositories makes a dataset of the fixture repositories of BenchmarkRepositories
@@ -345,40 +350,13 @@ func BenchmarkVerifyCruxEval(b *testing.B) {
 //
 //	go test ./cmd/ndtrace -run '^$' -bench BenchmarkVerifyRepositories -benchtime 1x -v
 func BenchmarkVerifyRepositories(b *testing.B) {
-	names := []string{"passing", "failing", "forking", "unittest_only", "trace_sensitive"}
 	dir := b.TempDir()
-	var list strings.Builder
-	for _, name := range names {
-		url, _ := testrepos.Git(b, name)
-		fmt.Fprintf(&list, "%s\n", url)
-	}
-	listPath := filepath.Join(dir, "repos.txt")
-	if err := os.WriteFile(listPath, []byte(list.String()), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	_, listPath := writeBenchRepoList(b, dir)
 	out := filepath.Join(dir, "data")
 	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
-		b.Fatalf("run: %s", stderr.String())
-	}
-	b.ResetTimer()
-	var v schemas.Verification
-	for i := 0; i < b.N; i++ {
-		code, so, se := runVerifyCLI(b, out, "--fraction", "1", "--json")
-		if err := json.Unmarshal([]byte(so), &v); err != nil {
-			b.Fatalf("verify: exit %d, %v\n%s%s", code, err, so, se)
-		}
-		if code != 0 {
-			b.Errorf("verify of the repositories' dataset: exit %d: %s", code, se)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(100*v.Agreement, "agreement-%")
-	b.ReportMetric(float64(v.Checked), "rows-checked")
-	var report bytes.Buffer
-	printVerification(&report, "repos", &v)
-	b.Logf("ndtrace verify DATASET --fraction 1 over the fixture repositories:\n%s", report.String())
+	runSpec(b, spec)
+	v, _ := benchVerify(b, out, "the repositories' dataset")
+	logVerification(b, "repos", "the fixture repositories", v)
 }
 
 // stubReplayer agrees on every row but one; it stands for the replayer on bdb in the test of

@@ -319,77 +319,56 @@ func classify(code string, a debugger.Action, from, want, got *debugger.State, s
 			return ReplayGenerator
 		}
 	}
-	if want != nil && got != nil && want.Kind == got.Kind && want.Src == got.Src && valuesCut(*want, *got) {
-		return ReplayValueRender
-	}
-	if want != nil && got != nil && want.Kind == got.Kind && want.Src == got.Src && onlyWrapperScope(*want, *got) {
-		return ReplayWrapperScope
+	if want != nil && got != nil && want.Kind == got.Kind && want.Src == got.Src {
+		if differOnlyBy(*want, *got, valueCut) {
+			return ReplayValueRender
+		}
+		if differOnlyBy(*want, *got, wrapperScoped) {
+			return ReplayWrapperScope
+		}
 	}
 	return ReplayMismatch
 }
 
-// wrapperScope is the qualified-name prefix of what the input expression defines when main() runs
-// it.
-const wrapperScope = "main.<locals>."
-
-// onlyWrapperScope reports whether the row's state r and pdb's p differ only in values where p's
-// shows wrapperScope and r's the same without it (ReplayWrapperScope).
-func onlyWrapperScope(r, p debugger.State) bool {
-	same := func(rv, pv string) (bool, bool) { // equal, equal once the scope is removed
-		if normValue(rv) == normValue(pv) {
-			return true, false
-		}
-		return false, strings.Contains(pv, wrapperScope) && normValue(rv) == normValue(strings.ReplaceAll(pv, wrapperScope, ""))
-	}
+// differOnlyBy reports whether the row's state r and pdb's p show the same names and differ only
+// in values that excuse accepts (the row's value, pdb's), at least one of them.
+func differOnlyBy(r, p debugger.State, excuse func(rv, pv string) bool) bool {
 	if r.Kind.HasArgs() {
-		if r.Value == nil || p.Value == nil {
-			return false
-		}
-		_, scoped := same(*r.Value, *p.Value)
-		return scoped
+		return r.Value != nil && p.Value != nil && excuse(*r.Value, *p.Value)
 	}
 	if len(r.Shown) != len(p.Shown) || r.Elided != p.Elided {
 		return false
 	}
-	scoped := false
-	for i, v := range r.Shown {
-		w := p.Shown[i]
-		if v.Name != w.Name {
-			return false
-		}
-		eq, sc := same(v.Value, w.Value)
-		if !eq && !sc {
-			return false
-		}
-		scoped = scoped || sc
-	}
-	return scoped
-}
-
-// valuesCut reports whether two states differ only in values one of which was cut or whose repr
-// failed.
-func valuesCut(r, p debugger.State) bool {
-	odd := func(v string) bool { return strings.HasSuffix(v, "...") || strings.Contains(v, " object (repr ") }
-	if r.Kind.HasArgs() {
-		return r.Value != nil && p.Value != nil && (odd(*r.Value) || odd(*p.Value))
-	}
-	if len(r.Shown) != len(p.Shown) || r.Elided != p.Elided {
-		return false
-	}
-	cut := false
+	excused := false
 	for i, v := range r.Shown {
 		w := p.Shown[i]
 		if v.Name != w.Name {
 			return false
 		}
 		if normValue(v.Value) != normValue(w.Value) {
-			if !odd(v.Value) && !odd(w.Value) {
+			if !excuse(v.Value, w.Value) {
 				return false
 			}
-			cut = true
+			excused = true
 		}
 	}
-	return cut
+	return excused
+}
+
+// valueCut excuses a pair of values one of which was cut or whose repr failed (ReplayValueRender).
+func valueCut(rv, pv string) bool {
+	odd := func(v string) bool { return strings.HasSuffix(v, "...") || strings.Contains(v, " object (repr ") }
+	return odd(rv) || odd(pv)
+}
+
+// wrapperScope is the qualified-name prefix of what the input expression defines when main() runs
+// it.
+const wrapperScope = "main.<locals>."
+
+// wrapperScoped excuses pdb's value showing wrapperScope where the row's is the same without it
+// (ReplayWrapperScope).
+func wrapperScoped(rv, pv string) bool {
+	return strings.Contains(pv, wrapperScope) && normValue(rv) == normValue(strings.ReplaceAll(pv, wrapperScope, ""))
 }
 
 var yieldWord = regexp.MustCompile(`\byield\b`)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/internal/jsonmembers"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -231,9 +233,13 @@ func (t *Trace) Events() []schemas.Event {
 }
 
 // traceJSON is the stored form of a Trace: its strings, and per event the integers kind, flags,
-// frame, lineno, depth, func, file, src, value, exc_type, the number of pairs and the pairs.
+// frame, lineno, depth, func, file, src, value, exc_type, the number of pairs and the pairs. N and
+// NP, the number of events and of pair integers, let a reader allocate each slice once; they are
+// hints (absent in traces written before them, checked against what is read).
 type traceJSON struct {
 	V    int          `json:"v"`
+	N    int          `json:"n,omitempty"`
+	NP   int          `json:"np,omitempty"`
 	Strs []string     `json:"strs"`
 	Evs  borrowedJSON `json:"evs"`
 }
@@ -247,6 +253,36 @@ type borrowedJSON []byte
 func (b *borrowedJSON) UnmarshalJSON(data []byte) error {
 	*b = data
 	return nil
+}
+
+// decodeTraceJSON fills j from the JSON object data starts with, as json.Unmarshal would (members
+// in any order, unknown ones ignored, the last of a repeated one kept), except that member names
+// match exactly and evs, which must be an array of integers, is not scanned: its extent is up to
+// the first ']', which no integer holds, and UnmarshalJSON reads its integers once. The events are
+// most of a trace's bytes; json.Unmarshal would validate and then skip them, two more passes. It
+// returns the object's length.
+func decodeTraceJSON(data []byte, j *traceJSON) (int, error) {
+	return jsonmembers.Walk(data, func(name string, v []byte) (int, error) {
+		switch name {
+		case "evs":
+			end := bytes.IndexByte(v, ']')
+			if len(v) == 0 || v[0] != '[' || end < 0 {
+				return 0, errors.New("events: want an array of integers")
+			}
+			j.Evs = v[:end+1]
+			return end + 1, nil
+		case "v":
+			return jsonmembers.Decode(v, &j.V)
+		case "n":
+			return jsonmembers.Decode(v, &j.N)
+		case "np":
+			return jsonmembers.Decode(v, &j.NP)
+		case "strs":
+			j.Strs = nil
+			return jsonmembers.Decode(v, &j.Strs)
+		}
+		return jsonmembers.ValueLen(v)
+	})
 }
 
 // traceFormat is the version of the stored form.
@@ -267,6 +303,10 @@ func (t *Trace) AppendJSON(b []byte) ([]byte, error) {
 	b = slices.Grow(b, len(strs)+64+len(t.evs)*32+len(t.pairs)*5)
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, traceFormat, 10)
+	b = append(b, `,"n":`...)
+	b = strconv.AppendInt(b, int64(len(t.evs)), 10)
+	b = append(b, `,"np":`...)
+	b = strconv.AppendInt(b, int64(len(t.pairs)), 10)
 	b = append(b, `,"strs":`...)
 	b = append(b, strs...)
 	b = append(b, `,"evs":[`...)
@@ -292,14 +332,25 @@ func (t *Trace) AppendJSON(b []byte) ([]byte, error) {
 
 // UnmarshalJSON reads what MarshalJSON writes, checking every index.
 func (t *Trace) UnmarshalJSON(data []byte) error {
+	n, err := t.DecodeJSON(data)
+	if err == nil {
+		err = jsonmembers.End(data, n)
+	}
+	return err
+}
+
+// DecodeJSON reads the stored trace (what MarshalJSON writes) data starts with, checking every
+// index, and returns its length: a caller reading a larger document hands the trace its bytes
+// without encoding/json scanning them first.
+func (t *Trace) DecodeJSON(data []byte) (int, error) {
 	var j traceJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
+	length, err := decodeTraceJSON(data, &j)
+	if err != nil {
+		return 0, fmt.Errorf("trace: %w", err)
 	}
 	if j.V != traceFormat {
-		return fmt.Errorf("trace: format %d, want %d", j.V, traceFormat)
+		return 0, fmt.Errorf("trace: format %d, want %d", j.V, traceFormat)
 	}
-	var err error
 	out := Trace{strs: j.Strs}
 	if len(out.strs) == 0 {
 		out.strs = []string{""}
@@ -308,16 +359,21 @@ func (t *Trace) UnmarshalJSON(data []byte) error {
 	bad := errors.New("trace: malformed events")
 	ints := intReader{data: bytes.TrimSpace(j.Evs)}
 	if len(ints.data) < 2 || ints.data[0] != '[' || ints.data[len(ints.data)-1] != ']' {
-		return errors.New("trace: events: want an array of integers")
+		return 0, errors.New("trace: events: want an array of integers")
 	}
 	ints.data = ints.data[1 : len(ints.data)-1]
+	// The hints are trusted only as far as the array can hold: 11 integers per event, the pairs
+	// among the rest.
+	if ceiling := len(ints.data)/2 + 1; j.N > 0 && 11*j.N <= ceiling && j.NP >= 0 && 11*j.N+j.NP <= ceiling {
+		out.evs, out.pairs = make([]traceEvent, 0, j.N), make([]uint32, 0, j.NP)
+	}
 	last := map[int32]int32{}
 	names := map[int32]uint32{} // each frame's number of names
 	var f [11]int64
 	for ints.more() {
 		for k := range f {
 			if f[k], err = ints.next(); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		e := traceEvent{kind: uint32(f[0]), flags: uint8(f[1]), frame: int32(f[2]), lineno: int32(f[3]), depth: int32(f[4]),
@@ -325,11 +381,11 @@ func (t *Trace) UnmarshalJSON(data []byte) error {
 			npairs: uint32(f[10]), pairs: uint32(len(out.pairs))}
 		for _, s := range []int64{f[0], f[5], f[6], f[7], f[8], f[9]} {
 			if s < 0 || s >= int64(ns) {
-				return bad
+				return 0, bad
 			}
 		}
 		if f[10] < 0 || f[10] > int64(len(ints.data)) {
-			return bad
+			return 0, bad
 		}
 		prev, ok := last[e.frame]
 		if !ok {
@@ -337,19 +393,19 @@ func (t *Trace) UnmarshalJSON(data []byte) error {
 		}
 		e.prev = prev
 		if e.flags&flagFull == 0 && prev < 0 {
-			return bad
+			return 0, bad
 		}
 		for k := 0; k < int(e.npairs); k++ {
 			a, err := ints.next()
 			if err != nil {
-				return err
+				return 0, err
 			}
 			v, err := ints.next()
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if a < 0 || v < 0 || v >= int64(ns) || (e.flags&flagFull != 0 && a >= int64(ns)) || (e.flags&flagFull == 0 && a >= int64(names[e.frame])) {
-				return bad
+				return 0, bad
 			}
 			out.pairs = append(out.pairs, uint32(a), uint32(v))
 		}
@@ -366,11 +422,11 @@ func (t *Trace) UnmarshalJSON(data []byte) error {
 		if e.flags&flagFull != 0 {
 			run[e.frame] = 0
 		} else if run[e.frame]++; run[e.frame] >= KeyframeEvery {
-			return bad
+			return 0, bad
 		}
 	}
 	*t = out
-	return nil
+	return length, nil
 }
 
 // intReader reads the integers of a JSON array's body one at a time.
@@ -378,13 +434,56 @@ type intReader struct{ data []byte }
 
 // more reports whether an integer is left.
 func (r *intReader) more() bool {
-	r.data = bytes.TrimLeft(r.data, " \t\r\n")
+	r.skipSpace()
 	return len(r.data) > 0
 }
 
-// next returns the next integer and skips the comma after it.
+// skipSpace drops the JSON white space at the front.
+func (r *intReader) skipSpace() {
+	for len(r.data) > 0 && (r.data[0] == ' ' || r.data[0] == '\t' || r.data[0] == '\r' || r.data[0] == '\n') {
+		r.data = r.data[1:]
+	}
+}
+
+// next returns the next integer and skips the comma after it. It reads the digits itself (the
+// trace's integers are most of a stored chunk) and falls back to strconv for what it does not
+// take (a sign other than minus, an exponent, 19 digits or more) so that errors read the same.
 func (r *intReader) next() (int64, error) {
-	r.data = bytes.TrimLeft(r.data, " \t\r\n")
+	r.skipSpace()
+	d := r.data
+	neg := len(d) > 0 && d[0] == '-'
+	if neg {
+		d = d[1:]
+	}
+	var v int64
+	k := 0
+	for ; k < len(d) && k < 18 && d[k] >= '0' && d[k] <= '9'; k++ {
+		v = v*10 + int64(d[k]-'0')
+	}
+	rest := d[k:]
+	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\r' || rest[0] == '\n') {
+		rest = rest[1:]
+	}
+	if k > 0 && (k == 1 || d[0] != '0') && (len(rest) == 0 || rest[0] == ',') {
+		if len(rest) > 0 {
+			if rest = rest[1:]; len(bytes.TrimLeft(rest, " \t\r\n")) == 0 {
+				return 0, errors.New("trace: events: a comma ends the array")
+			}
+		}
+		r.data = rest
+		if neg {
+			v = -v
+		}
+		return v, nil
+	}
+	return r.slowNext()
+}
+
+// jsonInt is the syntax of a JSON integer.
+var jsonInt = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// slowNext is next through strconv, for what next does not read itself.
+func (r *intReader) slowNext() (int64, error) {
 	i := bytes.IndexByte(r.data, ',')
 	tok := r.data
 	if i >= 0 {
@@ -392,7 +491,11 @@ func (r *intReader) next() (int64, error) {
 	} else {
 		r.data = nil
 	}
-	v, err := strconv.ParseInt(string(bytes.TrimSpace(tok)), 10, 64)
+	tok = bytes.TrimSpace(tok)
+	if !jsonInt.Match(tok) || (i >= 0 && len(bytes.TrimLeft(r.data, " \t\r\n")) == 0) {
+		return 0, fmt.Errorf("trace: events: %.20q is not a JSON integer followed by a comma or the end", tok)
+	}
+	v, err := strconv.ParseInt(string(tok), 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("trace: events: %w", err)
 	}

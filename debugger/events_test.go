@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/debugger"
@@ -76,6 +77,12 @@ func TestTraceRejectsMalformed(t *testing.T) {
 		{"diff position", `{"v":1,"strs":["","a"],"evs":[0,1,1,1,0,0,0,0,0,0,1,1,1,0,0,1,1,0,0,0,0,0,0,1,3,1]}`},
 		{"pairs past end", `{"v":1,"strs":["","a"],"evs":[0,1,1,1,0,0,0,0,0,0,9]}`},
 		{"not ints", `{"v":1,"strs":[""],"evs":["x"]}`},
+		{"trailing comma", `{"v":1,"strs":[""],"evs":[0,1,1,1,0,0,0,0,0,0,0,]}`},
+		{"plus sign", `{"v":1,"strs":[""],"evs":[0,1,1,+1,0,0,0,0,0,0,0]}`},
+		{"leading zero", `{"v":1,"strs":[""],"evs":[0,1,1,01,0,0,0,0,0,0,0]}`},
+		{"no comma", `{"v":1,"strs":[""],"evs":[0,1,1,1 0,0,0,0,0,0,0]}`},
+		{"fraction", `{"v":1,"strs":[""],"evs":[0,1,1,1.0,0,0,0,0,0,0,0]}`},
+		{"after", `{"v":1,"strs":[""],"evs":[]} x`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tr debugger.Trace
@@ -93,4 +100,101 @@ func BenchmarkTraceLocals(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = tr.Locals(i % tr.Len())
 	}
+}
+
+// TestTraceHints checks that the stored sizes are hints only: a trace whose hints are absent, too
+// large for its array or wrong reads the same events.
+func TestTraceHints(t *testing.T) {
+	tr := debugger.NewTrace(loopEvents(50))
+	data, err := json.Marshal(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hints := regexp.MustCompile(`"n":\d+,"np":\d+,`)
+	if !hints.Match(data) {
+		t.Fatalf("no size hints in %.80s", data)
+	}
+	for name, repl := range map[string]string{"absent": ``, "huge": `"n":99999999999,"np":5,`, "small": `"n":1,"np":1,`,
+		"negative": `"n":3,"np":-4,`} {
+		t.Run(name, func(t *testing.T) {
+			var got debugger.Trace
+			if err := json.Unmarshal(hints.ReplaceAll(data, []byte(repl)), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Len() != tr.Len() {
+				t.Fatalf("%d events, want %d", got.Len(), tr.Len())
+			}
+			for i := 0; i < tr.Len(); i++ {
+				if !reflect.DeepEqual(got.Event(i), tr.Event(i)) {
+					t.Fatalf("event %d differs", i)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkTraceUnmarshal measures reading a stored trace of 100k events as a chunk reader does
+// (DecodeJSON on the trace's bytes) and, as the baseline in the same run, through json.Unmarshal
+// without the size hints (a trace written before them, read as a field of a larger value).
+func BenchmarkTraceUnmarshal(b *testing.B) {
+	data, err := json.Marshal(debugger.NewTrace(loopEvents(100_000)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	old := regexp.MustCompile(`"n":\d+,"np":\d+,`).ReplaceAll(data, nil)
+	for _, bc := range []struct {
+		name string
+		d    []byte
+		read func(d []byte, tr *debugger.Trace) error
+	}{
+		{"DecodeJSON", data, func(d []byte, tr *debugger.Trace) error { _, err := tr.DecodeJSON(d); return err }},
+		{"baseline-json.Unmarshal-no-hints", old, func(d []byte, tr *debugger.Trace) error { return json.Unmarshal(d, tr) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.d)))
+			for i := 0; i < b.N; i++ {
+				var tr debugger.Trace
+				if err := bc.read(bc.d, &tr); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// FuzzTraceJSON checks the stored trace's reader: it accepts only valid JSON, and what it accepts
+// it writes back in a form it reads to the same events.
+func FuzzTraceJSON(f *testing.F) {
+	data, err := json.Marshal(debugger.NewTrace(loopEvents(3)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add([]byte(`{"v":1,"strs":["","a"],"evs":[0,1,1,1,0,0,0,0,0,0,1,1,1]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var tr debugger.Trace
+		if err := tr.UnmarshalJSON(data); err != nil {
+			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		again, err := json.Marshal(&tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back debugger.Trace
+		if err := back.UnmarshalJSON(again); err != nil {
+			t.Fatalf("%q: written back as %q, unreadable: %v", data, again, err)
+		}
+		if back.Len() != tr.Len() {
+			t.Fatalf("%d events read back, want %d", back.Len(), tr.Len())
+		}
+		for i := 0; i < tr.Len(); i++ {
+			if !reflect.DeepEqual(back.Event(i), tr.Event(i)) {
+				t.Fatalf("event %d differs", i)
+			}
+		}
+	})
 }

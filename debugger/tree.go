@@ -3,6 +3,7 @@ package debugger
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -214,7 +215,15 @@ func buildForward(tr *Trace, lo, hi int, dbase int32, exit Exit) (*Tree, error) 
 
 // index numbers every node's position in its level and in the tree order.
 func (t *Tree) index() {
-	t.Order = t.Order[:0]
+	var count func(level []*Node) int
+	count = func(level []*Node) int {
+		n := len(level)
+		for _, x := range level {
+			n += count(x.Children)
+		}
+		return n
+	}
+	t.Order = slices.Grow(t.Order[:0], count(t.Top))
 	var walk func(level []*Node, parent *Node)
 	walk = func(level []*Node, parent *Node) {
 		for i, n := range level {

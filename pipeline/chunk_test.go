@@ -51,5 +51,37 @@ func TestTracedItemLine(t *testing.T) {
 		if !reflect.DeepEqual(got, exp) {
 			t.Errorf("read back\n%+v\nwant\n%+v", got, exp)
 		}
+		if fast, err := decodeTracedItem(line); err != nil || !reflect.DeepEqual(fast, exp) {
+			t.Errorf("decodeTracedItem: %v\n%+v\nwant\n%+v", err, fast, exp)
+		}
 	}
+}
+
+// FuzzDecodeTracedItem checks decodeTracedItem, the chunk reader, against json.Unmarshal: the same
+// lines accepted, the same item read.
+func FuzzDecodeTracedItem(f *testing.F) {
+	tr := debugger.NewTrace([]schemas.Event{{Event: "call", Frame: 1, Func: "f", File: "<item>", Lineno: 1,
+		Locals: schemas.Locals{{Name: "n", Value: "3"}}}})
+	line, err := appendTracedItem(nil, TracedItem{Item: crawl.Item{Key: "k"}, Status: schemas.StatusOK, Trace: tr})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{string(line), `{}`, `{"trace":null}`, `{"Trace":{"v":1,"strs":[""],"evs":[]},"trace":null}`,
+		`{"status":"ok","trace":{"v":1,"strs":["","a"],"evs":[0,1,1,1,0,0,0,0,0,0,1,1,1]},"detail":"x"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		got, err := decodeTracedItem(line)
+		var want TracedItem
+		werr := json.Unmarshal(line, &want)
+		if werr == nil && bytes.Equal(bytes.TrimSpace(line), []byte("null")) {
+			return // json.Unmarshal takes null as no change; a chunk line is an object
+		}
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: decodeTracedItem error %v, json error %v", line, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n%+v\nwant\n%+v", line, got, want)
+		}
+	})
 }

@@ -1,10 +1,13 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ndtrace/ndtrace/internal/jsonmembers"
+	"strings"
 	"sync"
 	"time"
 
@@ -250,6 +253,46 @@ func appendTracedItem(b []byte, t TracedItem) ([]byte, error) {
 	return append(b, '}', '\n'), nil
 }
 
+// decodeTracedItem reads one line of a stored chunk (appendTracedItem's) as json.Unmarshal would,
+// except that the trace's bytes go to debugger.Trace.DecodeJSON unscanned: they are most of the
+// line, and encoding/json would validate and skip them before the trace reads them.
+func decodeTracedItem(line []byte) (TracedItem, error) {
+	var tr *debugger.Trace
+	rest := append(make([]byte, 0, 512), '{')
+	n, err := jsonmembers.Walk(line, func(name string, v []byte) (int, error) {
+		if strings.EqualFold(name, "trace") { // as json.Unmarshal matches a field
+			if bytes.HasPrefix(v, []byte("null")) {
+				tr = nil
+				return len("null"), nil
+			}
+			tr = new(debugger.Trace)
+			return tr.DecodeJSON(v)
+		}
+		n, err := jsonmembers.ValueLen(v)
+		if err != nil {
+			return 0, err
+		}
+		if len(rest) > 1 {
+			rest = append(rest, ',')
+		}
+		key, _ := json.Marshal(name)
+		rest = append(append(append(rest, key...), ':'), v[:n]...)
+		return n, nil
+	})
+	if err == nil {
+		err = jsonmembers.End(line, n)
+	}
+	var t TracedItem
+	if err == nil {
+		err = json.Unmarshal(append(rest, '}'), &t)
+	}
+	if err != nil {
+		return TracedItem{}, err
+	}
+	t.Trace = tr
+	return t, nil
+}
+
 // readChunk reads one stored chunk of traces.
 func readChunk(ctx context.Context, s *store.Store, key string) ([]TracedItem, error) {
 	data, err := s.ReadAll(ctx, key)
@@ -258,8 +301,8 @@ func readChunk(ctx context.Context, s *store.Store, key string) ([]TracedItem, e
 	}
 	var out []TracedItem
 	err = eachJSONLine(data, func(line []byte) error {
-		var t TracedItem
-		if err := json.Unmarshal(line, &t); err != nil {
+		t, err := decodeTracedItem(line)
+		if err != nil {
 			return err
 		}
 		out = append(out, t)

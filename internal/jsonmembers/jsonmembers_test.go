@@ -1,0 +1,86 @@
+package jsonmembers_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/ndtrace/ndtrace/internal/jsonmembers"
+)
+
+// walkAll reads every member of data with ValueLen.
+func walkAll(data []byte) (map[string]string, error) {
+	got := map[string]string{}
+	n, err := jsonmembers.Walk(data, func(name string, v []byte) (int, error) {
+		n, err := jsonmembers.ValueLen(v)
+		if err == nil {
+			got[name] = string(v[:n])
+		}
+		return n, err
+	})
+	if err == nil {
+		err = jsonmembers.End(data, n)
+	}
+	return got, err
+}
+
+func TestWalk(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want map[string]string
+		bad  bool
+	}{
+		{data: `{}`, want: map[string]string{}},
+		{data: ` { "a" : 1 , "b":[1,2] ,"c":{"d":"}"}} `, want: map[string]string{"a": "1", "b": "[1,2]", "c": `{"d":"}"}`}},
+		{data: `{"a\u0062":"x"}`, want: map[string]string{"ab": `"x"`}},
+		{data: `{"a":1,}`, bad: true},
+		{data: `{"a" 1}`, bad: true},
+		{data: `{"a":1} x`, bad: true},
+		{data: `[1]`, bad: true},
+		{data: `{"a":}`, bad: true},
+		{data: `{"a":1`, bad: true},
+		{data: ``, bad: true},
+	} {
+		got, err := walkAll([]byte(tc.data))
+		if tc.bad != (err != nil) {
+			t.Errorf("%q: error %v", tc.data, err)
+			continue
+		}
+		if !tc.bad && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: %v, want %v", tc.data, got, tc.want)
+		}
+	}
+}
+
+// FuzzWalk checks Walk against encoding/json: it accepts exactly the objects json.Unmarshal
+// accepts, with the same members (the last of a repeated name).
+func FuzzWalk(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"b":[1,{"c":null}]}`, `{"a":"\"}"}`, `{"a":1,}`, ` {"x":true} `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := walkAll(data)
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal(data, &want)
+		if werr == nil && want == nil {
+			werr = errNull // `null` is not an object
+		}
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: Walk error %v, json error %v", data, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d members, want %d", data, len(got), len(want))
+		}
+		for k, v := range want {
+			var a, b any
+			if json.Unmarshal([]byte(got[k]), &a) != nil || json.Unmarshal(v, &b) != nil || !reflect.DeepEqual(a, b) {
+				t.Fatalf("%q: member %q = %s, want %s", data, k, got[k], v)
+			}
+		}
+	})
+}
+
+var errNull = json.Unmarshal([]byte(`1`), new(string))

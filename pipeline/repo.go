@@ -44,6 +44,10 @@ type RepoTrace struct {
 	// (sandbox.Collection.Neutralised): each is also counted once by class, as
 	// "neutralised:CLASS" (neutralisedClass).
 	Neutralised []string `json:"neutralised,omitempty"`
+	// MissingModule names the module some of the repository's test files could not import (the
+	// others ran); it is counted as "missing_module", without its name, which the repository
+	// writes: counters keyed by it would grow with every name repositories invent.
+	MissingModule string `json:"missing_module,omitempty"`
 	// Traces are the TracedItem tests that kept their outcome.
 	Traces []TestTrace `json:"traces,omitempty"`
 	// Functions are function-level items found in the traces, TracedItem on their own.
@@ -193,7 +197,8 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	compare := len(col.Neutralised) > 0 && col.OriginalRunnable
 	if col.MissingModule != "" {
 		// Some test files need a dependency that is not provided; the others still run.
-		rt.Counts["missing_module:"+col.MissingModule]++
+		rt.MissingModule = col.MissingModule
+		rt.Counts["missing_module"]++
 	}
 	tests := col.Tests
 	if n := it.Repo.MaxTests; n > 0 && len(tests) > n {

@@ -66,6 +66,16 @@ created_at: 2026-11-22T00:00:00Z
 	}
 	m, _ := checkDataset(t, out)
 	t.Logf("counts: %v; rows %d", m.Counts, m.Totals.Rows)
+	// The hanging repository has one test file needing a module it does not provide: counted
+	// once, without the module's name (which the repository writes).
+	if m.Counts["missing_module"] != 1 {
+		t.Errorf("missing_module counted %d times, want 1", m.Counts["missing_module"])
+	}
+	for k := range m.Counts {
+		if strings.HasPrefix(k, "missing_module:") {
+			t.Errorf("a counter keyed by a repository's module name: %s", k)
+		}
+	}
 
 	ctx := context.Background()
 	st, err := store.Open(ctx, out)

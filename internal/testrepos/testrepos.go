@@ -14,7 +14,8 @@
 //     test_mean_of_nothing errors (mean([]) raises ValueError, which nothing catches; pytest reports
 //     it as a failure with that exception, unittest-style runners as an error). Exercises failure and
 //     exception reporting.
-//   - hanging: loops.py; test_countdown passes and test_forever loops forever (`while True: pass`).
+//   - hanging: loops.py; test_countdown passes and test_forever loops forever (`while True: pass`);
+//     tests/test_optional.py imports a module the repository does not provide (the others still run).
 //     Exercises per-test timeouts: a runner must stop it and still report test_countdown.
 //   - forking: parallel.py; test_os_fork calls os.fork() (the child calls os._exit(0) at once, the
 //     parent waits and checks the exit status), test_multiprocessing_fork runs a child with a "fork"

@@ -3,11 +3,13 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -243,5 +245,49 @@ func TestReplayResourceLimits(t *testing.T) {
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("%s: took %s", c.name, d)
 		}
+	}
+}
+
+// TestReplayTest replays from an entry call inside a repository's test: the run starts at the
+// named occurrence of the entry (the second call of normalize here), stops where pdb stops, and
+// ends at the entry's return; an entry the test never reaches ends the replay invalid.
+func TestReplayTest(t *testing.T) {
+	root := sandboxtest.HostDir(t)
+	repo := filepath.Join(root, "repo")
+	sandboxtest.WriteTree(t, repo, map[string]string{
+		"textstats.py": "def normalize(word):\n    out = word.lower()\n    return out\n\n\ndef words(text):\n    return [normalize(w) for w in text.split()]\n",
+		"tests/test_t.py": "from textstats import words\n\n\ndef test_words():\n    assert words(\"A b\") == [\"a\", \"b\"]\n",
+	})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: []string{repo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	req := sandbox.ReplayTestRequest{Dir: repo, Test: "tests/test_t.py::test_words",
+		Entry:   sandbox.ReplayEntry{File: filepath.Join(repo, "textstats.py"), QualName: "normalize", Occurrence: 1},
+		Actions: [][2]string{{"step_into", ""}, {"step_over", ""}, {"step_over", ""}}}
+	res, err := sb.ReplayTest(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `call normalize:1 d0 f1 "def normalize(word):" [{word 'b'}]
+line normalize:2 d0 f1 "    out = word.lower()" [{word 'b'}]
+line normalize:3 d0 f1 "    return out" [{word 'b'} {out 'b'}]
+return normalize:3 d0 f1 "    return out" [{word 'b'} {out 'b'}] -> 'b'
+end ok 'b'`
+	if got := replayStops(res); got != want {
+		t.Errorf("replay stops:\n%s\nwant:\n%s\nstderr: %s", got, want, res.Stderr)
+	}
+	req.Entry.Occurrence = 5
+	res, err = sb.ReplayTest(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusInvalid || len(res.Events) != 0 || !strings.Contains(res.Detail, "without reaching the entry") {
+		t.Errorf("an entry never reached: %s %s (%d stops)", res.Status, res.Detail, len(res.Events))
+	}
+	req.Entry.File = "/etc/passwd"
+	if _, err := sb.ReplayTest(context.Background(), req); err == nil {
+		t.Error("an entry outside the checkout was accepted")
 	}
 }

@@ -255,7 +255,7 @@ func TestReplayTest(t *testing.T) {
 	root := sandboxtest.HostDir(t)
 	repo := filepath.Join(root, "repo")
 	sandboxtest.WriteTree(t, repo, map[string]string{
-		"textstats.py": "def normalize(word):\n    out = word.lower()\n    return out\n\n\ndef words(text):\n    return [normalize(w) for w in text.split()]\n",
+		"textstats.py":    "def normalize(word):\n    out = word.lower()\n    return out\n\n\ndef words(text):\n    return [normalize(w) for w in text.split()]\n",
 		"tests/test_t.py": "from textstats import words\n\n\ndef test_words():\n    assert words(\"A b\") == [\"a\", \"b\"]\n",
 	})
 	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: []string{repo}})

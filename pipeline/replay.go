@@ -36,7 +36,9 @@ const (
 	// element; the replay renders with repr and cuts).
 	ReplayValueRender = "value_render"
 	// ReplayLimit: the row was cut off by a limit (exit_never) and the replay was not, or the
-	// other way round. The replay keeps the tracer's event limit, not its byte or output limits.
+	// other way round. The replay keeps the tracer's event limit, not its byte or output limits;
+	// a repository replay counts the events of the entry's scope only, the tracer those of the
+	// whole test.
 	ReplayLimit = "limit"
 	// ReplayWrapperScope: the same states and names, but a function or class made by the input
 	// expression shows its qualified name as defined inside main() (`main.<locals>.<lambda>`),
@@ -272,6 +274,11 @@ func CompareReplay(traj debugger.Trajectory, stops []schemas.Event, status schem
 			return out
 		}
 		out.Kind = classify(traj.Code, a, from, want, got, stops, j)
+		if want == nil && traj.Exit == debugger.ExitNever {
+			// The row was cut off by a limit where pdb went on: the replay has no output or
+			// trace-size limit, and a repository replay counts only the entry's scope's events.
+			out.Kind = ReplayLimit
+		}
 		out.Detail = fmt.Sprintf("state %d, after action %d (%s): the row shows %s; pdb %s", j, j-1, actionText(a, traj, j),
 			showState(want, "the exit "+string(traj.Exit)), pdbShows(got, status, detail))
 		return out

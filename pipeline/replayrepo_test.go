@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +17,109 @@ import (
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
-// TestReplayRepositoryRows traces ndtrace's example repository (crawl's textstats: six pytest
-// tests, the functions found in them) through Tracer.TraceRepo as verify does and replays on bdb,
-// in its checkout and environment, every forward row the pipeline builds from it: its
+// replayRepoFiles is a repository whose tests exercise what a repository-level replay meets
+// beyond the examples: a fixture (a generator, its teardown), a method calling into another file of
+// the repository, a generator entry, an entry that raises (caught in it, and through
+// pytest.raises), a decorated function and a package with an __init__.
+var replayRepoFiles = map[string]string{
+	"textproc/__init__.py": "",
+	"textproc/util.py":     "def clean(w):\n    w = w.strip(\".,\")\n    return w.lower()\n",
+	"textproc/core.py": `import itertools
+
+from textproc.util import clean
+
+
+class Counter:
+    def __init__(self):
+        self.seen = {}
+
+    def add(self, word):
+        w = clean(word)
+        self.seen[w] = self.seen.get(w, 0) + 1
+        return self.seen[w]
+
+
+def chunks(items, n):
+    it = iter(items)
+    while True:
+        block = list(itertools.islice(it, n))
+        if not block:
+            return
+        yield block
+
+
+def checked(x):
+    if x < 0:
+        raise ValueError("negative")
+    return x * 2
+
+
+def safe(x):
+    try:
+        return checked(x)
+    except ValueError as e:
+        return str(e)
+
+
+def deco(fn):
+    def wrapper(*a):
+        return fn(*a)
+    return wrapper
+
+
+@deco
+def scaled(x):
+    y = x * 3
+    return y
+`,
+	"tests/__init__.py": "",
+	"tests/conftest.py": `import pytest
+
+from textproc.core import Counter
+
+
+@pytest.fixture
+def counter():
+    c = Counter()
+    c.add("seed")
+    yield c
+    c.add("teardown")
+`,
+	"tests/test_core.py": `import pytest
+
+from textproc.core import checked, chunks, safe, scaled
+
+
+def test_counter(counter):
+    assert counter.add("A.") == 1
+    assert counter.add("a") == 2
+
+
+def test_chunks():
+    assert list(chunks(range(5), 2)) == [[0, 1], [2, 3], [4]]
+
+
+def test_safe():
+    assert safe(2) == 4
+    assert safe(-1) == "negative"
+
+
+def test_raises():
+    with pytest.raises(ValueError):
+        checked(-5)
+
+
+def test_scaled():
+    assert scaled(2) == 6
+`,
+}
+
+// TestReplayRepositoryRows traces repositories through Tracer.TraceRepo as verify does (ndtrace's
+// example repository, crawl's textstats, and replayRepoFiles) and replays on bdb, in their
+// checkout and environment, every forward row the pipeline builds from them: the
 // repository-level rows (from their entry call inside the test) and the function-level rows of
-// its functions. Every row agrees or differs by a named kind (no mismatch), and a row whose text
-// was altered is caught.
+// the functions found in their tests. Every row agrees or differs by a named kind (no mismatch),
+// and a repository-level row whose text was altered is caught.
 func TestReplayRepositoryRows(t *testing.T) {
 	ctx := context.Background()
 	f, done, err := crawl.NewFetcher(ctx)
@@ -29,15 +127,17 @@ func TestReplayRepositoryRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer done()
-	items, _, err := crawl.Items(ctx, schemas.SourceSpec{Kind: "examples"})
+	examples, _, err := crawl.Items(ctx, schemas.SourceSpec{Kind: "examples"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	it := items[len(items)-1]
-	if it.Repo == nil {
-		t.Fatalf("the examples' last item is not the repository: %+v", it)
+	local := filepath.Join(sandboxtest.HostDir(t), "textproc")
+	sandboxtest.WriteTree(t, local, replayRepoFiles)
+	locals, _, err := f.Items(ctx, schemas.SourceSpec{Kind: "repository", URL: local})
+	if err != nil || len(locals) != 1 {
+		t.Fatalf("the local repository: %v %+v", err, locals)
 	}
-	spec := schemas.Spec{Name: "replay-repo", Sources: []schemas.SourceSpec{{Kind: "examples"}}, TrajectoriesPerTrace: 4}.WithDefaults()
+	spec := schemas.Spec{Name: "replay-repo", Sources: []schemas.SourceSpec{{Kind: "examples"}}, TrajectoriesPerTrace: 6}.WithDefaults()
 	p, err := debugger.PolicyByName(spec.Policy)
 	if err != nil {
 		t.Fatal(err)
@@ -46,69 +146,71 @@ func TestReplayRepositoryRows(t *testing.T) {
 	pool := pipeline.NewSandboxPool(sandbox.Config{}, 1)
 	defer pool.Close()
 	trc := &pipeline.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
-	counts := map[string]int{}
-	within := func(tr pipeline.TracedItem, rep pipeline.RowReplayer) error {
-		check := func(it crawl.Item, row schemas.Row) schemas.ReplayOutcome {
-			t.Helper()
-			out, err := rep.Replay(ctx, it, row, spec)
-			if err != nil {
-				t.Fatalf("row %s: %v", row.ID, err)
-			}
-			return out
+	for _, it := range []crawl.Item{examples[len(examples)-1], locals[0]} {
+		if it.Repo == nil {
+			t.Fatalf("not a repository: %+v", it)
 		}
-		var altered bool
-		tally := func(it crawl.Item, rows []schemas.Row) {
-			for _, row := range rows {
-				if row.Direction != "forward" {
-					continue
+		counts := map[string]int{}
+		altered := false
+		within := func(tr pipeline.TracedItem, rep pipeline.RowReplayer) error {
+			check := func(it crawl.Item, row schemas.Row) schemas.ReplayOutcome {
+				t.Helper()
+				out, err := rep.Replay(ctx, it, row, spec)
+				if err != nil {
+					t.Fatalf("row %s: %v", row.ID, err)
 				}
-				level := row.Level + map[bool]string{true: "/repo-function", false: ""}[row.Level == "function"]
-				out := check(it, row)
-				k := "agreed"
-				switch {
-				case !out.Replayed:
-					k = "not replayed"
-					t.Errorf("%s row %s not replayed: %s", level, row.ID, out.Detail)
-				case !out.Agreed:
-					k = out.Kind
-					if k == pipeline.ReplayMismatch || k == pipeline.ReplayTampered {
-						t.Errorf("%s row %s: %s: %s\n%s", level, row.ID, k, out.Detail, row.Text)
+				return out
+			}
+			tally := func(it crawl.Item, rows []schemas.Row) {
+				for _, row := range rows {
+					if row.Direction != "forward" {
+						continue
 					}
-				}
-				counts[level+" "+k]++
-				if row.Level == "repository" && !altered && out.Agreed {
-					if bad, ok := alterValue(row); ok {
-						altered = true
-						out := check(it, bad)
-						if out.Agreed || out.Kind != pipeline.ReplayMismatch {
-							t.Errorf("altered row %s: %+v\n%s", row.ID, out, bad.Text)
+					level := row.Level
+					out := check(it, row)
+					k := "agreed"
+					switch {
+					case !out.Replayed:
+						k = "not replayed"
+						t.Errorf("%s row %s not replayed: %s", level, row.ID, out.Detail)
+					case !out.Agreed:
+						k = out.Kind
+						if k == pipeline.ReplayMismatch || k == pipeline.ReplayTampered {
+							t.Errorf("%s row %s (%s of %s, test %s): %s: %s\n%s", level, row.ID, row.QualName, row.Path, row.SourceID, k, out.Detail, row.Text)
+						}
+					}
+					counts[level+" "+k]++
+					if row.Level == "repository" && !altered && out.Agreed {
+						if bad, ok := alterValue(row); ok {
+							altered = true
+							out := check(it, bad)
+							if out.Agreed || out.Kind != pipeline.ReplayMismatch {
+								t.Errorf("altered row %s: %+v\n%s", row.ID, out, bad.Text)
+							}
 						}
 					}
 				}
 			}
-		}
-		rows, rej := pipeline.ItemRows(tr, spec, p, opts, map[string]int64{})
-		if rej != nil {
-			t.Fatalf("the repository gave no rows: %+v", rej)
-		}
-		tally(it, rows)
-		for _, fi := range tr.Repo.Functions {
-			rows, rej := pipeline.ItemRows(fi, spec, p, opts, map[string]int64{})
-			if rej == nil {
-				tally(fi.Item, rows)
+			rows, rej := pipeline.ItemRows(tr, spec, p, opts, map[string]int64{})
+			if rej != nil {
+				t.Fatalf("%s gave no rows: %+v", it.Key, rej)
 			}
+			tally(it, rows)
+			for _, fi := range tr.Repo.Functions {
+				rows, rej := pipeline.ItemRows(fi, spec, p, opts, map[string]int64{})
+				if rej == nil {
+					tally(fi.Item, rows)
+				}
+			}
+			return nil
 		}
-		if !altered {
-			t.Error("no repository-level row was altered")
+		if _, err := trc.TraceRepo(ctx, it, spec, func() {}, within); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}
-	if _, err := trc.TraceRepo(ctx, it, spec, func() {}, within); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("replays: %v", counts)
-	if counts["repository agreed"] == 0 || counts["function/repo-function agreed"] == 0 {
-		t.Errorf("no repository-level or function-level row agreed: %v", counts)
+		t.Logf("%s: %v", it.Key, counts)
+		if counts["repository agreed"] == 0 || counts["function agreed"] == 0 || !altered {
+			t.Errorf("%s: no repository-level or function-level row agreed, or none was altered: %v", it.Key, counts)
+		}
 	}
 }
 

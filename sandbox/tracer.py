@@ -1107,7 +1107,7 @@ def _run_replay(req):
                     depth += 1
                 f = None if f is state["entry"] else f.f_back
             lineno = frame.f_lineno
-            if event == "call" and co.co_filename in def_lines:
+            if event == "call":
                 # a decorated function's call points at its def line, as the tracer's does
                 load(co.co_filename)
                 lineno = def_lines.get(co.co_filename, {}).get(lineno, lineno)

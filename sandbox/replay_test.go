@@ -291,3 +291,53 @@ end ok 'b'`
 		t.Error("an entry outside the checkout was accepted")
 	}
 }
+
+// TestReplayTestHostile: a repository replay keeps the function replay's rules. The repository's
+// code, before the entry (a conftest.py, the test module's body, a fixture) as in the entry's
+// scope, that reaches for the debugger's machinery ends the replay tampered; a forged chunk breaks
+// the seal; and an entry file outside the checkout is refused.
+func TestReplayTestHostile(t *testing.T) {
+	root := sandboxtest.HostDir(t)
+	lib := "def f(x):\n    y = x + 1\n    return y\n"
+	cases := []struct{ name, conftest, lib string }{
+		{"conftest settrace", "import sys\nsys.settrace(None)\n", lib},
+		{"conftest getframe", "import sys\nfr = sys._getframe(0)\n", lib},
+		{"fixture frame", "import pytest\n\n@pytest.fixture(autouse=True)\ndef fx():\n    def g():\n        yield 1\n    fr = g().gi_frame\n    yield\n", lib},
+		{"entry getframe", "", "import sys\n\ndef f(x):\n    fr = sys._getframe(1)\n    return x\n"},
+		{"entry gc", "", "import gc\n\ndef f(x):\n    gc.get_referrers(x)\n    return x\n"},
+		{"entry forged chunk", "", "import os\n\ndef f(x):\n    os.write(3, b'{\"event\":\"line\"}\\n#' + b'0' * 64 + b'\\n')\n    return x\n"},
+		{"entry ctypes", "", "def f(x):\n    import ctypes\n    return x\n"},
+	}
+	var dirs []string
+	for i, c := range cases {
+		dir := filepath.Join(root, fmt.Sprint("r", i))
+		files := map[string]string{"lib.py": c.lib, "tests/test_lib.py": "from lib import f\n\n\ndef test_f():\n    assert f(2) in (2, 3)\n"}
+		if c.conftest != "" {
+			files["tests/conftest.py"] = c.conftest
+		}
+		sandboxtest.WriteTree(t, dir, files)
+		dirs = append(dirs, dir)
+	}
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: dirs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	steps := [][2]string{{"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}}
+	for i, c := range cases {
+		res, err := sb.ReplayTest(context.Background(), sandbox.ReplayTestRequest{Dir: dirs[i], Test: "tests/test_lib.py::test_f",
+			Entry: sandbox.ReplayEntry{File: filepath.Join(dirs[i], "lib.py"), QualName: "f"}, Actions: steps})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Status != schemas.StatusTampered {
+			t.Errorf("%s: status %s (%s), want tampered\n%s", c.name, res.Status, res.Detail, replayStops(res))
+		}
+	}
+	for _, e := range []string{"/etc/passwd", filepath.Join(dirs[0], "..", "x.py"), "lib.py"} {
+		if _, err := sb.ReplayTest(context.Background(), sandbox.ReplayTestRequest{Dir: dirs[0], Test: "tests/test_lib.py::test_f",
+			Entry: sandbox.ReplayEntry{File: e, QualName: "f"}, Actions: steps}); err == nil {
+			t.Errorf("entry file %s was accepted", e)
+		}
+	}
+}

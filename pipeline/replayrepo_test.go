@@ -137,6 +137,7 @@ func TestReplayRepositoryRows(t *testing.T) {
 	if err != nil || len(locals) != 1 {
 		t.Fatalf("the local repository: %v %+v", err, locals)
 	}
+	locals[0].Key = "textproc" // its key holds the temporary folder: the seeds derive from the key
 	spec := schemas.Spec{Name: "replay-repo", Sources: []schemas.SourceSpec{{Kind: "examples"}}, TrajectoriesPerTrace: 6}.WithDefaults()
 	p, err := debugger.PolicyByName(spec.Policy)
 	if err != nil {
@@ -146,7 +147,14 @@ func TestReplayRepositoryRows(t *testing.T) {
 	pool := pipeline.NewSandboxPool(sandbox.Config{}, 1)
 	defer pool.Close()
 	trc := &pipeline.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
-	for _, it := range []crawl.Item{examples[len(examples)-1], locals[0]} {
+	// The counts are pinned (6 trajectories per test and direction, the spec's default seed): a
+	// change is a change of the replay, the tracer or the sampler, to be looked at.
+	want := []map[string]int{
+		{"repository agreed": 36, "function agreed": 68, "function breakpoint_non_line": 4},
+		{"repository agreed": 24, "repository breakpoint_non_line": 2, "repository generator_next_return": 4,
+			"function agreed": 55, "function breakpoint_non_line": 9, "function generator_next_return": 2},
+	}
+	for r, it := range []crawl.Item{examples[len(examples)-1], locals[0]} {
 		if it.Repo == nil {
 			t.Fatalf("not a repository: %+v", it)
 		}
@@ -208,6 +216,9 @@ func TestReplayRepositoryRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: %v", it.Key, counts)
+		if fmt.Sprint(counts) != fmt.Sprint(want[r]) {
+			t.Errorf("%s: replays %v, want %v", it.Key, counts, want[r])
+		}
 		if counts["repository agreed"] == 0 || counts["function agreed"] == 0 || !altered {
 			t.Errorf("%s: no repository-level or function-level row agreed, or none was altered: %v", it.Key, counts)
 		}

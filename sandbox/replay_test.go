@@ -258,7 +258,13 @@ func TestReplayTest(t *testing.T) {
 		"textstats.py":    "def normalize(word):\n    out = word.lower()\n    return out\n\n\ndef words(text):\n    return [normalize(w) for w in text.split()]\n",
 		"tests/test_t.py": "from textstats import words\n\n\ndef test_words():\n    assert words(\"A b\") == [\"a\", \"b\"]\n",
 	})
-	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: []string{repo}})
+	uni := filepath.Join(root, "uni")
+	sandboxtest.WriteTree(t, uni, map[string]string{
+		"textstats.py":      "def normalize(word):\n    out = word.lower()\n    return out\n\n\ndef words(text):\n    return [normalize(w) for w in text.split()]\n",
+		"tests/__init__.py": "",
+		"tests/test_t.py":   "import unittest\n\nfrom textstats import words\n\n\nclass TestWords(unittest.TestCase):\n    def test_words(self):\n        self.assertEqual(words(\"A b\"), [\"a\", \"b\"])\n",
+	})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: []string{repo, uni}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +283,17 @@ return normalize:3 d0 f1 "    return out" [{word 'b'} {out 'b'}] -> 'b'
 end ok 'b'`
 	if got := replayStops(res); got != want {
 		t.Errorf("replay stops:\n%s\nwant:\n%s\nstderr: %s", got, want, res.Stderr)
+	}
+	// The same with unittest: its whole run is the phase.
+	ureq := req
+	ureq.Dir, ureq.Runner, ureq.Test = uni, sandbox.RunnerUnittest, "tests.test_t.TestWords.test_words"
+	ureq.Entry.File = filepath.Join(uni, "textstats.py")
+	res, err = sb.ReplayTest(context.Background(), ureq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := replayStops(res); got != want {
+		t.Errorf("unittest replay stops:\n%s\nwant:\n%s\nstderr: %s %s %s", got, want, res.Stderr, res.Detail, res.ExcMessage)
 	}
 	req.Entry.Occurrence = 5
 	res, err = sb.ReplayTest(context.Background(), req)

@@ -2076,7 +2076,10 @@ def _unittest_run(req, state, note, phase_fn=None):
                 note(err[1], "call")
 
     try:
-        suite = loader.loadTestsFromName(req["test"])
+        if phase_fn is not None:
+            suite = _replay_suite(loader, req["test"])
+        else:
+            suite = loader.loadTestsFromName(req["test"])
     except Exception as e:
         state.verdicts.append("error")
         note(e, "collect")
@@ -2094,6 +2097,28 @@ def _unittest_run(req, state, note, phase_fn=None):
             next(phase, None)     # to here
     if not state.verdicts:
         state.fatal = ("LookupError", "no test matched %r" % (req["test"],))
+
+
+def _replay_suite(loader, name):
+    """loader.loadTestsFromName(name), for a replay: the test's module is found first (its
+    longest importable dotted prefix), so that unittest does not try to import the longer ones and
+    format the traceback of each failure (which reads frames: the replay's audit hook ends the
+    replay at that).  The module and the test are the same as loadTestsFromName's."""
+    import importlib
+    import importlib.util
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        mod = ".".join(parts[:i])
+        try:
+            spec = importlib.util.find_spec(mod)
+        except Exception:        # a parent that is not a package, or whose import failed
+            spec = None
+        if spec is None:
+            continue
+        if i == len(parts):
+            return loader.loadTestsFromName(name)
+        return loader.loadTestsFromName(".".join(parts[i:]), importlib.import_module(mod))
+    return loader.loadTestsFromName(name)
 
 
 def _unwrap(exc):

@@ -103,7 +103,7 @@ type rowResult struct {
 }
 
 // Verify verifies the version of the dataset in s whose manifest is m and returns its certificate
-// (not stored: see WriteVerification). Rows it cannot re-execute (repository-level ones) are
+// (not stored: see WriteVerification). Rows it cannot re-execute (of a repository that moved) are
 // counted as such; an error is returned only when the verification itself cannot proceed (the
 // dataset or its sources cannot be read, the sandbox fails).
 func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOptions) (*schemas.Verification, error) {

@@ -228,6 +228,19 @@ def test_param(n):
 					}
 					counts[level+" "+k]++
 					if row.Level == "repository" && !altered && out.Agreed {
+						// A row whose entry the re-executed trace does not give, or whose test
+						// gave no trace, is not replayed, and says why.
+						other, gone := row, row
+						other.QualName += "_renamed"
+						gone.SourceID += "_gone"
+						for _, c := range []struct {
+							row  schemas.Row
+							kind string
+						}{{other, schemas.NotReplayedNoEntry}, {gone, schemas.NotReplayedNotReExecuted}} {
+							if out := check(it, c.row); out.Replayed || out.Kind != c.kind || out.Detail == "" {
+								t.Errorf("row %s of %s in %s: %+v, want not replayed (%s)", row.ID, c.row.QualName, c.row.SourceID, out, c.kind)
+							}
+						}
 						if bad, ok := alterValue(row); ok {
 							altered = true
 							out := check(it, bad)

@@ -28,6 +28,10 @@ type Entry struct {
 	File     string
 	QualName string
 	Line     int
+	// Occurrence counts the frames of the same function (File and QualName) called before the
+	// entry's in the trace: the entry is that function's first call when 0. A replay finds the
+	// entry again by it (sandbox.ReplayEntry).
+	Occurrence int
 }
 
 // ErrNoEntry is returned for a test trace with no call to sample an entry from.
@@ -58,9 +62,14 @@ func (it RepoItem) SampleEntry(seed uint64) (*Tree, Entry, error) {
 	}
 	seen := map[int]bool{}
 	var calls, code []*Node
+	nth := map[*Node]int{}
+	perFunc := map[[2]string]int{}
 	for _, n := range fwd.Order {
 		if n.Kind == KindCall && !seen[n.Frame()] {
 			seen[n.Frame()] = true
+			k := [2]string{n.File(), n.Func()}
+			nth[n] = perFunc[k]
+			perFunc[k]++
 			calls = append(calls, n)
 			if !IsTestFile(n.File()) {
 				code = append(code, n)
@@ -80,7 +89,7 @@ func (it RepoItem) SampleEntry(seed uint64) (*Tree, Entry, error) {
 	if err != nil {
 		return nil, Entry{}, err
 	}
-	return t, Entry{File: c.File(), QualName: c.Func(), Line: c.Lineno()}, nil
+	return t, Entry{File: c.File(), QualName: c.Func(), Line: c.Lineno(), Occurrence: nth[c]}, nil
 }
 
 // Tree returns the state tree of a trajectory of the item in direction dir (the entry's scope,

@@ -36,7 +36,9 @@ const (
 	// element; the replay renders with repr and cuts).
 	ReplayValueRender = "value_render"
 	// ReplayLimit: the row was cut off by a limit (exit_never) and the replay was not, or the
-	// other way round. The replay keeps the tracer's event limit, not its byte or output limits.
+	// other way round. The replay keeps the tracer's event limit, not its byte or output limits;
+	// a repository replay counts the events of the entry's scope only, the tracer those of the
+	// whole test.
 	ReplayLimit = "limit"
 	// ReplayWrapperScope: the same states and names, but a function or class made by the input
 	// expression shows its qualified name as defined inside main() (`main.<locals>.<lambda>`),
@@ -52,20 +54,34 @@ var ReplayKinds = []string{ReplayMismatch, ReplayTampered, ReplayBreakpointNonLi
 
 // Replay replays a forward function-level row's actions on Python's bdb in a sandbox
 // (sandbox.Replay) and compares every landing state with the row's next state (CompareReplay).
-// Inverse rows, repository-level rows and function-level rows of a repository's functions (which
-// need its checkout) are not replayed (Replayed false, Detail says why). The error is non-nil
-// only when the sandbox failed (ErrItem when the replayed item broke it), the spec's limits are
-// unusable or the row's text does not parse.
+// Inverse rows are not replayed (Replayed false, Detail says why), nor are the rows of a
+// repository (repository-level rows and function-level rows of its functions): they need its
+// checkout and environment, and are replayed by the RepoSession of its re-execution
+// (TraceRepo). The error is non-nil only when the sandbox failed (ErrItem when the replayed item
+// broke it), the spec's limits are unusable or the row's text does not parse.
 func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
 	if row.Direction != string(debugger.Forward) {
-		return schemas.ReplayOutcome{Detail: "an inverse row is not replayed: pdb does not run backwards"}, nil
+		return notInverse, nil
 	}
-	if row.Level == "repository" || it.Repo != nil {
-		return schemas.ReplayOutcome{Detail: "a repository-level row is not replayed on bdb yet (its row does not name which call of the test is the entry)"}, nil
+	if row.Level == "repository" || it.Repo != nil || it.RepoURL != "" {
+		return schemas.ReplayOutcome{Detail: "a row of a repository is replayed only with the repository's re-execution " +
+			"(Tracer.TraceRepo), which has its checkout and environment"}, nil
 	}
-	if it.RepoURL != "" {
-		return schemas.ReplayOutcome{Detail: "a function-level row of a repository's function is not replayed on bdb yet (it needs the repository's checkout and environment on the path)"}, nil
+	if t.Sandboxes == nil {
+		return schemas.ReplayOutcome{}, errors.New("this worker has no sandboxes")
 	}
+	sb, release, err := t.Sandboxes.Get(ctx)
+	if err != nil {
+		return schemas.ReplayOutcome{}, err
+	}
+	defer release()
+	return replayFunction(ctx, sb, it, row, spec)
+}
+
+var notInverse = schemas.ReplayOutcome{Detail: "an inverse row is not replayed: pdb does not run backwards"}
+
+// replayFunction replays a forward function-level row of item it in sandbox sb.
+func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
 	traj, err := tokenize.Parse(row.Text)
 	if err != nil {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
@@ -77,15 +93,12 @@ func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spe
 	if req.Limits, err = LimitsOf(spec); err != nil {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
 	}
-	if t.Sandboxes == nil {
-		return schemas.ReplayOutcome{}, errors.New("this worker has no sandboxes")
-	}
-	sb, release, err := t.Sandboxes.Get(ctx)
-	if err != nil {
-		return schemas.ReplayOutcome{}, err
-	}
-	defer release()
 	res, err := sb.Replay(ctx, req)
+	return replayOutcome(row, traj, res, err)
+}
+
+// replayOutcome compares a replay's result (res, err) with traj, the trajectory of row.
+func replayOutcome(row schemas.Row, traj debugger.Trajectory, res *sandbox.Result, err error) (schemas.ReplayOutcome, error) {
 	if err != nil && (res == nil || res.Status == schemas.StatusSandboxError) {
 		return schemas.ReplayOutcome{}, itemError(fmt.Errorf("replay row %s: %w", row.ID, err))
 	}
@@ -93,6 +106,18 @@ func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spe
 		return schemas.ReplayOutcome{Replayed: true, Kind: ReplayMismatch, Detail: "the replay could not run: " + err.Error()}, nil
 	}
 	return CompareReplay(traj, res.Events, res.Status, res.Detail), nil
+}
+
+// actionsOf is the [action, argument] list of a trajectory's steps.
+func actionsOf(traj debugger.Trajectory) ([][2]string, error) {
+	out := make([][2]string, 0, len(traj.Steps))
+	for i, s := range traj.Steps {
+		if s.Action == "" {
+			return nil, fmt.Errorf("step %d has no action", i)
+		}
+		out = append(out, [2]string{string(s.Action), s.Arg})
+	}
+	return out, nil
 }
 
 // ReplayRequestOf is the sandbox request that replays traj, a forward function-level trajectory
@@ -106,15 +131,11 @@ func ReplayRequestOf(it crawl.Item, traj debugger.Trajectory) (sandbox.ReplayReq
 	if err != nil {
 		return sandbox.ReplayRequest{}, err
 	}
-	req := sandbox.ReplayRequest{Code: it.Code, Filename: it.Filename, Call: it.Call, Wrapper: wrapper,
-		Actions: make([][2]string, 0, len(traj.Steps))}
-	for i, s := range traj.Steps {
-		if s.Action == "" {
-			return sandbox.ReplayRequest{}, fmt.Errorf("step %d has no action", i)
-		}
-		req.Actions = append(req.Actions, [2]string{string(s.Action), s.Arg})
+	actions, err := actionsOf(traj)
+	if err != nil {
+		return sandbox.ReplayRequest{}, err
 	}
-	return req, nil
+	return sandbox.ReplayRequest{Code: it.Code, Filename: it.Filename, Call: it.Call, Wrapper: wrapper, Actions: actions}, nil
 }
 
 const (
@@ -253,6 +274,11 @@ func CompareReplay(traj debugger.Trajectory, stops []schemas.Event, status schem
 			return out
 		}
 		out.Kind = classify(traj.Code, a, from, want, got, stops, j)
+		if want == nil && traj.Exit == debugger.ExitNever {
+			// The row was cut off by a limit where pdb went on: the replay has no output or
+			// trace-size limit, and a repository replay counts only the entry's scope's events.
+			out.Kind = ReplayLimit
+		}
 		out.Detail = fmt.Sprintf("state %d, after action %d (%s): the row shows %s; pdb %s", j, j-1, actionText(a, traj, j),
 			showState(want, "the exit "+string(traj.Exit)), pdbShows(got, status, detail))
 		return out

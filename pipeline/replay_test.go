@@ -109,6 +109,7 @@ func TestCompareReplay(t *testing.T) {
 		{"wrong exit", good, []schemas.Event{call, line, ret}, schemas.StatusException, false, pipeline.ReplayMismatch},
 		{"tampered", good, []schemas.Event{call, line, ret}, schemas.StatusTampered, false, pipeline.ReplayTampered},
 		{"limit", traj(debugger.ExitNever, good.Steps...), []schemas.Event{call, line, ret}, schemas.StatusOK, false, pipeline.ReplayLimit},
+		{"cut off where pdb went on", traj(debugger.ExitNever, good.Steps[:2]...), []schemas.Event{call, line, ret}, schemas.StatusOK, false, pipeline.ReplayLimit},
 		{"never agrees with a timeout", traj(debugger.ExitNever, good.Steps...), []schemas.Event{call, line, ret}, schemas.StatusTimeout, true, ""},
 		{"breakpoint on a return", traj(debugger.ExitNormal,
 			debugger.Step{State: st(debugger.KindCall, "def sq(x):", x3, false, nil), Action: debugger.Breakpoint, Arg: "    return y"},

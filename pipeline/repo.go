@@ -72,7 +72,12 @@ type TestTrace struct {
 // called after every test. A repository that cannot be used (checkout refused, missing dependency,
 // no tests) gives a TracedItem item with status invalid and the reason as its detail; an error is
 // returned only for what a retry may fix.
-func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Limits, co crawl.CheckoutLimits, alive func()) (TracedItem, error) {
+//
+// within, when not nil, is called once the repository is traced, with its trace and a
+// RepoSession that replays its rows on bdb while the checkout, its environment and the tests'
+// sandbox are still in place (verify); its error is returned as is.
+func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Limits, co crawl.CheckoutLimits, alive func(),
+	within func(TracedItem, *RepoSession) error) (TracedItem, error) {
 	t := TracedItem{Item: it}
 	// Checkout and collection can take minutes: keep the activity's heartbeat going meanwhile.
 	tick := time.NewTicker(10 * time.Second)
@@ -253,10 +258,10 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		rt.Traces = append(rt.Traces, TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
 			Detail: tr.Result.Detail, Events: tr.Result.Events, Functions: tr.Result.Functions})
 	}
+	// A function's module imports its package as the tests do: the import roots too.
+	fcfg := cfg
+	fcfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), imports...)
 	if it.Repo.Functions {
-		// A function's module imports its package as the tests do: the import roots too.
-		fcfg := cfg
-		fcfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), imports...)
 		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, rt.Traces, rt.Counts, lim, alive); err != nil {
 			return t, err
 		}
@@ -266,7 +271,20 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		relativize(&rt.Traces[i], w.Dir)
 	}
 	t.Status, t.Repo = schemas.StatusOK, rt
+	if within != nil {
+		ses := &RepoSession{traced: t, dir: w.Dir, tests: sb, funcConfig: functionConfig(fcfg, w.Dir),
+			imports: imports, runner: col.Runner, options: col.Options}
+		defer ses.close()
+		return t, within(t, ses)
+	}
 	return t, nil
+}
+
+// functionConfig is the sandbox configuration the functions found in a repository's tests are
+// traced (and replayed) with: the tests' own, with the checkout importable.
+func functionConfig(cfg sandbox.Config, dir string) sandbox.Config {
+	cfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), dir)
+	return cfg
 }
 
 // relativize makes the file names of a test trace relative to the checkout dir.
@@ -388,8 +406,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	cfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), w.Dir)
-	sb, err := sandbox.New(ctx, cfg)
+	sb, err := sandbox.New(ctx, functionConfig(cfg, w.Dir))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox for the functions of %s: %w", it.Key, err)
 	}

@@ -110,7 +110,7 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 		if err != nil {
 			return TracedItem{}, badInput("%v", err)
 		}
-		return trc.forSpec(spec).traceRepo(ctx, it, lim, co, alive)
+		return trc.forSpec(spec).traceRepo(ctx, it, lim, co, alive, nil)
 	}
 	sb, release, err := trc.Sandboxes.Get(ctx)
 	if err != nil {

@@ -103,7 +103,7 @@ type rowResult struct {
 }
 
 // Verify verifies the version of the dataset in s whose manifest is m and returns its certificate
-// (not stored: see WriteVerification). Rows it cannot re-execute (repository-level ones) are
+// (not stored: see WriteVerification). Rows it cannot re-execute (of a repository that moved) are
 // counted as such; an error is returned only when the verification itself cannot proceed (the
 // dataset or its sources cannot be read, the sandbox fails).
 func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOptions) (*schemas.Verification, error) {
@@ -398,7 +398,7 @@ func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 		} else {
 			res.reexec = compareRow(t, row, spec, tok)
 		}
-		if err := replay(ctx, o, spec, *vi.item, row, &res); err != nil {
+		if err := replay(ctx, o.Replayer, spec, *vi.item, row, &res); err != nil {
 			return err
 		}
 		results[i] = res
@@ -406,17 +406,17 @@ func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 	return nil
 }
 
-// replay replays row, whose item is it, with o's replayer, if any, into res: forward rows only.
-func replay(ctx context.Context, o VerifyOptions, spec schemas.Spec, it crawl.Item, row *schemas.Row, res *rowResult) error {
+// replay replays row, whose item is it, with rep, if any, into res: forward rows only.
+func replay(ctx context.Context, rep RowReplayer, spec schemas.Spec, it crawl.Item, row *schemas.Row, res *rowResult) error {
 	switch {
-	case o.Replayer == nil:
+	case rep == nil:
 		res.noRep = schemas.NotReplayedNotRun
 		return nil
 	case row.Direction == string(debugger.Inverse):
 		res.noRep = schemas.NotReplayedInverse // pdb does not run backwards
 		return nil
 	}
-	out, err := o.Replayer.Replay(ctx, it, *row, spec)
+	out, err := rep.Replay(ctx, it, *row, spec)
 	if err != nil {
 		return fmt.Errorf("verify: replay row %s on bdb: %w", row.ID, err)
 	}
@@ -448,9 +448,31 @@ func checkRepo(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 		})
 		return nil
 	}
-	t, err := o.Tracer.Trace(ctx, *vi.item, spec, func() {})
-	if err != nil && !errors.Is(err, ErrItem) {
+	// The rows of a repository replay in its checkout and environment: when the tracer is also the
+	// replayer and can (a RepoReplayer), they are checked while its re-execution keeps them.
+	var (
+		t        TracedItem
+		err      error
+		checked  bool
+		checkErr error
+	)
+	rr, ok := o.Tracer.(RepoReplayer)
+	if self, isRep := o.Tracer.(RowReplayer); ok && isRep && o.Replayer != nil && o.Replayer == self {
+		t, err = rr.TraceRepo(ctx, *vi.item, spec, func() {}, func(t TracedItem, rep RowReplayer) error {
+			checked = true
+			checkErr = checkRepoRows(ctx, spec, tok, vi, rows, results, t, rep)
+			return checkErr
+		})
+	} else {
+		t, err = o.Tracer.Trace(ctx, *vi.item, spec, func() {})
+	}
+	switch {
+	case checkErr != nil:
+		return checkErr
+	case err != nil && !errors.Is(err, ErrItem):
 		return fmt.Errorf("verify: re-execute %s: %w", vi.item.Key, err)
+	case checked:
+		return nil
 	}
 	if err != nil || t.Repo == nil {
 		reason := ""
@@ -465,6 +487,13 @@ func checkRepo(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 		})
 		return nil
 	}
+	return checkRepoRows(ctx, spec, tok, vi, rows, results, t, o.Replayer)
+}
+
+// checkRepoRows checks each sampled row of the re-executed repository t and replays it with rep
+// (nil: not replayed): repository-level rows against the test they name, function-level rows
+// against the function item found again in the tests.
+func checkRepoRows(ctx context.Context, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, rows []schemas.Row, results []rowResult, t TracedItem, rep RowReplayer) error {
 	for _, i := range vi.rows {
 		row := &rows[i]
 		res := rowResult{checked: true}
@@ -486,7 +515,7 @@ func checkRepo(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 			res.reexec = compareRow(t.Repo.Functions[k], row, spec, tok)
 			it = t.Repo.Functions[k].Item
 		}
-		if err := replay(ctx, o, spec, it, row, &res); err != nil {
+		if err := replay(ctx, rep, spec, it, row, &res); err != nil {
 			return err
 		}
 		results[i] = res

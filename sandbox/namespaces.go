@@ -14,7 +14,7 @@ func init() {
 	// The namespaces backend re-executes the current binary under this argv[0] inside fresh
 	// namespaces; any binary that links this package (ndtrace, test binaries) can play that part.
 	if len(os.Args) > 1 && os.Args[0] == nsinitArg0 {
-		if err := nsinit(os.Args[1]); err != nil {
+		if err := nsinit(os.Args[1], os.Args[2:]); err != nil {
 			fmt.Fprintf(os.Stderr, "ndtrace sandbox init: %v\n", err)
 			os.Exit(70)
 		}
@@ -31,7 +31,10 @@ type namespaces struct{}
 
 func (namespaces) Name() string { return "namespaces" }
 
-// nsinitConfig is what the parent hands to nsinit, as argv[1].
+// nsinitConfig is what the parent hands to nsinit, as argv[1]; the interpreter's arguments follow
+// as argv[2:], each its own string (the tracer's source is one of them: JSON-escaped within
+// argv[1] with the rest, it would come near the kernel's bound on one argument, MAX_ARG_STRLEN,
+// 128 KiB).
 type nsinitConfig struct {
 	Root     string            `json:"root"`
 	ReadOnly []string          `json:"ro"`
@@ -39,7 +42,7 @@ type nsinitConfig struct {
 	Links    map[string]string `json:"links"`
 	TmpBytes int64             `json:"tmp_bytes"`
 	Python   string            `json:"python"`
-	Args     []string          `json:"args"`
+	Args     []string          `json:"-"`
 	Env      []string          `json:"env"`
 }
 
@@ -86,7 +89,7 @@ func (namespaces) Command(l *Launch) (*exec.Cmd, error) {
 	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
-		Args:        []string{nsinitArg0, string(cfg)},
+		Args:        append([]string{nsinitArg0, string(cfg)}, args...),
 		Env:         []string{},
 		ExtraFiles:  l.extraFiles(),
 		SysProcAttr: attr,
@@ -112,11 +115,12 @@ const (
 
 // nsinit runs as root of the new user namespace and PID 1 of the new PID namespace. It builds the
 // sandbox's root filesystem and execs the interpreter; it never returns on success.
-func nsinit(arg string) error {
+func nsinit(arg string, args []string) error {
 	var c nsinitConfig
 	if err := json.Unmarshal([]byte(arg), &c); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	c.Args = args
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}

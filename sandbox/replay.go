@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -68,6 +69,77 @@ func (s *Sandbox) Replay(ctx context.Context, req ReplayRequest) (*Result, error
 	}
 	msg := runMsg{Kind: "replay", runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
 		Targets: []string{req.Filename}, Wrapper: req.Wrapper, Actions: actions, PythonPath: s.cfg.PythonPath}}
+	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
+	return res, err
+}
+
+// ReplayEntry names the call a repository-level trajectory starts at: the Occurrence-th (from 0)
+// first call of the function QualName of File (an absolute path in the checkout) in the test's
+// phases, counted as the tracer records them (a generator's resumption is not a new call).
+type ReplayEntry struct {
+	File       string `json:"file"`
+	QualName   string `json:"qualname"`
+	Occurrence int    `json:"occurrence"`
+}
+
+// ReplayTestRequest is one forward repository-level trajectory to replay on Python's own
+// debugger: the row's test, run as RunTest runs it, and the row's actions from its entry call.
+type ReplayTestRequest struct {
+	// Dir, Runner, Test, Paths and Options are the test's, as for RunTest.
+	Dir     string
+	Runner  string
+	Test    string
+	Paths   []string
+	Options RunnerOptions
+	// Entry is the call the trajectory starts at.
+	Entry ReplayEntry
+	// Actions are as in ReplayRequest.
+	Actions [][2]string
+	// Seed seeds Python's random module, as the traced run's.
+	Seed int64
+	// Limits overrides the sandbox's limits as for RunTest.
+	Limits Limits
+}
+
+// ReplayTest runs req.Test in its runner (the checkout, its import roots and the sandbox's
+// PythonPath set up as for RunTest, the checkout seen through a private writable view) with a
+// trace function that only watches calls until the entry call, then under bdb as Replay does:
+// Result.Events are the stops from the entry's call on, Depth counting the checkout's frames
+// below (the entry's is 0). The run ends at the entry's first return event (status ok, or
+// exception when the entry raised), and with status invalid when the test never reached it.
+// Frames outside the checkout, or under a PythonPath directory, are stepped through.
+func (s *Sandbox) ReplayTest(ctx context.Context, req ReplayTestRequest) (*Result, error) {
+	dir, err := s.checkTestDir(req.Dir, req.Runner)
+	if err != nil {
+		return nil, err
+	}
+	if req.Test == "" || strings.HasPrefix(req.Test, "-") || strings.ContainsRune(req.Test, 0) {
+		return nil, fmt.Errorf("sandbox: replay: bad test id %q", req.Test)
+	}
+	if err := checkOptions(req.Options); err != nil {
+		return nil, err
+	}
+	paths, err := checkPaths(dir, req.Paths)
+	if err != nil {
+		return nil, err
+	}
+	e := req.Entry
+	if !filepath.IsAbs(e.File) || !within(filepath.Clean(e.File), dir) || e.QualName == "" || e.Occurrence < 0 {
+		return nil, fmt.Errorf("sandbox: replay: the entry %s of %s (call %d) is not a function of a file in %s", e.QualName, e.File, e.Occurrence, dir)
+	}
+	for i, a := range req.Actions {
+		if _, ok := ReplayActions[a[0]]; !ok {
+			return nil, fmt.Errorf("sandbox: replay: action %d: %q is not a forward action", i, a[0])
+		}
+	}
+	actions := req.Actions
+	if actions == nil {
+		actions = [][2]string{}
+	}
+	msg := runMsg{Kind: "replay", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test,
+		Targets: []string{dir + "/"}, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath,
+		Options: string(req.Options), Paths: paths, Actions: actions, Entry: &e}}
+	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
 }

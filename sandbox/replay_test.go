@@ -3,11 +3,13 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -242,6 +244,117 @@ func TestReplayResourceLimits(t *testing.T) {
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("%s: took %s", c.name, d)
+		}
+	}
+}
+
+// TestReplayTest replays from an entry call inside a repository's test: the run starts at the
+// named occurrence of the entry (the second call of normalize here), stops where pdb stops, and
+// ends at the entry's return; an entry the test never reaches ends the replay invalid.
+func TestReplayTest(t *testing.T) {
+	root := sandboxtest.HostDir(t)
+	repo := filepath.Join(root, "repo")
+	sandboxtest.WriteTree(t, repo, map[string]string{
+		"textstats.py":    "def normalize(word):\n    out = word.lower()\n    return out\n\n\ndef words(text):\n    return [normalize(w) for w in text.split()]\n",
+		"tests/test_t.py": "from textstats import words\n\n\ndef test_words():\n    assert words(\"A b\") == [\"a\", \"b\"]\n",
+	})
+	uni := filepath.Join(root, "uni")
+	sandboxtest.WriteTree(t, uni, map[string]string{
+		"textstats.py":      "def normalize(word):\n    out = word.lower()\n    return out\n\n\ndef words(text):\n    return [normalize(w) for w in text.split()]\n",
+		"tests/__init__.py": "",
+		"tests/test_t.py":   "import unittest\n\nfrom textstats import words\n\n\nclass TestWords(unittest.TestCase):\n    def test_words(self):\n        self.assertEqual(words(\"A b\"), [\"a\", \"b\"])\n",
+	})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: []string{repo, uni}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	req := sandbox.ReplayTestRequest{Dir: repo, Test: "tests/test_t.py::test_words",
+		Entry:   sandbox.ReplayEntry{File: filepath.Join(repo, "textstats.py"), QualName: "normalize", Occurrence: 1},
+		Actions: [][2]string{{"step_into", ""}, {"step_over", ""}, {"step_over", ""}}}
+	res, err := sb.ReplayTest(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `call normalize:1 d0 f1 "def normalize(word):" [{word 'b'}]
+line normalize:2 d0 f1 "    out = word.lower()" [{word 'b'}]
+line normalize:3 d0 f1 "    return out" [{word 'b'} {out 'b'}]
+return normalize:3 d0 f1 "    return out" [{word 'b'} {out 'b'}] -> 'b'
+end ok 'b'`
+	if got := replayStops(res); got != want {
+		t.Errorf("replay stops:\n%s\nwant:\n%s\nstderr: %s", got, want, res.Stderr)
+	}
+	// The same with unittest: its whole run is the phase.
+	ureq := req
+	ureq.Dir, ureq.Runner, ureq.Test = uni, sandbox.RunnerUnittest, "tests.test_t.TestWords.test_words"
+	ureq.Entry.File = filepath.Join(uni, "textstats.py")
+	res, err = sb.ReplayTest(context.Background(), ureq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := replayStops(res); got != want {
+		t.Errorf("unittest replay stops:\n%s\nwant:\n%s\nstderr: %s %s %s", got, want, res.Stderr, res.Detail, res.ExcMessage)
+	}
+	req.Entry.Occurrence = 5
+	res, err = sb.ReplayTest(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusInvalid || len(res.Events) != 0 || !strings.Contains(res.Detail, "without reaching the entry") {
+		t.Errorf("an entry never reached: %s %s (%d stops)", res.Status, res.Detail, len(res.Events))
+	}
+	req.Entry.File = "/etc/passwd"
+	if _, err := sb.ReplayTest(context.Background(), req); err == nil {
+		t.Error("an entry outside the checkout was accepted")
+	}
+}
+
+// TestReplayTestHostile: a repository replay keeps the function replay's rules. The repository's
+// code, before the entry (a conftest.py, the test module's body, a fixture) as in the entry's
+// scope, that reaches for the debugger's machinery ends the replay tampered; a forged chunk breaks
+// the seal; and an entry file outside the checkout is refused.
+func TestReplayTestHostile(t *testing.T) {
+	root := sandboxtest.HostDir(t)
+	lib := "def f(x):\n    y = x + 1\n    return y\n"
+	cases := []struct{ name, conftest, lib string }{
+		{"conftest settrace", "import sys\nsys.settrace(None)\n", lib},
+		{"conftest getframe", "import sys\nfr = sys._getframe(0)\n", lib},
+		{"fixture frame", "import pytest\n\n@pytest.fixture(autouse=True)\ndef fx():\n    def g():\n        yield 1\n    fr = g().gi_frame\n    yield\n", lib},
+		{"entry getframe", "", "import sys\n\ndef f(x):\n    fr = sys._getframe(1)\n    return x\n"},
+		{"entry gc", "", "import gc\n\ndef f(x):\n    gc.get_referrers(x)\n    return x\n"},
+		{"entry forged chunk", "", "import os\n\ndef f(x):\n    os.write(3, b'{\"event\":\"line\"}\\n#' + b'0' * 64 + b'\\n')\n    return x\n"},
+		{"entry ctypes", "", "def f(x):\n    import ctypes\n    return x\n"},
+	}
+	var dirs []string
+	for i, c := range cases {
+		dir := filepath.Join(root, fmt.Sprint("r", i))
+		files := map[string]string{"lib.py": c.lib, "tests/test_lib.py": "from lib import f\n\n\ndef test_f():\n    assert f(2) in (2, 3)\n"}
+		if c.conftest != "" {
+			files["tests/conftest.py"] = c.conftest
+		}
+		sandboxtest.WriteTree(t, dir, files)
+		dirs = append(dirs, dir)
+	}
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: dirs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	steps := [][2]string{{"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}}
+	for i, c := range cases {
+		res, err := sb.ReplayTest(context.Background(), sandbox.ReplayTestRequest{Dir: dirs[i], Test: "tests/test_lib.py::test_f",
+			Entry: sandbox.ReplayEntry{File: filepath.Join(dirs[i], "lib.py"), QualName: "f"}, Actions: steps})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Status != schemas.StatusTampered {
+			t.Errorf("%s: status %s (%s), want tampered\n%s", c.name, res.Status, res.Detail, replayStops(res))
+		}
+	}
+	for _, e := range []string{"/etc/passwd", filepath.Join(dirs[0], "..", "x.py"), "lib.py"} {
+		if _, err := sb.ReplayTest(context.Background(), sandbox.ReplayTestRequest{Dir: dirs[0], Test: "tests/test_lib.py::test_f",
+			Entry: sandbox.ReplayEntry{File: e, QualName: "f"}, Actions: steps}); err == nil {
+			t.Errorf("entry file %s was accepted", e)
 		}
 	}
 }

@@ -237,6 +237,8 @@ type runBody struct {
 	// Wrapper and Actions are a replay's (kind "replay", see Replay).
 	Wrapper string      `json:"wrapper,omitempty"`
 	Actions [][2]string `json:"actions,omitempty"`
+	// Entry is a repository replay's entry call (see ReplayTest).
+	Entry *ReplayEntry `json:"entry,omitempty"`
 }
 
 type runLimits struct {

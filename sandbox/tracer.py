@@ -765,7 +765,7 @@ def _prepare(hdr, opts):
                                  [p for p in sys.path if p.endswith("lib-dynload")] + opts.ext_root)
         sys.argv = [req["filename"] or req["runner"] or "python"]
         random.seed(req["seed"])
-        if req["kind"] in ("call", "replay"):
+        if req["kind"] == "call" or (req["kind"] == "replay" and not req["dir"]):
             os.chdir("/tmp")
             if req["pythonpath"]:
                 _extend_path(None, req["pythonpath"])
@@ -846,15 +846,28 @@ _REPLAY_DENIED = ("sys.settrace", "sys.setprofile", "sys._getframe", "gc.get_obj
                   "function.__new__", "code.__new__", "marshal.loads", "ctypes.dlopen")
 
 
+def _replay_phase(*args, **kwargs):
+    """A test phase of a repository replay: the replay's trace function counts the entry's
+    calls only between this generator's start and its resumption.  Stateless: the runner's
+    plugin that holds it gives nothing of the driver's out."""
+    yield
+
+
 def _run_replay(req):
-    """Body of a replay item: never returns."""
+    """Body of a replay item: never returns.  A function-level replay runs the row's main()
+    wrapper; a repository replay (req["dir"] set) runs the row's test in its runner and starts
+    at the entry call req["entry"] names: the occurrence-th first call (counted from 0, in the
+    test's phases, as the tracer records them) of the function qualname of file."""
     import bdb
     key = req.pop("key")
     filename, wfile = req["filename"], REPLAY_WRAPPER_FILE
+    test_dir = req["dir"]
+    entry = req["entry"]
     actions = [tuple(a) for a in req["actions"]]
     vc = req["limits"]["value_chars"]
     hmac, write, enc, exit_ = _hmac_digest, os.write, _enc, os._exit
-    state = {"tag": bytes(32), "events": 0, "count": 0, "guard": False, "done": False}
+    state = {"tag": bytes(32), "events": 0, "count": 0, "guard": False, "done": False,
+             "entry": None, "unwinding": False}
     max_events = req["limits"]["max_events"]
 
     def seal(text):
@@ -970,7 +983,7 @@ def _run_replay(req):
             end("tampered", exc_type="Tampered",
                 exc_message="the replayed code used %s (the debugger's machinery)" % what)
 
-    _repr, _len, _type, _getattr = repr, len, type, getattr
+    _repr, _len, _type, _getattr, _list = repr, len, type, getattr, list
     addrs = {}
 
     def ordinal(m):
@@ -988,31 +1001,89 @@ def _run_replay(req):
             r = r[:vc] + "..."
         return r
 
-    try:
-        tree = ast.parse(req["code"], filename)
-        code = compile(tree, filename, "exec", dont_inherit=True)
-        wcode = compile(req["wrapper"], wfile, "exec", dont_inherit=True)
-    except Exception as e:
-        end("invalid", exc_type=_qualname(type(e)), exc_message=str(e))
-    def_lines = {}       # first decorator's line -> the def (or class) line
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
-            def_lines[min(d.lineno for d in node.decorator_list)] = node.lineno
-    lines = {filename: _NEWLINE_RE.split(req["code"]), wfile: _NEWLINE_RE.split(req["wrapper"])}
-    for fn, ls in lines.items():
-        linecache.cache[fn] = (1, None, [x + "\n" for x in ls], fn)
-    targets = frozenset(lines)
-    module = types.ModuleType("__main__")
-    namespace = module.__dict__
-    namespace["__builtins__"] = builtins
-    sys.modules["__main__"] = module
-    enter_ns = {}
-    exec(compile("def _enter(m):\n    return m()\n", "<ndtrace-replay>", "exec"), enter_ns)
+    def decorated(tree):
+        out = {}         # first decorator's line -> the def (or class) line
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
+                out[min(d.lineno for d in node.decorator_list)] = node.lineno
+        return out
+
+    lines, def_lines = {}, {}    # file -> its lines; file -> decorated() of it
+    if test_dir:
+        # The repository's files, as the tracer's test runs target them: under the checkout,
+        # never under a PythonPath directory (req["exclude"]).
+        prefix, excluded = test_dir.rstrip("/") + "/", _tuple(req["exclude"])
+        entry_file, entry_func, entry_nth = entry["file"], entry["qualname"], entry["occurrence"]
+        target_of = {}
+
+        def is_target(fn):
+            t = target_of.get(fn)
+            if t is None:
+                t = target_of[fn] = (type(fn) is _str and fn.startswith(prefix)
+                                     and not any(fn.startswith(x) for x in excluded))
+            return t
+
+        def load(fn):
+            """A file of the checkout read as the tracer's helpers read it (no user code runs)."""
+            ls = lines.get(fn)
+            if ls is None:
+                guard, state["guard"] = state["guard"], True
+                try:
+                    with io.open(fn, "rb") as fh:
+                        data = fh.read()
+                    enc_, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+                    text = data.decode(enc_)
+                    ls = _NEWLINE_RE.split(text)
+                    try:
+                        def_lines[fn] = decorated(ast.parse(text, fn))
+                    except Exception:
+                        def_lines[fn] = {}
+                except Exception:
+                    ls = []
+                finally:
+                    state["guard"] = guard
+                lines[fn] = ls
+                linecache.cache[fn] = (1, None, [x + "\n" for x in ls], fn)
+            return ls
+
+        counted = is_target
+    else:
+        try:
+            tree = ast.parse(req["code"], filename)
+            code = compile(tree, filename, "exec", dont_inherit=True)
+            wcode = compile(req["wrapper"], wfile, "exec", dont_inherit=True)
+        except Exception as e:
+            end("invalid", exc_type=_qualname(type(e)), exc_message=str(e))
+        def_lines[filename] = decorated(tree)
+        lines = {filename: _NEWLINE_RE.split(req["code"]), wfile: _NEWLINE_RE.split(req["wrapper"])}
+        for fn, ls in lines.items():
+            linecache.cache[fn] = (1, None, [x + "\n" for x in ls], fn)
+        targets = frozenset(lines)
+        is_target = targets.__contains__
+
+        def load(fn):
+            return lines.get(fn, ())
+
+        def counted(fn):
+            return fn == filename
+        module = types.ModuleType("__main__")
+        namespace = module.__dict__
+        namespace["__builtins__"] = builtins
+        sys.modules["__main__"] = module
+        enter_ns = {}
+        exec(compile("def _enter(m):\n    return m()\n", "<ndtrace-replay>", "exec"), enter_ns)
     frames = {}          # id(frame) -> (frame, ordinal); frames kept alive so ids are not reused
 
     def src_of(fn, lineno):
-        ls = lines.get(fn, ())
+        ls = load(fn)
         return ls[lineno - 1] if 0 < lineno <= len(ls) else ""
+
+    def in_scope(frame):
+        """Whether a frame is the entry's or called from it (a repository replay)."""
+        e, f = state["entry"], frame
+        while f is not None and f is not e:
+            f = f.f_back
+        return f is not None
 
     class Driver(bdb.Bdb):
         def __init__(self):
@@ -1022,22 +1093,24 @@ def _run_replay(req):
 
         def land(self, frame, event, arg):
             co = frame.f_code
-            if co.co_filename not in targets:
+            if not is_target(co.co_filename) or (test_dir and not in_scope(frame)):
                 self.skip_frame(frame)
                 return
             self.started = True
             k = frames.get(id(frame))
             if k is None or k[0] is not frame:
                 k = frames[id(frame)] = (frame, len(frames) + 1)
-            depth, f = 0, frame.f_back       # replayed frames below this one: main is 0
+            # replayed frames below this one: main's (the entry's) is 0
+            depth, f = 0, (None if frame is state["entry"] else frame.f_back)
             while f is not None:
-                if f.f_code.co_filename in targets:
+                if is_target(f.f_code.co_filename):
                     depth += 1
-                f = f.f_back
+                f = None if f is state["entry"] else f.f_back
             lineno = frame.f_lineno
-            if event == "call" and co.co_filename == filename:
+            if event == "call":
                 # a decorated function's call points at its def line, as the tracer's does
-                lineno = def_lines.get(lineno, lineno)
+                load(co.co_filename)
+                lineno = def_lines.get(co.co_filename, {}).get(lineno, lineno)
             loc = frame.f_locals
             names = [n for n in loc if type(n) is str and not n.startswith(".")
                      and not (n.startswith("__") and n.endswith("__"))]
@@ -1058,8 +1131,10 @@ def _run_replay(req):
             """A stop outside the replayed code (the standard library, the driver): go on as the
             pending command would; past main, stop tracing."""
             f = frame
-            while f is not None and f.f_code.co_filename not in targets:
+            while f is not None and not is_target(f.f_code.co_filename):
                 f = f.f_back
+            if test_dir and f is not None and not in_scope(f):
+                f = None
             if f is None and self.started:
                 self.finish()
             else:
@@ -1089,7 +1164,15 @@ def _run_replay(req):
                 elif a == "step_return":
                     self.set_return(frame)
                 elif a == "breakpoint":
-                    for fn, ls in lines.items():
+                    if test_dir:
+                        # every file of the repository's imported so far (the row's CODE
+                        # context holds only functions the run visits)
+                        for m in _list(sys.modules.values()):
+                            if _type(m) is types.ModuleType:
+                                fn = m.__dict__.get("__file__")
+                                if _type(fn) is _str and is_target(fn):
+                                    load(fn)
+                    for fn, ls in _list(lines.items()):
                         for i, text in enumerate(ls):
                             if text == arg:
                                 err = self.set_break(fn, i + 1)
@@ -1110,16 +1193,27 @@ def _run_replay(req):
             # The tracer reads a replayed frame's locals at every event, which fixes the order
             # of f_locals (first binding first); so does the replay.
             fn = frame.f_code.co_filename
-            if fn in targets:
+            if is_target(fn):
                 frame.f_locals
                 # The tracer's event limit, counted as the tracer counts: the item's own events
                 # (the wrapper is not traced), the run ending before the event past the limit.
-                if fn == filename and event in _TRACE_EVENTS:
+                if counted(fn) and event in _TRACE_EVENTS:
                     if state["count"] >= max_events:
                         end("event_limit", exc_type="EventLimit",
                             exc_message="trace limit of %d events reached" % max_events)
                     state["count"] += 1
-            return bdb.Bdb.trace_dispatch(self, frame, event, arg)
+            if frame is not state["entry"]:
+                return bdb.Bdb.trace_dispatch(self, frame, event, arg)
+            # The entry's frame: the scope ends at its first return event (a generator's
+            # first yield), unwinding when its exception event came just before.
+            unwinding = state["unwinding"]
+            state["unwinding"] = event == "exception"
+            out = bdb.Bdb.trace_dispatch(self, frame, event, arg)
+            if event == "return":
+                if unwinding:
+                    end("exception", exc_type="EntryRaised", exc_message="the entry call raised")
+                end("ok", value=render(arg))
+            return out
 
         def dispatch_call(self, frame, arg):
             bdb.Bdb.dispatch_call(self, frame, arg)
@@ -1146,6 +1240,8 @@ def _run_replay(req):
             self.land(frame, "exception", exc_info)
 
     driver = Driver()
+    if test_dir:
+        _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_nth)
     for fn in targets:     # bdb looks a breakpoint's line up under the file's canonical name
         linecache.cache[driver.canonic(fn)] = linecache.cache[fn]
     # From here on the item's code may run (its module body first): the audit hook watches it.
@@ -1191,6 +1287,87 @@ def _run_replay(req):
     value = render(result)
     stop()
     end("ok", value=value)
+
+
+def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_nth):
+    """A repository replay's run (never returns): the row's test in its runner, set up as the
+    tracer's test runs are, with a trace function that only watches calls until the entry's, in
+    the test's phases (_replay_phase); there the driver takes over.  The driver ends the run at
+    the entry's first return event; a run that never reaches the entry ends invalid."""
+    d = req["dir"]
+    phase_code = _replay_phase.__code__
+    phase_frames = []     # the phases' generator frames (kept alive: ids are not reused)
+    entry_frames = []     # the entry function's frames called in a phase so far
+    on = [False]
+    _getattr, _any, _len = getattr, any, len
+
+    def pre(frame, event, arg):
+        if event != "call":
+            return None
+        co = frame.f_code
+        if co is phase_code:
+            if _any(f is frame for f in phase_frames):
+                on[0] = False            # resumed after its phase
+            else:
+                phase_frames.append(frame)
+                on[0] = True
+            return None
+        if not on[0] or co.co_filename != entry_file or _getattr(co, "co_qualname", co.co_name) != entry_func:
+            return None
+        if _any(f is frame for f in entry_frames):
+            return None                  # a generator's resumption: not a new call
+        entry_frames.append(frame)
+        if _len(entry_frames) <= entry_nth:
+            return None
+        state["entry"] = frame
+        state["guard"] = True
+        try:
+            driver.reset()
+            driver.botframe = frame.f_back
+            sys.settrace(driver.trace_dispatch)
+        finally:
+            state["guard"] = False
+        return driver.trace_dispatch(frame, event, arg)
+
+    # From here on the repository's code may run (.pth files of the PythonPath, conftest.py, the
+    # test module): the audit hook watches it, as a function replay's module body.
+    sys.addaudithook(audit)
+    sys.gettrace = lambda: None      # the trace functions would lead to the driver's state
+    try:
+        os.chdir(d)
+    except OSError as e:
+        end("invalid", exc_type=_qualname(type(e)), exc_message="cannot enter %s: %s" % (d, e.strerror))
+    rstate = types.SimpleNamespace(tests=None, errors=[], verdicts=[], failure=None, fatal=None,
+                                   excs=[], exc_message=lambda e: "", options=None, fallback=False)
+    try:
+        _purge_preloaded(d, req["pythonpath"])
+        _extend_path(d, req["pythonpath"], req["paths"])
+        module = types.ModuleType("__main__")
+        module.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = module
+        runner = req["runner"]
+        if not runner:
+            try:
+                import pytest  # noqa: F401
+                runner = "pytest"
+            except Exception:
+                runner = "unittest"
+        state["guard"] = True
+        sys.settrace(pre)
+        state["guard"] = False
+        if runner == "pytest":
+            _pytest_run(req, rstate, lambda exc, when: None, _replay_phase)
+        else:
+            _unittest_run(req, rstate, lambda exc, when: None, _replay_phase)
+    except BaseException as e:
+        state["guard"] = True
+        sys.settrace(None)
+        end("invalid", exc_type="ReplayError", exc_message="the test runner raised %s before the entry call"
+            % _qualname(type(e)))
+    state["guard"] = True
+    sys.settrace(None)
+    end("invalid", exc_type="ReplayError", exc_message="the test ran without reaching the entry call "
+        "(call %d of %s in %s)" % (entry_nth + 1, entry_func, entry_file))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1747,8 +1924,9 @@ def _drop_unknown(opts, parser, args):
     opts.kept = new
 
 
-def _pytest_run(req, state, note):
-    """Collect or run one test with pytest, in this process."""
+def _pytest_run(req, state, note, phase=None):
+    """Collect or run one test with pytest, in this process; phase (a replay's) wraps each
+    phase of the test as _phase does for a traced run."""
     import pytest
     if req["traced"] and req["kind"] == "test":
         # Phases start only from pluggy's hook callers (wherever this pytest's pluggy came from).
@@ -1789,12 +1967,12 @@ def _pytest_run(req, state, note):
             elif report.when == "call":
                 state.verdicts.append("passed")
 
-    if req["traced"] and not collect:
+    if (req["traced"] or phase is not None) and not collect:
         # Each phase runs inside _phase, whose own events the tracer watches.
         wrap = pytest.hookimpl(hookwrapper=True, tryfirst=True)
-        Plugin.pytest_runtest_setup = wrap(_phase)
-        Plugin.pytest_runtest_call = wrap(_phase)
-        Plugin.pytest_runtest_teardown = wrap(_phase)
+        Plugin.pytest_runtest_setup = wrap(phase or _phase)
+        Plugin.pytest_runtest_call = wrap(phase or _phase)
+        Plugin.pytest_runtest_teardown = wrap(phase or _phase)
 
     # The repository's addopts, as this run applies them (see _runner_options); PYTEST_ADDOPTS
     # and PYTEST_PLUGINS never apply (a .pth file of the checkout's may have set them by now).
@@ -1835,8 +2013,9 @@ def _pytest_run(req, state, note):
                        % (code, req["test"]))
 
 
-def _unittest_run(req, state, note):
-    """Discover or run one test with unittest, in this process."""
+def _unittest_run(req, state, note, phase_fn=None):
+    """Discover or run one test with unittest, in this process; phase_fn (a replay's) wraps the
+    run as _phase does for a traced run."""
     import unittest
     import unittest.suite
     d = req["dir"]
@@ -1897,7 +2076,10 @@ def _unittest_run(req, state, note):
                 note(err[1], "call")
 
     try:
-        suite = loader.loadTestsFromName(req["test"])
+        if phase_fn is not None:
+            suite = _replay_suite(loader, req["test"])
+        else:
+            suite = loader.loadTestsFromName(req["test"])
     except Exception as e:
         state.verdicts.append("error")
         note(e, "collect")
@@ -1905,7 +2087,7 @@ def _unittest_run(req, state, note):
     result = Result()
     if req["traced"]:
         _N.tracer_phases(_code_objects([_unittest_run.__code__]))
-    phase = _phase() if req["traced"] else None
+    phase = _phase() if req["traced"] else (phase_fn() if phase_fn is not None else None)
     if phase is not None:
         next(phase)               # recording from here
     try:
@@ -1915,6 +2097,28 @@ def _unittest_run(req, state, note):
             next(phase, None)     # to here
     if not state.verdicts:
         state.fatal = ("LookupError", "no test matched %r" % (req["test"],))
+
+
+def _replay_suite(loader, name):
+    """loader.loadTestsFromName(name), for a replay: the test's module is found first (its
+    longest importable dotted prefix), so that unittest does not try to import the longer ones and
+    format the traceback of each failure (which reads frames: the replay's audit hook ends the
+    replay at that).  The module and the test are the same as loadTestsFromName's."""
+    import importlib
+    import importlib.util
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        mod = ".".join(parts[:i])
+        try:
+            spec = importlib.util.find_spec(mod)
+        except Exception:        # a parent that is not a package, or whose import failed
+            spec = None
+        if spec is None:
+            continue
+        if i == len(parts):
+            return loader.loadTestsFromName(name)
+        return loader.loadTestsFromName(".".join(parts[i:]), importlib.import_module(mod))
+    return loader.loadTestsFromName(name)
 
 
 def _unwrap(exc):
@@ -2159,9 +2363,10 @@ def validate_run(msg, fds):
     writable, writable_bytes = msg.get("writable", ""), msg.get("writable_bytes", 0)
     if type(writable) is not str or type(writable_bytes) is not int or writable_bytes < 0:
         raise ProtocolError("run: writable must be a path and writable_bytes a count")
-    if writable and (kind in ("call", "replay") or not writable.startswith("/")
+    if writable and (kind == "call" or not writable.startswith("/")
                      or os.path.normpath(writable) != writable or writable == "/"):
-        raise ProtocolError("run: writable must be a clean absolute path, for test runs only")
+        raise ProtocolError("run: writable must be a clean absolute path, for test runs (and their "
+                            "replays) only")
     return {"id": msg["id"], "kind": kind, "runner": msg.get("runner", ""),
             "limits": _check_limits(msg.get("limits", {})),
             "writable": writable, "writable_bytes": writable_bytes}
@@ -2177,12 +2382,27 @@ def validate_body(hdr, msg):
     if type(msg) is not dict:
         raise ProtocolError("run: the request is not an object")
     kind = hdr["kind"]
+    entry = None
+    if kind == "replay" and msg.get("dir"):
+        # a repository replay: the row's test and its entry call
+        if type(msg["dir"]) is not str or not msg["dir"].startswith("/"):
+            raise ProtocolError("run: dir must be an absolute path")
+        if type(msg.get("test")) is not str or not msg["test"]:
+            raise ProtocolError("run: test must be a non-empty string")
+        entry = msg.get("entry")
+        if (type(entry) is not dict or type(entry.get("file")) is not str or not entry["file"].startswith("/")
+                or type(entry.get("qualname")) is not str or not entry["qualname"]
+                or type(entry.get("occurrence")) is not int or entry["occurrence"] < 0):
+            raise ProtocolError("run: a repository replay needs entry {file, qualname, occurrence}")
+        entry = {"file": entry["file"], "qualname": entry["qualname"], "occurrence": entry["occurrence"]}
     if kind in ("call", "replay"):
-        need("code", str)
-        need("filename", str)
-        need("call", str)
+        if entry is None:
+            need("code", str)
+            need("filename", str)
+            need("call", str)
         if kind == "replay":
-            need("wrapper", str)
+            if entry is None:
+                need("wrapper", str)
             actions = msg.get("actions") or []
             if type(actions) is not list:
                 raise ProtocolError("run: actions must be a list")
@@ -2217,7 +2437,7 @@ def validate_body(hdr, msg):
             "test": msg.get("test", ""), "traced": msg.get("traced", False),
             "exclude": msg.get("exclude") or [], "pythonpath": msg.get("pythonpath") or [],
             "options": msg.get("options", ""), "paths": msg.get("paths") or [],
-            "wrapper": msg.get("wrapper", ""), "actions": msg.get("actions") or []}
+            "wrapper": msg.get("wrapper", ""), "actions": msg.get("actions") or [], "entry": entry}
 
 
 def _signal_group(pid):

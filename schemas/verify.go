@@ -50,6 +50,9 @@ const (
 	NotReplayedInverse = "inverse"
 	// NotReplayedNotReExecuted: the row's item was not re-executed (see NotReExecuted).
 	NotReplayedNotReExecuted = "not_re_executed"
+	// NotReplayedNoEntry: a repository-level row whose entry call the re-executed trace of its
+	// test does not give (its seed now picks another function, or the trace has no call).
+	NotReplayedNoEntry = "entry_not_found"
 	// NotReplayedOther: the replayer declined the row without naming a kind (its detail says why).
 	NotReplayedOther = "not_replayable"
 )

@@ -30,7 +30,9 @@ ndtrace can. A difference is printed with the row id and the first differing sta
 
 Repository-level rows are re-executed by checking the repository out again at the row's commit
 and running its tests as the pipeline does (--scratch, --envs); the function-level rows found in
-its tests are checked against the functions found again. A repository whose ref now resolves to
+its tests are checked against the functions found again; both are replayed on bdb there, in the
+checkout and environment, a repository-level row from its entry call inside its test. A
+repository whose ref now resolves to
 another commit is not re-executed: its rows are counted as such, never as agreement.
 
 The result, the certificate, is written into the dataset as versions/<version>/verify.json

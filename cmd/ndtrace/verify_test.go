@@ -65,12 +65,24 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	if v.Checked != v.Sample.Size || len(v.NotReExecuted) != 0 || !levels["repository/true"] || !levels["function/true"] || !levels["function/false"] {
 		t.Errorf("not every kind of row was re-executed: %+v (rows: %v)", v, levels)
 	}
-	if v.Replay.Run != 0 || v.Replay.NotReplayed[schemas.NotReplayedNotRun]+v.Replay.NotReplayed[schemas.NotReplayedNotReExecuted] != v.Sample.Size {
-		// Until the replayer on bdb is wired into the tracer (issue 16 part 2), replay is counted
-		// as not run, and never as agreement.
-		if verifyReplayer(&pipeline.Tracer{}) == nil {
-			t.Errorf("replay without a replayer: %+v", v.Replay)
+	// Every forward row is replayed on bdb, the repository's rows in its re-executed checkout:
+	// each agrees or differs by a named kind, never an unexplained mismatch.
+	fwdLevels := map[string]int{}
+	for _, r := range allRows(t, out) {
+		if r.Direction == "forward" {
+			fwdLevels[r.Level+"/"+fmt.Sprint(r.RepoURL != "")]++
 		}
+	}
+	forwardRows := fwdLevels["function/false"] + fwdLevels["function/true"] + fwdLevels["repository/true"]
+	agreedOrNamed := v.Replay.Agreed
+	for k, n := range v.Replay.Differences {
+		if k != pipeline.ReplayMismatch && k != pipeline.ReplayTampered {
+			agreedOrNamed += n
+		}
+	}
+	if fwdLevels["repository/true"] == 0 || fwdLevels["function/true"] == 0 || v.Replay.Run != forwardRows ||
+		agreedOrNamed != v.Replay.Run || v.Replay.NotReplayed[schemas.NotReplayedInverse] != v.Sample.Size-forwardRows {
+		t.Errorf("replay on bdb of %v forward rows: %+v\n%v", fwdLevels, v.Replay, v.Examples)
 	}
 	if !strings.Contains(so, "PASSED") || !strings.Contains(so, "100.0%") || !strings.Contains(so, "verify.json") {
 		t.Errorf("report:\n%s", so)

@@ -32,9 +32,8 @@ type namespaces struct{}
 func (namespaces) Name() string { return "namespaces" }
 
 // nsinitConfig is what the parent hands to nsinit, as argv[1]; the interpreter's arguments follow
-// as argv[2:], each its own string (the tracer's source is one of them: JSON-escaped within
-// argv[1] with the rest, it would come near the kernel's bound on one argument, MAX_ARG_STRLEN,
-// 128 KiB).
+// as argv[2:], each its own string (JSON-escaped within argv[1], a repository's many read-only
+// paths could come near the kernel's bound on one argument, MAX_ARG_STRLEN, 128 KiB).
 type nsinitConfig struct {
 	Root     string            `json:"root"`
 	ReadOnly []string          `json:"ro"`

@@ -2649,14 +2649,21 @@ def _code_objects(roots):
 
 
 def _tracer_codes():
-    """Every code object of this file: the module's code (the bottom frame of every process
-    started from this file) and everything nested in it.  Recomputed where needed, never kept
+    """Every code object of this file: the module's code and everything nested in it, with the
+    one-line -c program that compiled it (sandbox.tracerBootstrap): the module-level frames at
+    the bottom of every process started from this file.  Recomputed where needed, never kept
     in a global: a list of the tracer's code objects is exactly what traced code must not
     find."""
-    f = sys._getframe()
-    while f.f_back is not None:
+    frames, f = [], sys._getframe()
+    while f is not None:
+        frames.append(f)
         f = f.f_back
-    return _code_objects([f.f_code])
+    roots = []
+    for f in reversed(frames):
+        if f.f_code.co_name != "<module>" or f.f_code.co_filename != "<string>":
+            break
+        roots.append(f.f_code)
+    return _code_objects(roots)
 
 
 def _import_codes():

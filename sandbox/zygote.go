@@ -30,6 +30,12 @@ var tracerSource string
 // TracerVersion identifies the tracer's behaviour; it changes whenever its output could.
 const TracerVersion = "5"
 
+// tracerBootstrap is the interpreter's -c program: it runs tracer.py from the support directory,
+// compiled under the name -c gives ("<string>", which the tracer's checks of frames rely on). The
+// source itself is not an argument: the kernel bounds one argument at 128 KiB (MAX_ARG_STRLEN),
+// and a tracer that outgrew it would stop every sandbox from starting.
+const tracerBootstrap = "exec(compile(open(" + `'` + supportMount + "/tracer.py', 'rb').read(), '<string>', 'exec'))"
+
 // sandboxEnv is the whole environment of the sandboxed interpreter.
 var sandboxEnv = []string{
 	"PYTHONHASHSEED=0", "PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp", "TMPDIR=/tmp",
@@ -96,7 +102,7 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 		conn.Close()
 		return nil, err
 	}
-	args := []string{"-s", "-B", "-P", "-c", tracerSource, "--ctrl-fd", "3", "--support", supportMount,
+	args := []string{"-s", "-B", "-P", "-c", tracerBootstrap, "--ctrl-fd", "3", "--support", supportMount,
 		"--tmp-bytes", strconv.FormatInt(cfg.TmpBytes, 10), "--shm-bytes", strconv.FormatInt(cfg.ShmBytes, 10)}
 	for _, p := range ro {
 		args = append(args, "--ro", p)
@@ -341,8 +347,8 @@ func (c *capBuffer) Total() int64 {
 	return c.total
 }
 
-// supportMount is where every sandbox sees its support directory (read-only): the native
-// helper and the seccomp program of its items.
+// supportMount is where every sandbox sees its support directory (read-only): the tracer, the
+// native helper and the seccomp program of its items.
 const supportMount = "/.ndtrace"
 
 // newSupportDir writes a sandbox's support directory: world-readable, because the sandbox's
@@ -368,7 +374,8 @@ func newSupportDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("sandbox: support directory: %w", err)
 	}
-	for name, data := range map[string][]byte{"_ndtrace_native.so": lib, "seccomp.bpf": prog, "seccomp-nosysv.bpf": progNoSysV} {
+	for name, data := range map[string][]byte{"_ndtrace_native.so": lib, "seccomp.bpf": prog, "seccomp-nosysv.bpf": progNoSysV,
+		"tracer.py": []byte(tracerSource)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			os.RemoveAll(dir)
 			return "", fmt.Errorf("sandbox: support directory: %w", err)

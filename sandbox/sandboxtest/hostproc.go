@@ -10,9 +10,9 @@ import (
 	"strings"
 )
 
-// zygoteMarker is a phrase of the tracer's docstring, which is on every zygote's command line
-// (python3 -c <tracer source>).
-const zygoteMarker = "ndtrace sandbox zygote and line tracer"
+// zygoteMarker is on every zygote's command line: the -c program that runs the tracer from the
+// sandbox's support directory (sandbox.tracerBootstrap).
+const zygoteMarker = "open('/.ndtrace/tracer.py', 'rb')"
 
 // hostProcs maps every host pid to its parent.
 func hostProcs() map[int]int {

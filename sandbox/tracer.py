@@ -765,10 +765,9 @@ def _prepare(hdr, opts):
                                  [p for p in sys.path if p.endswith("lib-dynload")] + opts.ext_root)
         sys.argv = [req["filename"] or req["runner"] or "python"]
         random.seed(req["seed"])
-        if req["kind"] == "call" or (req["kind"] == "replay" and not req["dir"]):
+        function_item = req["kind"] == "call" or (req["kind"] == "replay" and not req["dir"])
+        if function_item:
             os.chdir("/tmp")
-            if req["pythonpath"]:
-                _extend_path(None, req["pythonpath"])
         if req["kind"] == "replay":
             # No C tracer: the replay driver seals its own stream (docs/tracer-protocol.md).
             req["key"] = key
@@ -776,6 +775,12 @@ def _prepare(hdr, opts):
             _setup_tracer(req, key)
         del key, body
         _N.seal()
+        # The PythonPath's .pth files are code of the environment's: they run only once the
+        # tracer is set up and sealed (its audit hook on, the code it trusts fixed) and no frame
+        # holds the key (an attacker's review: a .pth file read the key from this frame and
+        # replaced the sys._getframe _tracer_codes walks).
+        if function_item and req["pythonpath"]:
+            _extend_path(None, req["pythonpath"])
     except BaseException as e:
         _report_setup_failure((0, 1, 2), "item request", e)
         os._exit(EXIT_SETUP)

@@ -2,7 +2,9 @@ package sandbox_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,5 +71,148 @@ func TestPthBeforeTracerSetup(t *testing.T) {
 				t.Fatalf("traced code found the key: %s %q (%s)", res.Status, res.Value, res.Detail)
 			}
 		})
+	}
+}
+
+// driverWalk reaches the replay driver's seal and end functions the way TestReplayForgeryResidual
+// does (the documented residual risk).
+const driverWalk = `import bdb
+def driver_fns():
+    todo = [v for k, v in vars(bdb.Bdb.__subclasses__()[-1]).items() if callable(v)]
+    fns, seen = {}, set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen or getattr(fn, '__closure__', None) is None:
+            continue
+        seen.add(id(fn))
+        fns[fn.__name__] = fn
+        todo += [c.cell_contents for c in fn.__closure__ if type(c.cell_contents).__name__ == 'function']
+    return fns
+`
+
+// TestReplayCannotFailAsSandbox (an attacker's review): a replay is never a sandbox error of the
+// code's making. A sandbox error is an error of Replay, which ends `ndtrace verify` without a
+// verdict (replays must never gate it); code that knows it runs under bdb ('bdb' in
+// sys.modules) could exit with the tracer's own exit codes before the driver sealed anything, or
+// (with the driver's seal, the documented residual) seal an end record of a status only the
+// sandbox gives, or a TracerError. Each is now the replay's own outcome: killed, or tampered.
+func TestReplayCannotFailAsSandbox(t *testing.T) {
+	sb := shared(t)
+	wrapper := "def main():\n    return f(2)\n"
+	steps := [][2]string{{"step_into", ""}, {"continue", ""}}
+	for _, c := range []struct {
+		name, code string
+		want       []schemas.Status
+	}{
+		{"exit 70 in the module body", "import os, sys\nif 'bdb' in sys.modules:\n    os._exit(70)\n\ndef f(x):\n    return x\n", []schemas.Status{schemas.StatusKilled}},
+		{"exit 97 in the module body", "import os, sys\nif 'bdb' in sys.modules:\n    os._exit(97)\n\ndef f(x):\n    return x\n", []schemas.Status{schemas.StatusKilled}},
+		{"exit 70 in the function", "import os\n\ndef f(x):\n    os._exit(70)\n", []schemas.Status{schemas.StatusKilled}},
+		{"sealed sandbox_error end", driverWalk + "\ndef f(x):\n    driver_fns()['end']('sandbox_error')\n",
+			[]schemas.Status{schemas.StatusTampered}},
+		{"sealed killed end", driverWalk + "\ndef f(x):\n    driver_fns()['end']('killed')\n",
+			[]schemas.Status{schemas.StatusTampered}},
+		{"sealed TracerError and exit 70", driverWalk + "\nimport os\n\ndef f(x):\n" +
+			"    driver_fns()['seal']('{\"event\":\"end\",\"status\":\"exception\",\"exc_type\":\"TracerError\",\"exc_message\":\"forged\",\"events\":0}\\n')\n" +
+			"    os._exit(70)\n", []schemas.Status{schemas.StatusException, schemas.StatusKilled, schemas.StatusTampered}},
+	} {
+		res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: c.code, Call: "f(2)", Wrapper: wrapper, Actions: steps})
+		if err != nil {
+			t.Errorf("%s: the replay failed as the sandbox's: %v", c.name, err)
+			continue
+		}
+		if !slices.Contains(c.want, res.Status) {
+			t.Errorf("%s: status %s (%s), want %v", c.name, res.Status, res.Detail, c.want)
+		}
+	}
+	// A repository replay whose conftest.py exits so, before the entry call.
+	dir := filepath.Join(sandboxtest.HostDir(t), "exits")
+	sandboxtest.WriteTree(t, dir, map[string]string{"lib.py": "def f(x):\n    return x + 1\n",
+		"tests/conftest.py": "import os, sys\nif 'bdb' in sys.modules:\n    os._exit(97)\n",
+		"tests/test_lib.py": "from lib import f\n\n\ndef test_f():\n    assert f(2) == 3\n",
+		"tests/__init__.py": ""})
+	rsb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsb.Close()
+	res, err := rsb.ReplayTest(context.Background(), sandbox.ReplayTestRequest{Dir: dir, Test: "tests/test_lib.py::test_f",
+		Entry: sandbox.ReplayEntry{File: filepath.Join(dir, "lib.py"), QualName: "f"}, Actions: steps})
+	if err != nil || res.Status != schemas.StatusKilled {
+		t.Errorf("conftest.py exit 97: %v %+v", err, res)
+	}
+}
+
+// TestReplayNoResidue (an attacker's review): what one replay leaves in its checkout's view,
+// /tmp or /dev/shm is gone for the next (each replay is an item of its own), so one row's replay
+// cannot change another's.
+func TestReplayNoResidue(t *testing.T) {
+	dir := filepath.Join(sandboxtest.HostDir(t), "residue")
+	sandboxtest.WriteTree(t, dir, map[string]string{
+		"lib.py": `import os
+
+MARKS = ("mark.txt", "/tmp/mark.txt", "/dev/shm/mark.txt")
+
+
+def f(x):
+    seen = [m for m in MARKS if os.path.exists(m)]
+    return (x, seen)
+`,
+		"tests/conftest.py": "from lib import MARKS\n\nfor m in MARKS:\n    try:\n        open(m, 'w').close()\n    except OSError:\n        pass\n",
+		"tests/test_lib.py": "import os\nfrom lib import f\n\n\ndef test_f():\n    os.chdir(os.path.dirname(os.path.dirname(__file__)))\n    f(2)\n",
+		"tests/__init__.py": ""})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var values []string
+	for range 2 {
+		res, err := sb.ReplayTest(context.Background(), sandbox.ReplayTestRequest{Dir: dir, Test: "tests/test_lib.py::test_f",
+			Entry: sandbox.ReplayEntry{File: filepath.Join(dir, "lib.py"), QualName: "f"}, Actions: [][2]string{{"continue", ""}}})
+		if err != nil || res.Status != schemas.StatusOK {
+			t.Fatalf("replay: %v %+v", err, res)
+		}
+		values = append(values, res.Value)
+	}
+	if values[0] != values[1] {
+		t.Errorf("the first replay changed the second's: %q then %q", values[0], values[1])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mark.txt")); err == nil {
+		t.Errorf("a replay wrote into the checkout")
+	}
+}
+
+// TestReplayPthCannotFailAsSandbox (an attacker's review): a function replay's PythonPath (for a
+// function found in a repository, the checkout itself: its top-level .pth files) was added before
+// the driver existed, and a .pth file that saw a replay request in the frames below it could exit
+// with the tracer's own exit code, a sandbox error that ends `ndtrace verify` without a verdict.
+// The driver now adds the PythonPath itself, after its first seal and under its audit hook: the
+// frame walk is tampering, the exit the code's (killed). The same .pth file leaves a trace alone.
+func TestReplayPthCannotFailAsSandbox(t *testing.T) {
+	site := filepath.Join(sandboxtest.HostDir(t), "site")
+	sandboxtest.WriteTree(t, site, map[string]string{"zz_exit.pth": "import ndtrace_pth_exit\n", "ndtrace_pth_exit.py": `import os, sys
+if "bdb" in sys.modules:
+    os._exit(97)
+f = sys._getframe()
+while f is not None:
+    for v in list(f.f_locals.values()):
+        if type(v) is dict and v.get("kind") == "replay":
+            os._exit(97)
+    f = f.f_back
+`})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{PythonPath: []string{site}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	code := "def f(x):\n    return x + 1\n"
+	res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: code, Call: "f(2)", Wrapper: "def main():\n    return f(2)\n",
+		Actions: [][2]string{{"continue", ""}}})
+	if err != nil || (res.Status != schemas.StatusKilled && res.Status != schemas.StatusTampered) {
+		t.Errorf("replay: %v %+v", err, res)
+	}
+	tr, err := sb.Run(context.Background(), sandbox.Request{Code: code, Call: "f(2)"})
+	if err != nil || tr.Status != schemas.StatusOK || tr.Value != "3" {
+		t.Errorf("trace: %v %+v", err, tr)
 	}
 }

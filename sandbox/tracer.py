@@ -779,7 +779,9 @@ def _prepare(hdr, opts):
         # tracer is set up and sealed (its audit hook on, the code it trusts fixed) and no frame
         # holds the key (an attacker's review: a .pth file read the key from this frame and
         # replaced the sys._getframe _tracer_codes walks).
-        if function_item and req["pythonpath"]:
+        # (A function replay adds it itself, once its driver has sealed its first chunk and its
+        # audit hook is on, as a repository replay does.)
+        if req["kind"] == "call" and req["pythonpath"]:
             _extend_path(None, req["pythonpath"])
     except BaseException as e:
         _report_setup_failure((0, 1, 2), "item request", e)
@@ -1245,6 +1247,10 @@ def _run_replay(req):
             self.land(frame, "exception", exc_info)
 
     driver = Driver()
+    # A first chunk, sealed before any of the item's code runs (as the C tracer's): from here on
+    # an exit with the tracer's own codes is the code's (killed), never a sandbox error, which
+    # would end `ndtrace verify` without a verdict (an attacker's review).
+    seal("")
     if test_dir:
         _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_nth)
     for fn in targets:     # bdb looks a breakpoint's line up under the file's canonical name
@@ -1253,6 +1259,8 @@ def _run_replay(req):
     sys.addaudithook(audit)
     sys.gettrace = lambda: None      # the driver's bound method would lead to its state
     try:
+        if req["pythonpath"]:
+            _extend_path(None, req["pythonpath"])    # the .pth files are the environment's code
         exec(code, namespace)
         # The wrapper's main() is not bound in the module (the item may have a main of its own,
         # which CALL then names); its import (islice) is, unless the module has that name.

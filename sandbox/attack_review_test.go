@@ -216,3 +216,74 @@ while f is not None:
 		t.Errorf("trace: %v %+v", err, tr)
 	}
 }
+
+// TestReplayNoUnwatchedRepositoryCode (an attacker's review): the replay driver switches its audit
+// hook off (guard) around its own work, so none of the repository's code may run inside it. Two
+// ways it did: the driver reads a replayed file with the codec its coding cookie names (a codec
+// search function of the repository's, registered by conftest.py, whose decoder then walked the
+// frames unwatched), and the breakpoint's scan of sys.modules looks "__file__" up in each module's
+// dict (a key of the repository's whose hash collides runs its __eq__). Both now run with the
+// hook on: the walk is tampering.
+func TestReplayNoUnwatchedRepositoryCode(t *testing.T) {
+	codec := `import builtins, codecs, sys
+calls, found = [0], []
+utf8 = codecs.lookup("utf-8")
+def dec(b, errors="strict"):
+    calls[0] += 1
+    if calls[0] >= 2:       # the first decoding is the import's
+        f = sys._getframe(1)
+        while f is not None:
+            found.append(f.f_code.co_name)
+            f = f.f_back
+    return codecs.utf_8_decode(b, errors, True)
+codecs.register(lambda name: codecs.CodecInfo(utf8.encode, dec, name=name) if name == "ndtrace_evil" else None)
+builtins._ndtrace_found = found
+`
+	collide := `import builtins, sys, types
+found = []
+class Key(str):
+    def __hash__(self):
+        return hash("__file__")
+    def __eq__(self, other):
+        f = sys._getframe(1)
+        while f is not None:
+            found.append(f.f_code.co_name)
+            f = f.f_back
+        return False
+m = types.ModuleType("ndtrace_collide")
+m.__dict__[Key("x")] = 1
+sys.modules["ndtrace_collide"] = m
+builtins._ndtrace_found = found
+`
+	lib := "import builtins\n\n\ndef f(x):\n    y = x + 1\n    return len(builtins._ndtrace_found)\n"
+	root := sandboxtest.HostDir(t)
+	cases := []struct {
+		name, conftest, lib string
+		actions            [][2]string
+	}{
+		{"codec", codec, "# -*- coding: ndtrace_evil -*-\n" + lib, [][2]string{{"step_into", ""}, {"continue", ""}}},
+		{"dict key", collide, lib, [][2]string{{"breakpoint", "    return len(builtins._ndtrace_found)"}, {"continue", ""}}},
+	}
+	var dirs []string
+	for _, c := range cases {
+		dir := filepath.Join(root, c.name)
+		sandboxtest.WriteTree(t, dir, map[string]string{"lib.py": c.lib, "tests/conftest.py": c.conftest, "tests/__init__.py": "",
+			"tests/test_lib.py": "from lib import f\n\n\ndef test_f():\n    f(2)\n"})
+		dirs = append(dirs, dir)
+	}
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: dirs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	for i, c := range cases {
+		res, err := sb.ReplayTest(context.Background(), sandbox.ReplayTestRequest{Dir: dirs[i], Test: "tests/test_lib.py::test_f",
+			Entry: sandbox.ReplayEntry{File: filepath.Join(dirs[i], "lib.py"), QualName: "f"}, Actions: c.actions})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Status != schemas.StatusTampered {
+			t.Errorf("%s: status %s %q (%s), want tampered\n%s", c.name, res.Status, res.Value, res.Detail, replayStops(res))
+		}
+	}
+}

@@ -1031,10 +1031,13 @@ def _run_replay(req):
             return t
 
         def load(fn):
-            """A file of the checkout read as the tracer's helpers read it (no user code runs)."""
+            """A file of the checkout read as the tracer's helpers read it.  The repository's
+            code can run here (the codec a coding cookie names is looked up and decodes), so the
+            audit hook watches (an attacker's review: a codec of its own walked the frames while
+            the driver's guard was on)."""
             ls = lines.get(fn)
             if ls is None:
-                guard, state["guard"] = state["guard"], True
+                guard, state["guard"] = state["guard"], False
                 try:
                     with io.open(fn, "rb") as fh:
                         data = fh.read()
@@ -1162,6 +1165,16 @@ def _run_replay(req):
                 return
             a, arg = actions[self.next_action]
             self.next_action += 1
+            if a == "breakpoint" and test_dir:
+                # every file of the repository's imported so far (the row's CODE context holds
+                # only functions the run visits). Before the guard: a module's dict is the
+                # repository's, and a key of its own runs its __eq__ in the lookup (an
+                # attacker's review).
+                for m in _list(sys.modules.values()):
+                    if _type(m) is types.ModuleType:
+                        fn = m.__dict__.get("__file__")
+                        if _type(fn) is _str and is_target(fn):
+                            load(fn)
             state["guard"] = True
             try:
                 if a == "step_into":
@@ -1171,14 +1184,6 @@ def _run_replay(req):
                 elif a == "step_return":
                     self.set_return(frame)
                 elif a == "breakpoint":
-                    if test_dir:
-                        # every file of the repository's imported so far (the row's CODE
-                        # context holds only functions the run visits)
-                        for m in _list(sys.modules.values()):
-                            if _type(m) is types.ModuleType:
-                                fn = m.__dict__.get("__file__")
-                                if _type(fn) is _str and is_target(fn):
-                                    load(fn)
                     for fn, ls in _list(lines.items()):
                         for i, text in enumerate(ls):
                             if text == arg:

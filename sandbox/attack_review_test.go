@@ -259,7 +259,7 @@ builtins._ndtrace_found = found
 	root := sandboxtest.HostDir(t)
 	cases := []struct {
 		name, conftest, lib string
-		actions            [][2]string
+		actions             [][2]string
 	}{
 		{"codec", codec, "# -*- coding: ndtrace_evil -*-\n" + lib, [][2]string{{"step_into", ""}, {"continue", ""}}},
 		{"dict key", collide, lib, [][2]string{{"breakpoint", "    return len(builtins._ndtrace_found)"}, {"continue", ""}}},

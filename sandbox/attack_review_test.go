@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -285,5 +286,62 @@ builtins._ndtrace_found = found
 		if res.Status != schemas.StatusTampered {
 			t.Errorf("%s: status %s %q (%s), want tampered\n%s", c.name, res.Status, res.Value, res.Detail, replayStops(res))
 		}
+	}
+}
+
+// TestTracedCodecCannotFakeSource (an attacker's review): a repository's conftest.py registers a
+// codec (no audit event) that a file's coding cookie names. The tracer accepts code compiled at
+// run time under a traced file's name only if it equals code compiled from the file's bytes
+// (code_under_traced_name), and it compiles those bytes with the file's codec: a decoder that
+// gave the tracer's compile other text than the import's made fake code pass for the file's (a
+// trace whose events show "y = x + 1" with y == 102).
+func TestTracedCodecCannotFakeSource(t *testing.T) {
+	dir := filepath.Join(sandboxtest.HostDir(t), "codec")
+	sandboxtest.WriteTree(t, dir, map[string]string{
+		"lib.py":            "# -*- coding: ndtrace_evil -*-\ndef f(x):\n    y = x + 1\n    return y\n",
+		"tests/__init__.py": "",
+		"tests/conftest.py": `import codecs, sys
+FAKE = "# -*- coding: ndtrace_evil -*-\ndef f(x):\n    y = x + 100\n    return y\n"
+utf8 = codecs.lookup("utf-8")
+def dec(b, errors="strict"):
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "file_codes":
+            return FAKE, len(b)
+        f = f.f_back
+    return codecs.utf_8_decode(b, errors, True)
+codecs.register(lambda name: codecs.CodecInfo(utf8.encode, dec, name=name) if name == "ndtrace_evil" else None)
+`,
+		"legit.py":            "# -*- coding: latin-1 -*-\n# caf\xe9\ndef g(x):\n    return x * 2\n",
+		"tests/test_legit.py": "from legit import g\n\n\ndef test_g():\n    assert g(2) == 4\n",
+		"tests/test_lib.py": `import lib
+from tests.conftest import FAKE
+
+
+def test_f():
+    ns = {}
+    exec(compile(FAKE, lib.__file__, "exec"), ns)
+    assert ns["f"](2) == 102
+`})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ReadOnly: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.RunTest(context.Background(), sandbox.TestRequest{Dir: dir, Test: "tests/test_lib.py::test_f", Traced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Result.Status != schemas.StatusTampered {
+		var b strings.Builder
+		for _, e := range res.Result.Events {
+			fmt.Fprintf(&b, "%s %s:%d %q %v\n", e.Event, e.Func, e.Lineno, e.Src, e.Locals)
+		}
+		t.Errorf("status %s (%s) outcome %s, want tampered\n%s", res.Result.Status, res.Result.Detail, res.Outcome, b.String())
+	}
+	// A file in Latin-1 (decoded by CPython's own decoder) traces as before.
+	res, err = sb.RunTest(context.Background(), sandbox.TestRequest{Dir: dir, Test: "tests/test_legit.py::test_g", Traced: true})
+	if err != nil || res.Result.Status != schemas.StatusOK || res.Outcome != sandbox.OutcomePassed || len(res.Result.Events) == 0 {
+		t.Errorf("a Latin-1 file: %v %s (%s) %s", err, res.Result.Status, res.Result.Detail, res.Outcome)
 	}
 }

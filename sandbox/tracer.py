@@ -31,6 +31,7 @@ Standard library and the sandbox's own native helper (sandbox/native) only; work
 import argparse
 import ast
 import builtins
+import codecs
 import fcntl
 import functools
 import gc
@@ -246,6 +247,24 @@ def _helpers(req):
 
     _os_open, _os_read, _os_close, _O_RDONLY, _CodeType = os.open, os.read, os.close, os.O_RDONLY, types.CodeType
 
+    _BOM = codecs.BOM_UTF8
+    _NATIVE = {"utf-8": "utf-8", "utf-8-sig": "utf-8", "iso-8859-1": "latin-1", "ascii": "ascii",
+               "us-ascii": "ascii"}
+
+    def native_decode(data):
+        """A source file's text, decoded by CPython's own UTF-8, Latin-1 or ASCII decoder (never
+        a codec of the registry, which the traced code can extend: codecs.register, no audit
+        event); None for a file whose coding cookie names any other encoding.  An attacker's
+        review: a codec of conftest.py's gave this compile other text than the import's, and
+        code compiled at run time from that text passed for the file's."""
+        enc, _ = _detect_encoding(_BytesIO(data).readline)
+        name = _NATIVE.get(enc.lower())
+        if name is None:
+            return None
+        if data.startswith(_BOM):
+            data = data[3:]
+        return data.decode(name)
+
     def file_codes(fn):
         """Every code object compiled from the file fn as the import system compiles it (the
         file's bytes, dont_inherit), or None.  A traced code object of that file must equal one
@@ -262,7 +281,10 @@ def _helpers(req):
                     chunks.append(b)
             finally:
                 _os_close(fd)
-            code = _compile(b"".join(chunks), fn, "exec", dont_inherit=True)
+            text = native_decode(b"".join(chunks))
+            if text is None:
+                return None
+            code = _compile(text, fn, "exec", dont_inherit=True)
         except Exception:
             return None
         out, todo = [], [code]

@@ -345,3 +345,50 @@ def test_f():
 		t.Errorf("a Latin-1 file: %v %s (%s) %s", err, res.Result.Status, res.Result.Detail, res.Outcome)
 	}
 }
+
+// TestReplayCodeUnderReplayedNameResidual pins a residual risk of replays (docs/debugger.md,
+// "Replay on bdb"): the replay has no check of the C tracer's code_under_traced_name, so code
+// compiled at run time under the replayed file's name is replayed as that file: its stops show
+// the file's real lines ("y = x + 1") with the values of code that is not there (y == 102). The
+// trace of the same code is tampered, so no row shows it; a replay's agreement is evidence about
+// honest code only, and verify's verdict rests on the re-execution.
+func TestReplayCodeUnderReplayedNameResidual(t *testing.T) {
+	sb := shared(t)
+	code := "def g(x):\n    y = x + 1\n    return y\n\ndef f(x):\n    ns = {}\n" +
+		"    exec(compile('def g(x):\\n    y = x + 100\\n    return y\\n', 'main.py', 'exec'), ns)\n    return ns['g'](x)\n"
+	tr := trace(t, code, "f(2)")
+	if tr.Status != schemas.StatusTampered {
+		t.Fatalf("trace: %s (%s)", tr.Status, tr.Detail)
+	}
+	res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: code, Call: "f(2)", Wrapper: "def main():\n    return f(2)\n",
+		Actions: [][2]string{{"breakpoint", "    return y"}, {"continue", ""}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status == schemas.StatusTampered {
+		t.Fatalf("the replay now catches code under its file's name (%s): update docs/debugger.md and make this a tampered expectation", res.Detail)
+	}
+	if n := len(res.Events); res.Status != schemas.StatusOK || res.Value != "102" || n == 0 || res.Events[n-1].Src != "    return y" {
+		t.Errorf("the documented residual no longer works as written:\n%s", replayStops(res))
+	}
+}
+
+// TestPthExitResidual pins a residual risk (docs/sandbox.md, threat model): a function item's
+// PythonPath runs its .pth files before the tracer seals its first chunk, so one that exits with
+// the tracer's own exit code makes the item a sandbox error. For a function found in a
+// repository the checkout itself is on the PythonPath (pipeline's functionConfig), so the
+// repository's top-level .pth files can do this to its own function items (a replay of them is
+// the replay's own outcome: TestReplayPthCannotFailAsSandbox).
+func TestPthExitResidual(t *testing.T) {
+	site := filepath.Join(sandboxtest.HostDir(t), "site")
+	sandboxtest.WriteTree(t, site, map[string]string{"zz_exit.pth": "import os; os._exit(97)\n"})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{PythonPath: []string{site}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Run(context.Background(), sandbox.Request{Code: "def f(x):\n    return x\n", Call: "f(2)"})
+	if res == nil || res.Status != schemas.StatusSandboxError || err == nil {
+		t.Fatalf("the residual no longer holds as written (update docs/sandbox.md): %v %+v", err, res)
+	}
+}

@@ -112,6 +112,8 @@ func TestReplayCannotFailAsSandbox(t *testing.T) {
 			[]schemas.Status{schemas.StatusTampered}},
 		{"sealed killed end", driverWalk + "\ndef f(x):\n    driver_fns()['end']('killed')\n",
 			[]schemas.Status{schemas.StatusTampered}},
+		{"sealed end of no known status", driverWalk + "\ndef f(x):\n    driver_fns()['end']('no_such_status')\n",
+			[]schemas.Status{schemas.StatusTampered}},
 		{"sealed TracerError and exit 70", driverWalk + "\nimport os\n\ndef f(x):\n" +
 			"    driver_fns()['seal']('{\"event\":\"end\",\"status\":\"exception\",\"exc_type\":\"TracerError\",\"exc_message\":\"forged\",\"events\":0}\\n')\n" +
 			"    os._exit(70)\n", []schemas.Status{schemas.StatusException, schemas.StatusKilled, schemas.StatusTampered}},

@@ -499,8 +499,9 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 	// Neither tracer ever seals these: only Go gives them. An end record that claims one was
 	// written by the item's code (a replay's: an attacker's review sealed sandbox_error, which
 	// would have ended `ndtrace verify` without a verdict).
+	// A replay's end record of no known status is the code's too (its driver writes known ones).
 	forgedEnd := end != nil && (end.status == schemas.StatusSandboxError || end.status == schemas.StatusKilled ||
-		end.status == schemas.StatusTimeout || end.status == schemas.StatusOutputLimit)
+		end.status == schemas.StatusTimeout || end.status == schemas.StatusOutputLimit || (replay && !end.status.Valid()))
 	if c := res.Consume; c != nil && end != nil && end.status == schemas.StatusOK {
 		c.Value = end.value
 		c.Exhausted = c.Values >= 0 && c.Values < c.Limit

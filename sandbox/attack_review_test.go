@@ -394,3 +394,30 @@ func TestPthExitResidual(t *testing.T) {
 		t.Fatalf("the residual no longer holds as written (update docs/sandbox.md): %v %+v", err, res)
 	}
 }
+
+// TestPthUnderTracerHook (an attacker's review): a function item's .pth files now run under the
+// tracer's audit hook: one that reaches for the tracer's machinery (gc introspection) makes the
+// item tampered, and ctypes stays unavailable.
+func TestPthUnderTracerHook(t *testing.T) {
+	root := sandboxtest.HostDir(t)
+	for _, c := range []struct {
+		name, pth string
+		want      schemas.Status
+	}{
+		{"gc", "import gc; gc.get_objects()\n", schemas.StatusTampered},
+		{"ctypes", "import builtins\ntry:\n    import ctypes; builtins._ndtrace_ctypes = True\nexcept ImportError: builtins._ndtrace_ctypes = False\n", schemas.StatusOK},
+	} {
+		site := filepath.Join(root, c.name)
+		mod := "ndtrace_pth_" + c.name
+		sandboxtest.WriteTree(t, site, map[string]string{"zz.pth": "import " + mod + "\n", mod + ".py": c.pth})
+		sb, err := sandbox.New(context.Background(), sandbox.Config{PythonPath: []string{site}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sb.Run(context.Background(), sandbox.Request{Code: "import builtins\n\ndef f():\n    return getattr(builtins, '_ndtrace_ctypes', None)\n", Call: "f()"})
+		sb.Close()
+		if err != nil || res.Status != c.want || (c.name == "ctypes" && res.Value != "False") {
+			t.Errorf("%s: %v %s %q (%s)", c.name, err, res.Status, res.Value, res.Detail)
+		}
+	}
+}

@@ -418,7 +418,6 @@ def f():
 `},
 		} {
 			res := e.Trace(prelude+c.code, "f()", sandbox.Limits{})
-			e.T.Logf("%s: %s %q %s", c.name, res.Status, res.Value, res.Detail)
 			if res.Status != schemas.StatusTampered && (res.Status != schemas.StatusOK || !strings.Contains(res.Value, "repr raised")) {
 				e.T.Errorf("%s: status %s %q (%s); stderr: %.300s", c.name, res.Status, res.Value, res.Detail, res.Stderr)
 			}

@@ -479,7 +479,7 @@ wait:
 			healthy = false
 		}
 	}
-	s.classify(res, dec, done, killStatus, killDetail, lim, z)
+	s.classify(res, dec, done, killStatus, killDetail, lim, z, msg.Kind == "replay")
 	verifyRun(res, dec, msg)
 	if res.Status == schemas.StatusSandboxError {
 		err = errors.New("sandbox: " + res.Detail)
@@ -488,12 +488,20 @@ wait:
 }
 
 // classify sets res.Status and res.Detail from what Go saw, what the zygote reported and the
-// tracer's end record, in that order of trust.
-func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus schemas.Status, killDetail string, lim Limits, z *zygote) {
+// tracer's end record, in that order of trust. A replay (whose driver never writes a
+// TracerError, and whose seal the item's code can reach: docs/debugger.md, "Replay on bdb") is
+// never a tracer failure once its driver sealed its first chunk.
+func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus schemas.Status, killDetail string, lim Limits, z *zygote, replay bool) {
 	end := dec.end
 	if end != nil {
 		res.Value, res.ExcType, res.ExcMessage = end.value, end.excType, end.excMessage
 	}
+	// Neither tracer ever seals these: only Go gives them. An end record that claims one was
+	// written by the item's code (a replay's: an attacker's review sealed sandbox_error, which
+	// would have ended `ndtrace verify` without a verdict).
+	// A replay's end record of no known status is the code's too (its driver writes known ones).
+	forgedEnd := end != nil && (end.status == schemas.StatusSandboxError || end.status == schemas.StatusKilled ||
+		end.status == schemas.StatusTimeout || end.status == schemas.StatusOutputLimit || (replay && !end.status.Valid()))
 	if c := res.Consume; c != nil && end != nil && end.status == schemas.StatusOK {
 		c.Value = end.value
 		c.Exhausted = c.Values >= 0 && c.Values < c.Limit
@@ -501,6 +509,8 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 	switch {
 	case killStatus != "":
 		res.Status, res.Detail = killStatus, killDetail
+	case forgedEnd:
+		res.Status, res.Detail = schemas.StatusTampered, fmt.Sprintf("tampering: the end record claims %q, a status only the sandbox gives", end.status)
 	case done == nil:
 		res.Status = schemas.StatusSandboxError
 		res.Detail = "sandbox died during the run: " + z.why()
@@ -517,7 +527,7 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 	case done.Reason == "killed":
 		res.Status, res.Detail = schemas.StatusKilled, "killed on request"
 	case done.ExitCode != nil && (*done.ExitCode == exitSetup || *done.ExitCode == exitTracerBug) &&
-		(dec.chunks == 0 || (end != nil && end.excType == "TracerError")):
+		(dec.chunks == 0 || (!replay && end != nil && end.excType == "TracerError")):
 		// The tracer failed, not the traced code: that is the sandbox's fault, never data. (The
 		// tracer seals a first chunk before any of the item's code runs; past that, only its own
 		// sealed TracerError says the exit is the tracer's and not the code's os._exit.)

@@ -31,6 +31,7 @@ Standard library and the sandbox's own native helper (sandbox/native) only; work
 import argparse
 import ast
 import builtins
+import codecs
 import fcntl
 import functools
 import gc
@@ -246,6 +247,24 @@ def _helpers(req):
 
     _os_open, _os_read, _os_close, _O_RDONLY, _CodeType = os.open, os.read, os.close, os.O_RDONLY, types.CodeType
 
+    _BOM = codecs.BOM_UTF8
+    _NATIVE = {"utf-8": "utf-8", "utf-8-sig": "utf-8", "iso-8859-1": "latin-1", "ascii": "ascii",
+               "us-ascii": "ascii"}
+
+    def native_decode(data):
+        """A source file's text, decoded by CPython's own UTF-8, Latin-1 or ASCII decoder (never
+        a codec of the registry, which the traced code can extend: codecs.register, no audit
+        event); None for a file whose coding cookie names any other encoding.  An attacker's
+        review: a codec of conftest.py's gave this compile other text than the import's, and
+        code compiled at run time from that text passed for the file's."""
+        enc, _ = _detect_encoding(_BytesIO(data).readline)
+        name = _NATIVE.get(enc.lower())
+        if name is None:
+            return None
+        if data.startswith(_BOM):
+            data = data[3:]
+        return data.decode(name)
+
     def file_codes(fn):
         """Every code object compiled from the file fn as the import system compiles it (the
         file's bytes, dont_inherit), or None.  A traced code object of that file must equal one
@@ -262,7 +281,10 @@ def _helpers(req):
                     chunks.append(b)
             finally:
                 _os_close(fd)
-            code = _compile(b"".join(chunks), fn, "exec", dont_inherit=True)
+            text = native_decode(b"".join(chunks))
+            if text is None:
+                return None
+            code = _compile(text, fn, "exec", dont_inherit=True)
         except Exception:
             return None
         out, todo = [], [code]
@@ -765,10 +787,9 @@ def _prepare(hdr, opts):
                                  [p for p in sys.path if p.endswith("lib-dynload")] + opts.ext_root)
         sys.argv = [req["filename"] or req["runner"] or "python"]
         random.seed(req["seed"])
-        if req["kind"] == "call" or (req["kind"] == "replay" and not req["dir"]):
+        function_item = req["kind"] == "call" or (req["kind"] == "replay" and not req["dir"])
+        if function_item:
             os.chdir("/tmp")
-            if req["pythonpath"]:
-                _extend_path(None, req["pythonpath"])
         if req["kind"] == "replay":
             # No C tracer: the replay driver seals its own stream (docs/tracer-protocol.md).
             req["key"] = key
@@ -776,6 +797,14 @@ def _prepare(hdr, opts):
             _setup_tracer(req, key)
         del key, body
         _N.seal()
+        # The PythonPath's .pth files are code of the environment's: they run only once the
+        # tracer is set up and sealed (its audit hook on, the code it trusts fixed) and no frame
+        # holds the key (an attacker's review: a .pth file read the key from this frame and
+        # replaced the sys._getframe _tracer_codes walks).
+        # (A function replay adds it itself, once its driver has sealed its first chunk and its
+        # audit hook is on, as a repository replay does.)
+        if req["kind"] == "call" and req["pythonpath"]:
+            _extend_path(None, req["pythonpath"])
     except BaseException as e:
         _report_setup_failure((0, 1, 2), "item request", e)
         os._exit(EXIT_SETUP)
@@ -1024,10 +1053,13 @@ def _run_replay(req):
             return t
 
         def load(fn):
-            """A file of the checkout read as the tracer's helpers read it (no user code runs)."""
+            """A file of the checkout read as the tracer's helpers read it.  The repository's
+            code can run here (the codec a coding cookie names is looked up and decodes), so the
+            audit hook watches (an attacker's review: a codec of its own walked the frames while
+            the driver's guard was on)."""
             ls = lines.get(fn)
             if ls is None:
-                guard, state["guard"] = state["guard"], True
+                guard, state["guard"] = state["guard"], False
                 try:
                     with io.open(fn, "rb") as fh:
                         data = fh.read()
@@ -1155,6 +1187,16 @@ def _run_replay(req):
                 return
             a, arg = actions[self.next_action]
             self.next_action += 1
+            if a == "breakpoint" and test_dir:
+                # every file of the repository's imported so far (the row's CODE context holds
+                # only functions the run visits). Before the guard: a module's dict is the
+                # repository's, and a key of its own runs its __eq__ in the lookup (an
+                # attacker's review).
+                for m in _list(sys.modules.values()):
+                    if _type(m) is types.ModuleType:
+                        fn = m.__dict__.get("__file__")
+                        if _type(fn) is _str and is_target(fn):
+                            load(fn)
             state["guard"] = True
             try:
                 if a == "step_into":
@@ -1164,14 +1206,6 @@ def _run_replay(req):
                 elif a == "step_return":
                     self.set_return(frame)
                 elif a == "breakpoint":
-                    if test_dir:
-                        # every file of the repository's imported so far (the row's CODE
-                        # context holds only functions the run visits)
-                        for m in _list(sys.modules.values()):
-                            if _type(m) is types.ModuleType:
-                                fn = m.__dict__.get("__file__")
-                                if _type(fn) is _str and is_target(fn):
-                                    load(fn)
                     for fn, ls in _list(lines.items()):
                         for i, text in enumerate(ls):
                             if text == arg:
@@ -1240,6 +1274,10 @@ def _run_replay(req):
             self.land(frame, "exception", exc_info)
 
     driver = Driver()
+    # A first chunk, sealed before any of the item's code runs (as the C tracer's): from here on
+    # an exit with the tracer's own codes is the code's (killed), never a sandbox error, which
+    # would end `ndtrace verify` without a verdict (an attacker's review).
+    seal("")
     if test_dir:
         _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_nth)
     for fn in targets:     # bdb looks a breakpoint's line up under the file's canonical name
@@ -1248,6 +1286,8 @@ def _run_replay(req):
     sys.addaudithook(audit)
     sys.gettrace = lambda: None      # the driver's bound method would lead to its state
     try:
+        if req["pythonpath"]:
+            _extend_path(None, req["pythonpath"])    # the .pth files are the environment's code
         exec(code, namespace)
         # The wrapper's main() is not bound in the module (the item may have a main of its own,
         # which CALL then names); its import (islice) is, unless the module has that name.

@@ -342,6 +342,110 @@ def f():
 			e.want(res, schemas.StatusTampered)
 		}
 	}},
+	{"bootstrap_code", func(e *Env) {
+		// An attacker's review of the -c bootstrap (sandbox.tracerBootstrap), whose code is
+		// trusted with tracer.py's: the bottom frames' code objects (the bootstrap's, tracer.py's
+		// module) run again under tracer.py's globals, from the traced code and as the __repr__
+		// of the returned value (which the tracer renders with only its own frames below), steered
+		// by sys.argv into main()'s unsandboxed item (which would write a run of its choosing);
+		// and /.ndtrace/tracer.py compiled again under "<string>", given the helper, and called.
+		// Each reaches the helper only through code that is not trusted, or imports it: tampering.
+		prelude := `import sys, types
+def bottom():
+    f, fs = sys._getframe(), []
+    while f is not None:
+        fs.append(f)
+        f = f.f_back
+    return fs[::-1]
+def steer():
+    sys.argv = ["-c", "--unsandboxed-item", '{"kind":"call","code":"def f():\\n    return 42\\n","filename":"main.py","call":"f()"}',
+                "--native", "/.ndtrace/_ndtrace_native.so"]
+`
+		for _, c := range []struct{ name, code string }{
+			{"bootstrap again", `def f():
+    b = bottom()
+    if b[0].f_code.co_filename != "<string>" or b[1].f_code.co_filename != "<string>":
+        raise AssertionError("the bottom frames are not the bootstrap's and tracer.py's")
+    steer()
+    exec(b[0].f_code, b[0].f_globals)
+    return 1
+`},
+			{"bootstrap as a function", `def f():
+    b = bottom()
+    steer()
+    types.FunctionType(b[0].f_code, b[0].f_globals)()
+    return 1
+`},
+			{"tracer module again", `def f():
+    b = bottom()
+    steer()
+    exec(b[1].f_code, b[1].f_globals)
+    return 1
+`},
+			{"tracer.py compiled again", `def f():
+    g = bottom()[0].f_globals
+    ns = {"__name__": "ndtrace_copy"}
+    exec(compile(open("/.ndtrace/tracer.py", "rb").read(), "<string>", "exec"), ns)
+    ns["_N"] = g["_N"]
+    ns["_run_call"]({"code": "def f():\n    return 42\n", "filename": "main.py", "call": "f()"})
+    return 1
+`},
+		} {
+			// The item cannot even read /.ndtrace (Landlock), and main() run again finds the helper
+			// sealed: the attack fails with PermissionError (SystemExit(97) from main()'s set-up).
+			res := e.Trace(prelude+c.code, "f()", sandbox.Limits{})
+			if res.Status != schemas.StatusTampered && (res.Status != schemas.StatusException ||
+				(res.ExcType != "PermissionError" && res.ExcType != "SystemExit")) {
+				e.T.Errorf("%s: status %s %q (%s), want tampered or refused; stderr: %.300s", c.name, res.Status, res.Value, res.Detail, res.Stderr)
+			}
+		}
+		for _, c := range []struct{ name, code string }{
+			{"bootstrap as a __repr__", `class R:
+    pass
+def f():
+    b = bottom()
+    steer()
+    R.__repr__ = staticmethod(types.FunctionType(b[0].f_code, b[0].f_globals))
+    return R()
+`},
+			{"tracer module as a __repr__", `class R:
+    pass
+def f():
+    b = bottom()
+    steer()
+    R.__repr__ = staticmethod(types.FunctionType(b[1].f_code, b[1].f_globals))
+    return R()
+`},
+		} {
+			res := e.Trace(prelude+c.code, "f()", sandbox.Limits{})
+			if res.Status != schemas.StatusTampered && (res.Status != schemas.StatusOK || !strings.Contains(res.Value, "repr raised")) {
+				e.T.Errorf("%s: status %s %q (%s); stderr: %.300s", c.name, res.Status, res.Value, res.Detail, res.Stderr)
+			}
+		}
+	}},
+	{"support_dir_readonly", func(e *Env) {
+		// The support directory (the tracer the zygote runs, the helper, the seccomp programs) is
+		// out of the item's reach: nothing a later item or a restarted zygote reads from it can
+		// be changed (nor is it read: Landlock).
+		res := e.Trace(`import os
+def f():
+    out = []
+    for fn in (lambda: open("/.ndtrace/tracer.py", "r+b"), lambda: open("/.ndtrace/new.py", "w"),
+               lambda: os.rename("/.ndtrace/tracer.py", "/.ndtrace/old.py"), lambda: os.unlink("/.ndtrace/tracer.py"),
+               lambda: os.chmod("/.ndtrace/tracer.py", 0o666), lambda: os.mkdir("/.ndtrace/d"),
+               lambda: os.symlink("/tmp/x", "/.ndtrace/x"), lambda: os.utime("/.ndtrace/tracer.py")):
+        try:
+            fn()
+            out.append("done")
+        except OSError as e:
+            out.append(type(e).__name__)
+    return out
+`, "f()", sandbox.Limits{})
+		e.want(res, schemas.StatusOK)
+		if strings.Contains(res.Value, "done") {
+			e.T.Fatalf("the support directory: %s", res.Value)
+		}
+	}},
 	{"code_under_traced_name", func(e *Env) {
 		// Code compiled at run time under the traced file's name: its events would carry the
 		// file's real source lines (the verifier could not tell) for code that is not there.

@@ -28,7 +28,7 @@ import (
 var tracerSource string
 
 // TracerVersion identifies the tracer's behaviour; it changes whenever its output could.
-const TracerVersion = "5"
+const TracerVersion = "6"
 
 // tracerBootstrap is the interpreter's -c program: it runs tracer.py from the support directory,
 // compiled under the name -c gives ("<string>", which the tracer's checks of frames rely on). The

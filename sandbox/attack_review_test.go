@@ -75,8 +75,8 @@ func TestPthBeforeTracerSetup(t *testing.T) {
 	}
 }
 
-// driverWalk reaches the replay driver's seal and end functions the way TestReplayForgeryResidual
-// does (the documented residual risk).
+// driverWalk reaches the replay driver's seal and end functions through the object graph walk
+// of the documented residual risk (TestReplayForgeryResidual).
 const driverWalk = `import bdb
 def driver_fns():
     todo = [v for k, v in vars(bdb.Bdb.__subclasses__()[-1]).items() if callable(v)]

@@ -55,17 +55,13 @@ func (s *Sandbox) Replay(ctx context.Context, req ReplayRequest) (*Result, error
 	}
 	if strings.HasPrefix(req.Filename, "<") {
 		// The driver picks the frames it replays by file name: "<string>" is the driver's own
-		// (tracer.py is compiled under the name -c gives), "<ndtrace-main>" the wrapper's, "<ndtrace-replay>" its helper's.
+		// (tracer.py is compiled under the name -c gives), "<ndtrace-main>" the wrapper's,
+		// "<ndtrace-replay>" its helper's.
 		return nil, fmt.Errorf("sandbox: replay: the item's file may not be named %q (a pseudo-file name like the driver's own)", req.Filename)
 	}
-	for i, a := range req.Actions {
-		if _, ok := ReplayActions[a[0]]; !ok {
-			return nil, fmt.Errorf("sandbox: replay: action %d: %q is not a forward action", i, a[0])
-		}
-	}
-	actions := req.Actions
-	if actions == nil {
-		actions = [][2]string{}
+	actions, err := replayActions(req.Actions)
+	if err != nil {
+		return nil, err
 	}
 	msg := runMsg{Kind: "replay", runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
 		Targets: []string{req.Filename}, Wrapper: req.Wrapper, Actions: actions, PythonPath: s.cfg.PythonPath}}
@@ -127,14 +123,9 @@ func (s *Sandbox) ReplayTest(ctx context.Context, req ReplayTestRequest) (*Resul
 	if !filepath.IsAbs(e.File) || !within(filepath.Clean(e.File), dir) || e.QualName == "" || e.Occurrence < 0 {
 		return nil, fmt.Errorf("sandbox: replay: the entry %s of %s (call %d) is not a function of a file in %s", e.QualName, e.File, e.Occurrence, dir)
 	}
-	for i, a := range req.Actions {
-		if _, ok := ReplayActions[a[0]]; !ok {
-			return nil, fmt.Errorf("sandbox: replay: action %d: %q is not a forward action", i, a[0])
-		}
-	}
-	actions := req.Actions
-	if actions == nil {
-		actions = [][2]string{}
+	actions, err := replayActions(req.Actions)
+	if err != nil {
+		return nil, err
 	}
 	msg := runMsg{Kind: "replay", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test,
 		Targets: []string{dir + "/"}, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath,
@@ -142,4 +133,18 @@ func (s *Sandbox) ReplayTest(ctx context.Context, req ReplayTestRequest) (*Resul
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
+}
+
+// replayActions checks a replay's actions (each a forward action of ReplayActions) and returns
+// them as the request sends them (never nil: an empty list).
+func replayActions(actions [][2]string) ([][2]string, error) {
+	for i, a := range actions {
+		if _, ok := ReplayActions[a[0]]; !ok {
+			return nil, fmt.Errorf("sandbox: replay: action %d: %q is not a forward action", i, a[0])
+		}
+	}
+	if actions == nil {
+		actions = [][2]string{}
+	}
+	return actions, nil
 }

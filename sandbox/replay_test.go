@@ -172,17 +172,9 @@ func TestReplayNativeHookRules(t *testing.T) {
 // test must be turned into a tampered expectation.
 func TestReplayForgeryResidual(t *testing.T) {
 	sb := shared(t)
-	code := `import bdb
+	code := driverWalk + `
 def f(x):
-    todo = [v for k, v in vars(bdb.Bdb.__subclasses__()[-1]).items() if callable(v)]
-    fns, seen = {}, set()
-    while todo:
-        fn = todo.pop()
-        if id(fn) in seen or getattr(fn, '__closure__', None) is None:
-            continue
-        seen.add(id(fn))
-        fns[fn.__name__] = fn
-        todo += [c.cell_contents for c in fn.__closure__ if type(c.cell_contents).__name__ == 'function']
+    fns = driver_fns()
     state = [c.cell_contents for c in fns['seal'].__closure__ if type(c.cell_contents) is dict][0]
     state['events'] += 1
     fns['seal']('{"event":"line","frame":1,"func":"main","file":"<ndtrace-main>","lineno":2,"depth":0,'

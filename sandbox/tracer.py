@@ -1329,6 +1329,25 @@ def _run_replay(req):
     end("ok", value=value)
 
 
+def _runner_setup(req, d):
+    """Set a test run up in checkout d: the modules preloaded from it purged, its import paths
+    and the PythonPath added, a fresh __main__; returns the runner (the request's, else pytest
+    when it imports, else unittest)."""
+    _purge_preloaded(d, req["pythonpath"])
+    _extend_path(d, req["pythonpath"], req["paths"])
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = module
+    runner = req["runner"]
+    if not runner:
+        try:
+            import pytest  # noqa: F401
+            runner = "pytest"
+        except Exception:
+            runner = "unittest"
+    return runner
+
+
 def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_nth):
     """A repository replay's run (never returns): the row's test in its runner, set up as the
     tracer's test runs are, with a trace function that only watches calls until the entry's, in
@@ -1380,18 +1399,7 @@ def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_n
     rstate = types.SimpleNamespace(tests=None, errors=[], verdicts=[], failure=None, fatal=None,
                                    excs=[], exc_message=lambda e: "", options=None, fallback=False)
     try:
-        _purge_preloaded(d, req["pythonpath"])
-        _extend_path(d, req["pythonpath"], req["paths"])
-        module = types.ModuleType("__main__")
-        module.__dict__["__builtins__"] = builtins
-        sys.modules["__main__"] = module
-        runner = req["runner"]
-        if not runner:
-            try:
-                import pytest  # noqa: F401
-                runner = "pytest"
-            except Exception:
-                runner = "unittest"
+        runner = _runner_setup(req, d)
         state["guard"] = True
         sys.settrace(pre)
         state["guard"] = False
@@ -1448,18 +1456,7 @@ def _run_tests(req):
                 state.failure = (when, exc)
 
     try:
-        _purge_preloaded(d, req["pythonpath"])
-        _extend_path(d, req["pythonpath"], req["paths"])
-        module = types.ModuleType("__main__")
-        module.__dict__["__builtins__"] = builtins
-        sys.modules["__main__"] = module
-        runner = req["runner"]
-        if not runner:
-            try:
-                import pytest  # noqa: F401
-                runner = "pytest"
-            except Exception:
-                runner = "unittest"
+        runner = _runner_setup(req, d)
         if runner == "pytest":
             _pytest_run(req, state, note)
         else:

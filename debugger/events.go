@@ -364,7 +364,8 @@ func (t *Trace) DecodeJSON(data []byte) (int, error) {
 	ints.data = ints.data[1 : len(ints.data)-1]
 	// The hints are trusted only as far as the array can hold: 11 integers per event, the pairs
 	// among the rest.
-	if ceiling := len(ints.data)/2 + 1; j.N > 0 && 11*j.N <= ceiling && j.NP >= 0 && 11*j.N+j.NP <= ceiling {
+	// (Compared by division: a hint near the int range must not overflow into a small product.)
+	if ceiling := len(ints.data)/2 + 1; j.N > 0 && j.N <= ceiling/11 && j.NP >= 0 && j.NP <= ceiling-11*j.N {
 		out.evs, out.pairs = make([]traceEvent, 0, j.N), make([]uint32, 0, j.NP)
 	}
 	last := map[int32]int32{}

@@ -115,7 +115,8 @@ func TestTraceHints(t *testing.T) {
 		t.Fatalf("no size hints in %.80s", data)
 	}
 	for name, repl := range map[string]string{"absent": ``, "huge": `"n":99999999999,"np":5,`, "small": `"n":1,"np":1,`,
-		"negative": `"n":3,"np":-4,`} {
+		"negative":    `"n":3,"np":-4,`,
+		"overflowing": `"n":1676976733973595602,"np":0,`, "overflowing pairs": `"n":1,"np":9223372036854775807,`} {
 		t.Run(name, func(t *testing.T) {
 			var got debugger.Trace
 			if err := json.Unmarshal(hints.ReplaceAll(data, []byte(repl)), &got); err != nil {

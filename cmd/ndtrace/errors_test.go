@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -30,5 +32,41 @@ func TestReadableErrors(t *testing.T) {
 	}
 	if !errors.Is(embeddedError(deep), root) {
 		t.Error("the chain is lost")
+	}
+}
+
+// TestSDKHandlerStopNoise checks the Temporal SDK's logger: the record of a task cut by an orderly
+// stop is a debug record, every other record passes as it was.
+func TestSDKHandlerStopNoise(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		level slog.Level
+		log   func(l *slog.Logger)
+		want  string
+	}{
+		{"stop at info", slog.LevelInfo, func(l *slog.Logger) {
+			l.Info("Task processing failed with error", "Error", errors.New("worker stopping"))
+		}, ""},
+		{"stop at debug", slog.LevelDebug, func(l *slog.Logger) {
+			l.Info("Task processing failed with error", "Error", errors.New("worker stopping"))
+		}, "level=DEBUG msg=\"Task processing failed with error\" Error=\"worker stopping\"\n"},
+		{"other failure", slog.LevelInfo, func(l *slog.Logger) {
+			l.Info("Task processing failed with error", "Error", errors.New("boom"))
+		}, "level=INFO msg=\"Task processing failed with error\" Error=boom\n"},
+		{"other record", slog.LevelInfo, func(l *slog.Logger) { l.With("a", 1).Info("Started Worker") }, "level=INFO msg=\"Started Worker\" a=1\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: tc.level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}})
+			tc.log(slog.New(sdkHandler{h}))
+			if buf.String() != tc.want {
+				t.Errorf("logged %q, want %q", buf.String(), tc.want)
+			}
+		})
 	}
 }

@@ -64,7 +64,37 @@ func (f *temporalFlags) dialWith(mh client.MetricsHandler) (client.Client, error
 }
 
 // sdkLogger routes the SDK's logs to slog at warning level unless NDTRACE_LOG=debug.
-func sdkLogger() *slog.Logger { return slog.Default() }
+func sdkLogger() *slog.Logger { return slog.New(sdkHandler{slog.Default().Handler()}) }
+
+// sdkHandler passes the Temporal SDK's records on, except that a task the worker stopped in the
+// middle of ("Task processing failed with error" with the error "worker stopping", logged at
+// info by every orderly stop) is a debug record: at the end of a run that succeeded, a line
+// saying that something failed only misleads.
+type sdkHandler struct{ slog.Handler }
+
+func (h sdkHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo && strings.HasPrefix(r.Message, "Task processing failed") {
+		stopping := false
+		r.Attrs(func(a slog.Attr) bool {
+			if v := a.Value.Resolve(); a.Key == "Error" && v.Kind() != slog.KindGroup && v.String() == "worker stopping" {
+				stopping = true
+			}
+			return !stopping
+		})
+		if stopping {
+			if !h.Enabled(ctx, slog.LevelDebug) {
+				return nil
+			}
+			r.Level = slog.LevelDebug
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h sdkHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return sdkHandler{h.Handler.WithAttrs(as)}
+}
+func (h sdkHandler) WithGroup(name string) slog.Handler { return sdkHandler{h.Handler.WithGroup(name)} }
 
 // workerFlags size a worker.
 type workerFlags struct {

@@ -63,7 +63,10 @@ const bigCallSource = gencorpus.LoopWorkload
 // whole pipeline (`ndtrace run --spec`, built from this checkout, as a child process: embedded
 // Temporal, sandbox, trees in both directions, tokens, Parquet) and reports its peak RSS, with
 // that of a one-event call of the same function measured in the same run as the baseline (the
-// binary, the embedded server and the tokenizer). Run with -benchtime=1x.
+// binary, the embedded server and the tokenizer). Both run as `ndtrace run` runs by default, on
+// an in-memory Temporal; the big call also runs with --db (a database that outlives the run, for
+// which the embedded server also runs its worker service: Schedules, scavengers), reported apart.
+// Run with -benchtime=1x.
 func BenchmarkPipelinePeakRSS(b *testing.B) {
 	dir := b.TempDir()
 	spec := func(name, input string) string {
@@ -77,19 +80,24 @@ func BenchmarkPipelinePeakRSS(b *testing.B) {
 			name, filepath.Join(dir, name+"-data-%d"), corpus)
 		return p + "\x00" + body
 	}
-	var bigWall time.Duration
-	var bigPeak, smallPeak int64
+	var bigWall, dbWall time.Duration
+	var bigPeak, smallPeak, dbPeak int64
 	for i := 0; i < b.N; i++ {
 		for _, s := range []struct {
 			name, input string
+			db          bool
 			peak        *int64
 			wall        *time.Duration
-		}{{"small", "1", &smallPeak, nil}, {"big", "76000", &bigPeak, &bigWall}} {
+		}{{"small", "1", false, &smallPeak, nil}, {"big", "76000", false, &bigPeak, &bigWall}, {"bigdb", "76000", true, &dbPeak, &dbWall}} {
 			p, body, _ := strings.Cut(spec(s.name, s.input), "\x00")
 			if err := os.WriteFile(p, []byte(fmt.Sprintf(body, i)), 0o644); err != nil {
 				b.Fatal(err)
 			}
-			wall, peak := runBinary(b, "run", "--spec", p, "--db", filepath.Join(dir, fmt.Sprintf("%s-%d.db", s.name, i)))
+			args := []string{"run", "--spec", p}
+			if s.db {
+				args = append(args, "--db", filepath.Join(dir, fmt.Sprintf("%s-%d.db", s.name, i)))
+			}
+			wall, peak := runBinary(b, args...)
 			*s.peak = max(*s.peak, peak)
 			if s.wall != nil {
 				*s.wall += wall
@@ -103,6 +111,8 @@ func BenchmarkPipelinePeakRSS(b *testing.B) {
 	b.ReportMetric(float64(bigPeak)/(1<<20), "peak-RSS-MiB")
 	b.ReportMetric(float64(smallPeak)/(1<<20), "baseline-RSS-MiB")
 	b.ReportMetric(bigWall.Seconds()/float64(b.N), "wall-s")
+	b.ReportMetric(float64(dbPeak)/(1<<20), "db-peak-RSS-MiB")
+	b.ReportMetric(dbWall.Seconds()/float64(b.N), "db-wall-s")
 }
 
 // naiveCorpusTracer is the baseline BenchmarkPipelineCorpus measures against: sys.settrace, every local
@@ -147,7 +157,9 @@ out.close()
 // isolation the pipeline gives every item, without a sandbox), and all calls in one interpreter
 // (naive-1proc-s, for scale: no isolation at all). It reports the wall times, the ratio
 // pipeline-s / naive-s (the target is <= 0.25 on 2 cores) and the pipeline's tokens per second per
-// core. Run with -benchtime=1x or more.
+// core. The pipeline runs as `ndtrace run` runs by default, on an in-memory Temporal; with --db
+// (the embedded server's worker service started and stopped besides) it is reported apart
+// (pipeline-db-s, db-ratio). Run with -benchtime=1x or more.
 func BenchmarkPipelineCorpus(b *testing.B) {
 	corpus := cruxeval.Path(b)
 	dir := b.TempDir()
@@ -156,7 +168,7 @@ func BenchmarkPipelineCorpus(b *testing.B) {
 		b.Fatal(err)
 	}
 	calls := len(cruxeval.Rows(b))
-	var pipe, naive, naive1 time.Duration
+	var pipe, pipeDB, naive, naive1 time.Duration
 	var tokens int64
 	var naiveLines int
 	for i := 0; i < b.N; i++ {
@@ -185,15 +197,22 @@ func BenchmarkPipelineCorpus(b *testing.B) {
 		if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		wall, _ := runBinary(b, "run", "--spec", spec, "--db", filepath.Join(dir, fmt.Sprintf("t-%d.db", i)))
+		wall, _ := runBinary(b, "run", "--spec", spec)
 		pipe += wall
 		tokens += benchManifest(b, out).Totals.Tokens
+		if err := os.RemoveAll(out); err != nil {
+			b.Fatal(err)
+		}
+		wall, _ = runBinary(b, "run", "--spec", spec, "--db", filepath.Join(dir, fmt.Sprintf("t-%d.db", i)))
+		pipeDB += wall
 	}
 	n := float64(b.N)
 	b.ReportMetric(pipe.Seconds()/n, "pipeline-s")
 	b.ReportMetric(naive.Seconds()/n, "naive-s")
 	b.ReportMetric(naive1.Seconds()/n, "naive-1proc-s")
 	b.ReportMetric(pipe.Seconds()/naive.Seconds(), "ratio")
+	b.ReportMetric(pipeDB.Seconds()/n, "pipeline-db-s")
+	b.ReportMetric(pipeDB.Seconds()/naive.Seconds(), "db-ratio")
 	b.ReportMetric(float64(tokens)/pipe.Seconds()/float64(runtime.NumCPU()), "tokens/s/core")
 	b.ReportMetric(float64(naiveLines), "naive-events")
 }

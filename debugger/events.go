@@ -440,11 +440,13 @@ func (r *intReader) more() bool {
 }
 
 // skipSpace drops the JSON white space at the front.
-func (r *intReader) skipSpace() {
-	for len(r.data) > 0 && (r.data[0] == ' ' || r.data[0] == '\t' || r.data[0] == '\r' || r.data[0] == '\n') {
-		r.data = r.data[1:]
-	}
-}
+func (r *intReader) skipSpace() { r.data = trimJSONSpace(r.data) }
+
+// trimJSONSpace returns b without its leading JSON white space.
+func trimJSONSpace(b []byte) []byte { return b[jsonmembers.SkipSpace(b, 0):] }
+
+// jsonSpace is JSON's white space (not Unicode's, nor ASCII's \v and \f).
+const jsonSpace = " \t\r\n"
 
 // next returns the next integer and skips the comma after it. It reads the digits itself (the
 // trace's integers are most of a stored chunk) and falls back to strconv for what it does not
@@ -461,13 +463,10 @@ func (r *intReader) next() (int64, error) {
 	for ; k < len(d) && k < 18 && d[k] >= '0' && d[k] <= '9'; k++ {
 		v = v*10 + int64(d[k]-'0')
 	}
-	rest := d[k:]
-	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\r' || rest[0] == '\n') {
-		rest = rest[1:]
-	}
+	rest := trimJSONSpace(d[k:])
 	if k > 0 && (k == 1 || d[0] != '0') && (len(rest) == 0 || rest[0] == ',') {
 		if len(rest) > 0 {
-			if rest = rest[1:]; len(bytes.TrimLeft(rest, " \t\r\n")) == 0 {
+			if rest = rest[1:]; len(trimJSONSpace(rest)) == 0 {
 				return 0, errors.New("trace: events: a comma ends the array")
 			}
 		}
@@ -492,8 +491,8 @@ func (r *intReader) slowNext() (int64, error) {
 	} else {
 		r.data = nil
 	}
-	tok = bytes.TrimSpace(tok)
-	if !jsonInt.Match(tok) || (i >= 0 && len(bytes.TrimLeft(r.data, " \t\r\n")) == 0) {
+	tok = bytes.Trim(tok, jsonSpace)
+	if !jsonInt.Match(tok) || (i >= 0 && len(trimJSONSpace(r.data)) == 0) {
 		return 0, fmt.Errorf("trace: events: %.20q is not a JSON integer followed by a comma or the end", tok)
 	}
 	v, err := strconv.ParseInt(string(tok), 10, 64)

@@ -82,12 +82,18 @@ func TestTraceRejectsMalformed(t *testing.T) {
 		{"leading zero", `{"v":1,"strs":[""],"evs":[0,1,1,01,0,0,0,0,0,0,0]}`},
 		{"no comma", `{"v":1,"strs":[""],"evs":[0,1,1,1 0,0,0,0,0,0,0]}`},
 		{"fraction", `{"v":1,"strs":[""],"evs":[0,1,1,1.0,0,0,0,0,0,0,0]}`},
+		{"vertical tab", "{\"v\":1,\"strs\":[\"\"],\"evs\":[0,1,1,\v1,0,0,0,0,0,0,0]}"},
 		{"after", `{"v":1,"strs":[""],"evs":[]} x`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tr debugger.Trace
 			if err := json.Unmarshal([]byte(tc.data), &tr); err == nil {
 				t.Fatalf("accepted %s", tc.data)
+			}
+			// The chunk reader hands a trace its bytes unvalidated (DecodeJSON, which UnmarshalJSON
+			// calls without encoding/json's scan): the trace must refuse them itself.
+			if err := tr.UnmarshalJSON([]byte(tc.data)); err == nil {
+				t.Fatalf("UnmarshalJSON accepted %s", tc.data)
 			}
 		})
 	}

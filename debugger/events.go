@@ -278,8 +278,9 @@ func decodeTraceJSON(data []byte, j *traceJSON) (int, error) {
 		case "np":
 			return jsonmembers.Decode(v, &j.NP)
 		case "strs":
-			j.Strs = nil
-			return jsonmembers.Decode(v, &j.Strs)
+			strs, n, err := jsonmembers.Strings(v)
+			j.Strs = strs
+			return n, err
 		}
 		return jsonmembers.ValueLen(v)
 	})
@@ -368,8 +369,17 @@ func (t *Trace) DecodeJSON(data []byte) (int, error) {
 	if ceiling := len(ints.data)/2 + 1; j.N > 0 && j.N <= ceiling/11 && j.NP >= 0 && j.NP <= ceiling-11*j.N {
 		out.evs, out.pairs = make([]traceEvent, 0, j.N), make([]uint32, 0, j.NP)
 	}
-	last := map[int32]int32{}
-	names := map[int32]uint32{} // each frame's number of names
+	// Per frame: its last event, its number of names and the events since its last keyframe; the
+	// previous event's frame is kept at hand (most events are a frame's next line).
+	type frameState struct {
+		last  int32
+		names uint32
+		run   int
+	}
+	frames := map[int32]*frameState{}
+	var cur *frameState
+	curFrame := int32(0)
+	longChain := false
 	var f [11]int64
 	for ints.more() {
 		for k := range f {
@@ -388,12 +398,15 @@ func (t *Trace) DecodeJSON(data []byte) (int, error) {
 		if f[10] < 0 || f[10] > int64(len(ints.data)) {
 			return 0, bad
 		}
-		prev, ok := last[e.frame]
-		if !ok {
-			prev = -1
+		if cur == nil || e.frame != curFrame {
+			if cur = frames[e.frame]; cur == nil {
+				cur = &frameState{last: -1}
+				frames[e.frame] = cur
+			}
+			curFrame = e.frame
 		}
-		e.prev = prev
-		if e.flags&flagFull == 0 && prev < 0 {
+		e.prev = cur.last
+		if e.flags&flagFull == 0 && e.prev < 0 {
 			return 0, bad
 		}
 		for k := 0; k < int(e.npairs); k++ {
@@ -405,26 +418,21 @@ func (t *Trace) DecodeJSON(data []byte) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if a < 0 || v < 0 || v >= int64(ns) || (e.flags&flagFull != 0 && a >= int64(ns)) || (e.flags&flagFull == 0 && a >= int64(names[e.frame])) {
+			if a < 0 || v < 0 || v >= int64(ns) || (e.flags&flagFull != 0 && a >= int64(ns)) || (e.flags&flagFull == 0 && a >= int64(cur.names)) {
 				return 0, bad
 			}
 			out.pairs = append(out.pairs, uint32(a), uint32(v))
 		}
 		if e.flags&flagFull != 0 {
-			names[e.frame] = e.npairs
+			cur.names, cur.run = e.npairs, 0
+		} else if cur.run++; cur.run >= KeyframeEvery {
+			longChain = true // a diff chain longer than KeyframeEvery would overflow Locals' chain
 		}
-		last[e.frame] = int32(len(out.evs))
+		cur.last = int32(len(out.evs))
 		out.evs = append(out.evs, e)
 	}
-	// A diff chain longer than KeyframeEvery would overflow Locals' chain.
-	run := map[int32]int{}
-	for i := range out.evs {
-		e := &out.evs[i]
-		if e.flags&flagFull != 0 {
-			run[e.frame] = 0
-		} else if run[e.frame]++; run[e.frame] >= KeyframeEvery {
-			return 0, bad
-		}
+	if longChain {
+		return 0, bad
 	}
 	*t = out
 	return length, nil
@@ -452,6 +460,34 @@ const jsonSpace = " \t\r\n"
 // trace's integers are most of a stored chunk) and falls back to strconv for what it does not
 // take (a sign other than minus, an exponent, 19 digits or more) so that errors read the same.
 func (r *intReader) next() (int64, error) {
+	// What AppendJSON writes: digits, then a comma and the next integer, or the end.
+	d := r.data
+	i := 0
+	if len(d) > 0 && d[0] == '-' {
+		i = 1
+	}
+	var v int64
+	k := i
+	for ; k < len(d) && k-i < 18 && d[k]-'0' <= 9; k++ {
+		v = v*10 + int64(d[k]-'0')
+	}
+	if digits := k - i; digits > 0 && (digits == 1 || d[i] != '0') &&
+		(k == len(d) || (d[k] == ',' && k+1 < len(d) && (d[k+1]-'0' <= 9 || d[k+1] == '-'))) {
+		if k < len(d) {
+			k++
+		}
+		r.data = d[k:]
+		if i == 1 {
+			v = -v
+		}
+		return v, nil
+	}
+	return r.spacedNext()
+}
+
+// spacedNext is next for integers with white space around them (valid JSON that AppendJSON
+// does not write).
+func (r *intReader) spacedNext() (int64, error) {
 	r.skipSpace()
 	d := r.data
 	neg := len(d) > 0 && d[0] == '-'

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Walk calls fn for each member of the JSON object data starts with (after white space), in
@@ -82,4 +83,63 @@ func End(data []byte, p int) error {
 		return errors.New("data after the JSON value")
 	}
 	return nil
+}
+
+// Strings decodes the JSON array of strings data starts with (after white space) as
+// json.Unmarshal into a []string would, and returns its length. Strings with no escape, no control
+// character and valid UTF-8 (what encoding/json writes for most text) are not copied one by one:
+// they are slices of one copy of the array's text. Anything else (an escape, invalid UTF-8, null,
+// an element that is not a string, a syntax error) goes through encoding/json, so the result and
+// its errors are encoding/json's.
+func Strings(data []byte) ([]string, int, error) {
+	p := SkipSpace(data, 0)
+	if p >= len(data) || data[p] != '[' {
+		return decodeStrings(data)
+	}
+	// The array's extent, and whether every element takes the fast path, in one scan.
+	type span struct{ lo, hi int }
+	var spans []span
+	q := SkipSpace(data, p+1)
+	if q < len(data) && data[q] == ']' {
+		return []string{}, q + 1, nil
+	}
+	for {
+		if q >= len(data) || data[q] != '"' {
+			return decodeStrings(data)
+		}
+		lo := q + 1
+		hi := lo
+		for hi < len(data) && data[hi] != '"' && data[hi] != '\\' && data[hi] >= 0x20 {
+			hi++
+		}
+		if hi >= len(data) || data[hi] != '"' || !utf8.Valid(data[lo:hi]) {
+			return decodeStrings(data) // an escape, a control character, invalid UTF-8 or the end
+		}
+		spans = append(spans, span{lo, hi})
+		q = SkipSpace(data, hi+1)
+		if q < len(data) && data[q] == ',' {
+			q = SkipSpace(data, q+1)
+			continue
+		}
+		if q >= len(data) || data[q] != ']' {
+			return decodeStrings(data)
+		}
+		break
+	}
+	text := string(data[p : q+1])
+	out := make([]string, len(spans))
+	for i, s := range spans {
+		out[i] = text[s.lo-p : s.hi-p]
+	}
+	return out, q + 1, nil
+}
+
+// decodeStrings is Strings through encoding/json.
+func decodeStrings(data []byte) ([]string, int, error) {
+	var out []string
+	n, err := decodeValue(data, &out)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, n, nil
 }

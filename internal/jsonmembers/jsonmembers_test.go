@@ -1,6 +1,7 @@
 package jsonmembers_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -84,3 +85,39 @@ func FuzzWalk(f *testing.F) {
 }
 
 var errNull = json.Unmarshal([]byte(`1`), new(string))
+
+// stringsByJSON is what Strings must return: encoding/json's decoding of the first value.
+func stringsByJSON(data []byte) ([]string, int, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var out []string
+	if err := dec.Decode(&out); err != nil {
+		return nil, 0, err
+	}
+	return out, int(dec.InputOffset()), nil
+}
+
+func TestStrings(t *testing.T) {
+	for _, s := range []string{
+		`[]`, ` [ ] `, `["a","b"]`, ` [ "a" , "" ,"ü"] x`, `["a\"b","c"]`, `["\u00fc","x"]`, "[\"a\xffb\"]",
+		"[\"a\tb\"]", `null`, `["a",]`, `["a" "b"]`, `["a",1]`, `["a"`, `["a`, `[`, ``, `{}`, `"a"`, `[null]`,
+	} {
+		got, n, err := jsonmembers.Strings([]byte(s))
+		want, wn, werr := stringsByJSON([]byte(s))
+		if (err == nil) != (werr == nil) || n != wn || !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: %q, %d, %v; want %q, %d, %v", s, got, n, err, want, wn, werr)
+		}
+	}
+}
+
+func FuzzStrings(f *testing.F) {
+	for _, s := range []string{`[]`, `["a","b"]`, `["a\"b", "c"]`, "[\"a\xffb\"]", `null`, `["a",]`, `[1]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, n, err := jsonmembers.Strings(data)
+		want, wn, werr := stringsByJSON(data)
+		if (err == nil) != (werr == nil) || n != wn || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: %q, %d, %v; want %q, %d, %v", data, got, n, err, want, wn, werr)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -171,6 +172,9 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		z.close()
+		if b.Name() == "namespaces" && refusedNamespaces(err) {
+			return nil, &NamespaceError{Backend: b.Name(), Err: err}
+		}
 		return nil, fmt.Errorf("start %s sandbox: %w", b.Name(), err)
 	}
 	go func() {
@@ -446,4 +450,25 @@ func newCgroup(cfg Config) (*cgroup.Sandbox, *os.File, *os.File, error) {
 		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
 	return cg, dir, procs, nil
+}
+
+// NamespaceError is a sandbox the kernel would not create the namespaces of: user namespaces are
+// not allowed to this process (a chroot; a container whose seccomp or AppArmor profile refuses
+// them; user.max_user_namespaces 0; kernel.unprivileged_userns_clone 0 for a non-root worker).
+// Nothing can be traced here: there is no unsandboxed fallback.
+type NamespaceError struct {
+	Backend string
+	Err     error
+}
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("start %s sandbox: the kernel refused its namespaces: %v", e.Backend, e.Err)
+}
+
+func (e *NamespaceError) Unwrap() error { return e.Err }
+
+// refusedNamespaces reports whether starting a process in new namespaces failed because they are
+// not allowed (EPERM), or the user namespace limit is reached (ENOSPC, user.max_user_namespaces).
+func refusedNamespaces(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/ndtrace/ndtrace/internal/userdirs"
+	"github.com/ndtrace/ndtrace/sandbox"
 )
 
 // hintError is a failure told to a person: msg says what failed and what to do, in one line; err
@@ -43,4 +44,23 @@ func logChain(err error) {
 	if errors.As(err, &he) {
 		slog.Debug("error chain", "error", oneLine(he.err.Error()))
 	}
+}
+
+// explain turns a failure with a known remedy into one line that names it (the chain is kept for
+// debug logging).
+func explain(err error) error {
+	var he *hintError
+	if errors.As(err, &he) {
+		return err
+	}
+	var ne *sandbox.NamespaceError
+	if errors.As(err, &ne) {
+		return &hintError{
+			msg: fmt.Sprintf("the sandbox cannot start: the kernel refused to create its namespaces (%v). "+
+				"ndtrace runs code only in a sandbox built of user namespaces: run it on a machine or VM that allows them, "+
+				"or in a container that does (deploy/compose.yaml: seccomp and AppArmor unconfined); a chroot never does", ne.Err),
+			err: err,
+		}
+	}
+	return err
 }

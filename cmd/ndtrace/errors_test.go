@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/internal/userdirs"
+	"github.com/ndtrace/ndtrace/sandbox"
 )
 
 func TestReadableErrors(t *testing.T) {
@@ -22,6 +25,9 @@ func TestReadableErrors(t *testing.T) {
 		{"embedded server", "the embedded Temporal server did not start: user: unknown userid 12345 (NDTRACE_LOG=debug", embeddedError(deep)},
 		{"folder", "scratch folder /srv/s is not writable by uid ", folderError("scratch", "--scratch", "NDTRACE_SCRATCH", denied)},
 		{"other", "scratch folder: boom", folderError("scratch", "--scratch", "NDTRACE_SCRATCH", errors.New("boom"))},
+		{"namespaces", "the sandbox cannot start: the kernel refused to create its namespaces (fork/exec /proc/self/exe: operation not permitted). ndtrace runs code only in a sandbox",
+			explain(fmt.Errorf("sandbox: %w", fmt.Errorf("sandbox: %w", &sandbox.NamespaceError{Backend: "namespaces", Err: &os.PathError{Op: "fork/exec", Path: "/proc/self/exe", Err: syscall.EPERM}})))},
+		{"unexplained", "boom", explain(errors.New("boom"))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,6 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	default:
+		err = explain(err)
 		logChain(err)
 		fmt.Fprintf(stderr, "ndtrace %s: %s\n", args[0], oneLine(err.Error()))
 		var ue usageError

@@ -149,12 +149,25 @@ func BenchmarkTraceUnmarshal(b *testing.B) {
 		b.Fatal(err)
 	}
 	old := regexp.MustCompile(`"n":\d+,"np":\d+,`).ReplaceAll(data, nil)
+	// Every value a string JSON escapes (a repr holding a double quote): each one is decoded on
+	// its own.
+	evs := loopEvents(100_000)
+	for i := range evs {
+		for k := range evs[i].Locals {
+			evs[i].Locals[k].Value = `'"` + evs[i].Locals[k].Value + `'`
+		}
+	}
+	escaped, err := json.Marshal(debugger.NewTrace(evs))
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name string
 		d    []byte
 		read func(d []byte, tr *debugger.Trace) error
 	}{
 		{"DecodeJSON", data, func(d []byte, tr *debugger.Trace) error { _, err := tr.DecodeJSON(d); return err }},
+		{"DecodeJSON-escaped-strings", escaped, func(d []byte, tr *debugger.Trace) error { _, err := tr.DecodeJSON(d); return err }},
 		{"baseline-json.Unmarshal-no-hints", old, func(d []byte, tr *debugger.Trace) error { return json.Unmarshal(d, tr) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -3,6 +3,7 @@ package jsonmembers_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -98,8 +99,9 @@ func stringsByJSON(data []byte) ([]string, int, error) {
 
 func TestStrings(t *testing.T) {
 	for _, s := range []string{
-		`[]`, ` [ ] `, `["a","b"]`, ` [ "a" , "" ,"ü"] x`, `["a\"b","c"]`, `["\u00fc","x"]`, "[\"a\xffb\"]",
-		"[\"a\tb\"]", `null`, `["a",]`, `["a" "b"]`, `["a",1]`, `["a"`, `["a`, `[`, ``, `{}`, `"a"`, `[null]`,
+		`[]`, ` [ ] `, `["a","b"]`, ` [ "a" , "" ,"ü"] x`, `["a\"b","c"]`, `["\u00fc","x"]`, `["x", "print(\"hi\")", "y\tz", "w"]`, `["a\"]`, `["a\\"]`, "[\"a\\\x01\"]", "[\"a\xffb\"]",
+		"[\"a\tb\"]", `["\ud83d\ude00"]`, `["\ud83d"]`, `["\ud83dx", "y"]`, `["\ud83d\u0041"]`, `["\ude00\ud83d"]`,
+		`["\ud83d\u00"]`, `["a\u00"]`, `["\'"]`, `["\x"]`, `["\/\b\f\n\r\t\\"]`, "[\"\\n\xc3\"]", "[\"\x7f\"]", `null`, `["a",]`, `["a" "b"]`, `["a",1]`, `["a"`, `["a`, `[`, ``, `{}`, `"a"`, `[null]`,
 	} {
 		got, n, err := jsonmembers.Strings([]byte(s))
 		want, wn, werr := stringsByJSON([]byte(s))
@@ -110,7 +112,7 @@ func TestStrings(t *testing.T) {
 }
 
 func FuzzStrings(f *testing.F) {
-	for _, s := range []string{`[]`, `["a","b"]`, `["a\"b", "c"]`, "[\"a\xffb\"]", `null`, `["a",]`, `[1]`} {
+	for _, s := range []string{`[]`, `["a","b"]`, `["a\"b", "c"]`, "[\"a\xffb\"]", `null`, `["a",]`, `[1]`, `["\ud83d\ude00\u00e9\n"]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -120,4 +122,33 @@ func FuzzStrings(f *testing.F) {
 			t.Fatalf("%q: %q, %d, %v; want %q, %d, %v", data, got, n, err, want, wn, werr)
 		}
 	})
+}
+
+// BenchmarkStrings reads an array of 200,000 strings, none escaped or every one escaped, against
+// encoding/json reading the same array (the previous reader) in the same run.
+func BenchmarkStrings(b *testing.B) {
+	for _, bc := range []struct{ name, format string }{{"plain", "'s%d'"}, {"escaped", "'\"%d'"}} {
+		strs := make([]string, 200_000)
+		for i := range strs {
+			strs[i] = fmt.Sprintf(bc.format, i)
+		}
+		data, err := json.Marshal(strs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range []struct {
+			name string
+			read func([]byte) ([]string, int, error)
+		}{{"Strings", jsonmembers.Strings}, {"baseline-encoding-json", stringsByJSON}} {
+			b.Run(bc.name+"/"+r.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(data)))
+				for i := 0; i < b.N; i++ {
+					if _, _, err := r.read(data); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }

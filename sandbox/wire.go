@@ -4,10 +4,10 @@ import (
 	"errors"
 	"hash/maphash"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/ndtrace/ndtrace/internal/jsonmembers"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -326,82 +326,13 @@ func fixUTF8(dst, b []byte) []byte {
 
 // strEscaped finishes a string that contains escapes, from its first byte at start, into s.esc.
 func (s *scanner) strEscaped(start int) ([]byte, bool) {
-	out := append(s.esc[:0], s.b[start:s.i]...)
-	defer func() { s.esc = out[:0] }()
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			if !utf8.Valid(out) {
-				fixed := fixUTF8(make([]byte, 0, len(out)+8), out)
-				out = fixed
-			}
-			return out, true
-		case c < 0x20:
-			return nil, false
-		case c != '\\':
-			out = append(out, c)
-			s.i++
-			continue
-		}
-		if s.i+1 >= len(s.b) {
-			return nil, false
-		}
-		e := s.b[s.i+1]
-		s.i += 2
-		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := s.hex4()
-			if !ok {
-				return nil, false
-			}
-			if utf16.IsSurrogate(r) {
-				// A high surrogate followed by a low one is one rune; a lone one is U+FFFD.
-				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
-					save := s.i
-					s.i += 2
-					r2, ok := s.hex4()
-					if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
-						r = dec
-					} else {
-						s.i = save
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			out = utf8.AppendRune(out, r)
-		default:
-			return nil, false
-		}
+	out, end, ok := jsonmembers.AppendUnescaped(s.esc[:0], s.b, start)
+	s.esc = out[:0]
+	if !ok {
+		return nil, false
 	}
-	return nil, false
-}
-
-func (s *scanner) hex4() (rune, bool) {
-	if s.i+4 > len(s.b) {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	s.i += 4
-	return rune(v), true
+	s.i = end + 1
+	return out, true
 }
 
 // strOrSkip reads a string, or skips a value of another type and returns "".

@@ -121,7 +121,7 @@ func Strings(data []byte) ([]string, int, error) {
 		} else {
 			start := len(unescaped)
 			var ok bool
-			if unescaped, hi, ok = appendUnescaped(unescaped, data, lo); !ok {
+			if unescaped, hi, ok = AppendUnescaped(unescaped, data, lo); !ok {
 				return decodeStrings(data)
 			}
 			elems = append(elems, elem{-start - 1, len(unescaped)})
@@ -148,11 +148,11 @@ func Strings(data []byte) ([]string, int, error) {
 	return out, q + 1, nil
 }
 
-// appendUnescaped appends the JSON string whose text starts at data[lo] (after its opening quote)
+// AppendUnescaped appends the JSON string whose text starts at data[lo] (after its opening quote)
 // to b as encoding/json decodes it: escapes replaced, a lone or broken UTF-16 surrogate and each
 // byte of invalid UTF-8 made U+FFFD. It returns the index of the closing quote, and false for a
 // string JSON does not allow (a control character, an escape it does not define, no end).
-func appendUnescaped(b, data []byte, lo int) ([]byte, int, bool) {
+func AppendUnescaped(b, data []byte, lo int) ([]byte, int, bool) {
 	r := lo
 	for r < len(data) {
 		switch c := data[r]; {

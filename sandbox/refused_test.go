@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -32,8 +33,14 @@ func TestNamespacesRefused(t *testing.T) {
 		}
 		return
 	}
+	// The helper is built out here: in the child, this test's uid is root of a namespace of its
+	// own, and the user's cache folder need not be usable as that.
+	helper := filepath.Join(t.TempDir(), "native.so")
+	if err := sandbox.BuildNative(context.Background(), helper); err != nil {
+		t.Skipf("no native helper: %v", err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestNamespacesRefused$", "-test.v")
-	cmd.Env = append(os.Environ(), "NDTRACE_TEST_REFUSED=1")
+	cmd.Env = append(os.Environ(), "NDTRACE_TEST_REFUSED=1", sandbox.NativeEnv+"="+helper)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},

@@ -105,17 +105,7 @@ type ReplayTestRequest struct {
 // exception when the entry raised), and with status invalid when the test never reached it.
 // Frames outside the checkout, or under a PythonPath directory, are stepped through.
 func (s *Sandbox) ReplayTest(ctx context.Context, req ReplayTestRequest) (*Result, error) {
-	dir, err := s.checkTestDir(req.Dir, req.Runner)
-	if err != nil {
-		return nil, err
-	}
-	if req.Test == "" || strings.HasPrefix(req.Test, "-") || strings.ContainsRune(req.Test, 0) {
-		return nil, fmt.Errorf("sandbox: replay: bad test id %q", req.Test)
-	}
-	if err := checkOptions(req.Options); err != nil {
-		return nil, err
-	}
-	paths, err := checkPaths(dir, req.Paths)
+	dir, paths, err := s.checkTest("sandbox: replay", req.Dir, req.Runner, req.Test, req.Options, req.Paths)
 	if err != nil {
 		return nil, err
 	}

@@ -267,17 +267,7 @@ func checkNeutralised(names []string) string {
 // test does, the result says how it ended (a hanging test ends with status timeout at
 // Limits.WallTime); the error is non-nil only when the sandbox failed or the request is unusable.
 func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, error) {
-	dir, err := s.checkTestDir(req.Dir, req.Runner)
-	if err != nil {
-		return nil, err
-	}
-	if req.Test == "" || strings.HasPrefix(req.Test, "-") || strings.ContainsRune(req.Test, 0) {
-		return nil, fmt.Errorf("sandbox: bad test id %q", req.Test)
-	}
-	if err := checkOptions(req.Options); err != nil {
-		return nil, err
-	}
-	paths, err := checkPaths(dir, req.Paths)
+	dir, paths, err := s.checkTest("sandbox", req.Dir, req.Runner, req.Test, req.Options, req.Paths)
 	if err != nil {
 		return nil, err
 	}
@@ -330,6 +320,27 @@ func validOutcome(o string) bool {
 		return true
 	}
 	return false
+}
+
+// checkTest checks what names one test of a checkout (RunTest's and ReplayTest's requests): the
+// checkout and its runner, the test id, the runner options and the import roots. It returns the
+// checkout's directory and the import roots as checkPaths gives them; what names the caller in a
+// bad test id's error.
+func (s *Sandbox) checkTest(what, dir, runner, test string, opts RunnerOptions, paths []string) (string, []string, error) {
+	dir, err := s.checkTestDir(dir, runner)
+	if err != nil {
+		return "", nil, err
+	}
+	if test == "" || strings.HasPrefix(test, "-") || strings.ContainsRune(test, 0) {
+		return "", nil, fmt.Errorf("%s: bad test id %q", what, test)
+	}
+	if err := checkOptions(opts); err != nil {
+		return "", nil, err
+	}
+	if paths, err = checkPaths(dir, paths); err != nil {
+		return "", nil, err
+	}
+	return dir, paths, nil
 }
 
 // checkTestDir checks a test request's Dir and Runner and returns Dir cleaned.

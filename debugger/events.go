@@ -232,33 +232,23 @@ func (t *Trace) Events() []schemas.Event {
 	return out
 }
 
-// traceJSON is the stored form of a Trace: its strings, and per event the integers kind, flags,
-// frame, lineno, depth, func, file, src, value, exc_type, the number of pairs and the pairs. N and
-// NP, the number of events and of pair integers, let a reader allocate each slice once; they are
-// hints (absent in traces written before them, checked against what is read).
+// traceJSON is the stored form of a Trace, the object {"v", "n", "np", "strs", "evs"}: its
+// strings, and per event the integers kind, flags, frame, lineno, depth, func, file, src, value,
+// exc_type, the number of pairs and the pairs. N and NP, the number of events and of pair
+// integers, let a reader allocate each slice once; they are hints (absent in traces written before
+// them, checked against what is read). AppendJSON writes it and decodeTraceJSON reads it.
 type traceJSON struct {
-	V    int          `json:"v"`
-	N    int          `json:"n,omitempty"`
-	NP   int          `json:"np,omitempty"`
-	Strs []string     `json:"strs"`
-	Evs  borrowedJSON `json:"evs"`
-}
-
-// borrowedJSON is a JSON value kept as the slice of the input it was decoded from, not copied: it
-// is read only while that input is alive (inside Trace.UnmarshalJSON), and it is most of a trace's
-// stored bytes.
-type borrowedJSON []byte
-
-// UnmarshalJSON keeps data itself.
-func (b *borrowedJSON) UnmarshalJSON(data []byte) error {
-	*b = data
-	return nil
+	V, N, NP int
+	Strs     []string
+	// Evs is the events' array as a slice of the input, not copied: it is read only while that
+	// input is alive (inside DecodeJSON), and it is most of a trace's stored bytes.
+	Evs []byte
 }
 
 // decodeTraceJSON fills j from the JSON object data starts with, as json.Unmarshal would (members
 // in any order, unknown ones ignored, the last of a repeated one kept), except that member names
 // match exactly and evs, which must be an array of integers, is not scanned: its extent is up to
-// the first ']', which no integer holds, and UnmarshalJSON reads its integers once. The events are
+// the first ']', which no integer holds, and DecodeJSON reads its integers once. The events are
 // most of a trace's bytes; json.Unmarshal would validate and then skip them, two more passes. It
 // returns the object's length.
 func decodeTraceJSON(data []byte, j *traceJSON) (int, error) {
@@ -358,7 +348,7 @@ func (t *Trace) DecodeJSON(data []byte) (int, error) {
 	}
 	ns := uint32(len(out.strs))
 	bad := errors.New("trace: malformed events")
-	ints := intReader{data: bytes.TrimSpace(j.Evs)}
+	ints := intReader{data: j.Evs} // from its '[' to the first ']' (decodeTraceJSON)
 	if len(ints.data) < 2 || ints.data[0] != '[' || ints.data[len(ints.data)-1] != ']' {
 		return 0, errors.New("trace: events: want an array of integers")
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,18 +20,27 @@ import (
 )
 
 // benchBinary builds ndtrace from this checkout once per test binary and returns its path.
-var benchBinary = sync.OnceValues(func() (string, error) {
+var benchBinary = sync.OnceValues(func() (string, error) { return buildBenchBinary() })
+
+// benchWorkerBinary builds the worker binary (-tags worker, as deploy/Dockerfile builds it: no
+// embedded Temporal server) from this checkout once per test binary and returns its path.
+var benchWorkerBinary = sync.OnceValues(func() (string, error) { return buildBenchBinary("-tags", "worker") })
+
+// buildBenchBinary builds ndtrace from this checkout with the extra go build flags into a new
+// temporary folder.
+func buildBenchBinary(flags ...string) (string, error) {
 	dir, err := os.MkdirTemp("", "ndtrace-bench-bin-")
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "ndtrace")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	args := append(append([]string{"build"}, flags...), "-o", bin, ".")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v: %s", err, out)
+		return "", fmt.Errorf("go build %s: %v: %s", strings.Join(flags, " "), err, out)
 	}
 	return bin, nil
-})
+}
 
 // runBinary runs the ndtrace binary with args as a child process and returns its wall time and
 // peak RSS in bytes (the child's own maximum resident set; the sandbox's processes are separate
@@ -41,6 +51,12 @@ func runBinary(b *testing.B, args ...string) (time.Duration, int64) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return runBinaryAt(b, bin, args...)
+}
+
+// runBinaryAt is runBinary for the binary at bin.
+func runBinaryAt(b *testing.B, bin string, args ...string) (time.Duration, int64) {
+	b.Helper()
 	cmd := exec.Command(bin, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -49,11 +65,60 @@ func runBinary(b *testing.B, args ...string) (time.Duration, int64) {
 		b.Fatalf("ndtrace %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	wall := time.Since(t0)
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return wall, maxRSS(b, cmd.ProcessState)
+}
+
+// maxRSS is the peak RSS in bytes of an ended child process.
+func maxRSS(b *testing.B, ps *os.ProcessState) int64 {
+	b.Helper()
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
 	if !ok {
 		b.Fatal("no rusage")
 	}
-	return wall, ru.Maxrss << 10 // Linux reports kilobytes
+	return ru.Maxrss << 10 // Linux reports kilobytes
+}
+
+// serverChild runs `ndtrace server` (the full binary, no Web UI) on a database in dir as a child
+// process and returns its frontend's address once it is ready, and a stop that interrupts it, as
+// Ctrl-C does, and returns its peak RSS in bytes.
+func serverChild(b *testing.B, dir string) (addr string, stop func() int64) {
+	b.Helper()
+	bin, err := benchBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "server", "--headless", "--port", fmt.Sprint(port), "--db", filepath.Join(dir, "server.db"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	ready := false
+	for !ready && sc.Scan() {
+		ready = strings.Contains(sc.Text(), "starts a dataset")
+	}
+	if !ready {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		b.Fatalf("ndtrace server did not start: %s", stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return fmt.Sprintf("127.0.0.1:%d", port), func() int64 {
+		_ = cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("ndtrace server: %v: %s", err, stderr.String())
+		}
+		return maxRSS(b, cmd.ProcessState)
+	}
 }
 
 // bigCallSource is a CPU-bound function whose call f(76000) makes about 305,000 trace events.
@@ -66,7 +131,10 @@ const bigCallSource = gencorpus.LoopWorkload
 // binary, the embedded server and the tokenizer). Both run as `ndtrace run` runs by default, on
 // an in-memory Temporal; the big call also runs with --db (a database that outlives the run, for
 // which the embedded server also runs its worker service: Schedules, scavengers), reported apart.
-// Run with -benchtime=1x.
+// The big call runs a third time as a cluster runs it: the worker binary (-tags worker, as
+// deploy/Dockerfile builds it) with --temporal against `ndtrace server` in another process; the
+// two processes' peaks are reported apart (worker-peak-RSS-MiB, server-peak-RSS-MiB: the server's
+// over all iterations). Run with -benchtime=1x.
 func BenchmarkPipelinePeakRSS(b *testing.B) {
 	dir := b.TempDir()
 	spec := func(name, input string) string {
@@ -80,15 +148,21 @@ func BenchmarkPipelinePeakRSS(b *testing.B) {
 			name, filepath.Join(dir, name+"-data-%d"), corpus)
 		return p + "\x00" + body
 	}
-	var bigWall, dbWall time.Duration
-	var bigPeak, smallPeak, dbPeak int64
+	workerBin, err := benchWorkerBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	temporal, stopServer := serverChild(b, dir)
+	var bigWall, dbWall, workerWall time.Duration
+	var bigPeak, smallPeak, dbPeak, workerPeak int64
 	for i := 0; i < b.N; i++ {
 		for _, s := range []struct {
 			name, input string
-			db          bool
+			db, worker  bool
 			peak        *int64
 			wall        *time.Duration
-		}{{"small", "1", false, &smallPeak, nil}, {"big", "76000", false, &bigPeak, &bigWall}, {"bigdb", "76000", true, &dbPeak, &dbWall}} {
+		}{{"small", "1", false, false, &smallPeak, nil}, {"big", "76000", false, false, &bigPeak, &bigWall},
+			{"bigdb", "76000", true, false, &dbPeak, &dbWall}, {"bigworker", "76000", false, true, &workerPeak, &workerWall}} {
 			p, body, _ := strings.Cut(spec(s.name, s.input), "\x00")
 			if err := os.WriteFile(p, []byte(fmt.Sprintf(body, i)), 0o644); err != nil {
 				b.Fatal(err)
@@ -97,7 +171,13 @@ func BenchmarkPipelinePeakRSS(b *testing.B) {
 			if s.db {
 				args = append(args, "--db", filepath.Join(dir, fmt.Sprintf("%s-%d.db", s.name, i)))
 			}
-			wall, peak := runBinary(b, args...)
+			var wall time.Duration
+			var peak int64
+			if s.worker {
+				wall, peak = runBinaryAt(b, workerBin, append(args, "--temporal", temporal)...)
+			} else {
+				wall, peak = runBinary(b, args...)
+			}
 			*s.peak = max(*s.peak, peak)
 			if s.wall != nil {
 				*s.wall += wall
@@ -113,6 +193,9 @@ func BenchmarkPipelinePeakRSS(b *testing.B) {
 	b.ReportMetric(bigWall.Seconds()/float64(b.N), "wall-s")
 	b.ReportMetric(float64(dbPeak)/(1<<20), "db-peak-RSS-MiB")
 	b.ReportMetric(dbWall.Seconds()/float64(b.N), "db-wall-s")
+	b.ReportMetric(float64(workerPeak)/(1<<20), "worker-peak-RSS-MiB")
+	b.ReportMetric(workerWall.Seconds()/float64(b.N), "worker-wall-s")
+	b.ReportMetric(float64(stopServer())/(1<<20), "server-peak-RSS-MiB")
 }
 
 // naiveCorpusTracer is the baseline BenchmarkPipelineCorpus measures against: sys.settrace, every local

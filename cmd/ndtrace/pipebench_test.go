@@ -112,7 +112,15 @@ func serverChild(b *testing.B, dir string) (addr string, stop func() int64) {
 		b.Fatalf("ndtrace server did not start: %s", stderr.String())
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
+	stopped := false
+	b.Cleanup(func() { // a benchmark that failed before stopping it leaves no server behind
+		if !stopped {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 	return fmt.Sprintf("127.0.0.1:%d", port), func() int64 {
+		stopped = true
 		_ = cmd.Process.Signal(os.Interrupt)
 		if err := cmd.Wait(); err != nil {
 			b.Errorf("ndtrace server: %v: %s", err, stderr.String())

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -26,7 +27,7 @@ const ErrBadInput = "BadInput"
 // Activities holds what the activities need. A worker creates one and registers its methods.
 type Activities struct {
 	// Sandboxes hands out sandboxes for tracing (nil on workers that do not trace).
-	Sandboxes *pipeline.SandboxPool
+	Sandboxes *execute.SandboxPool
 	// Tokenizers looks tokenizers up by name.
 	Tokenizers func(name string) (tokenize.Tokenizer, error)
 	// Fetcher resolves and checks out repositories (nil: a zero crawl.Fetcher, which cannot serve
@@ -71,7 +72,7 @@ func with[T any](ctx context.Context, in RunInput, fn func(*store.Store) (T, err
 
 // classify makes bad input non-retryable.
 func classify(err error) error {
-	if err != nil && errors.Is(err, pipeline.ErrBadInput) {
+	if err != nil && errors.Is(err, execute.ErrBadInput) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadInput, err)
 	}
 	return err
@@ -169,7 +170,7 @@ type BatchInput struct {
 func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (pipeline.TraceResult, error) {
 	var from pipeline.TraceCursor
 	resume(ctx, &from)
-	trc := &pipeline.Tracer{Sandboxes: a.Sandboxes, Fetcher: a.fetcher(), Scratch: a.Scratch, EnvCache: a.Envs, OnTraced: a.Metrics.traced}
+	trc := &execute.Tracer{Sandboxes: a.Sandboxes, Fetcher: a.fetcher(), Scratch: a.Scratch, EnvCache: a.Envs, OnTraced: a.Metrics.traced}
 	return with(ctx, in.RunInput, func(s *store.Store) (pipeline.TraceResult, error) {
 		trc.Store = s // repositories' environments are cached in the dataset's store
 		return pipeline.TraceBatch(ctx, s, in.Run, in.Ref, trc, int(activity.GetInfo(ctx).Attempt), from, beat(ctx))

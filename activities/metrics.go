@@ -5,8 +5,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/metrics"
-	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -24,7 +24,7 @@ var killStatuses = map[schemas.Status]bool{
 }
 
 // traced records one traced item.
-func (m *Metrics) traced(t pipeline.TracedItem, d time.Duration) {
+func (m *Metrics) traced(t execute.TracedItem, d time.Duration) {
 	if m == nil {
 		return
 	}

@@ -53,6 +53,15 @@ type RepoTarget struct {
 	Functions bool `json:"functions"`
 }
 
+// Origin is the source the item's rejects are recorded under: the repository a function was found
+// in, or else the item's path.
+func (it Item) Origin() string {
+	if it.RepoURL != "" {
+		return it.RepoURL
+	}
+	return it.Path
+}
+
 // Hash is the item's content hash: it changes exactly when what is traced changes (for a
 // repository: its commit or content hash, and how its tests are run).
 func (it Item) Hash() string {
@@ -93,7 +102,7 @@ func repoItem(res Resolved, src schemas.SourceSpec) Item {
 	if maxTests == 0 {
 		maxTests = 500
 	}
-	return Item{Key: res.Key, Path: redactURL(res.URL), SourceID: res.pin(), QualName: "",
+	return Item{Key: res.Key, Path: redactURL(res.URL), SourceID: res.Pin(), QualName: "",
 		Repo: &RepoTarget{Resolved: res, Runner: src.Runner, PythonPath: src.PythonPath, Venv: src.Venv, Env: src.Env,
 			MaxTests: maxTests, Functions: src.FunctionsOn()}}
 }

@@ -121,15 +121,15 @@ type Resolved struct {
 // String returns the key.
 func (r Resolved) String() string { return r.Key }
 
-// pin returns the commit or content hash.
-func (r Resolved) pin() string {
-	if r.Kind == KindGit {
+// Pin returns the commit (git) or the content hash (a directory or tarball) the repository is pinned at.
+func (r Resolved) Pin() string {
+	if r.Commit != "" {
 		return r.Commit
 	}
 	return r.ContentHash
 }
 
-func (r *Resolved) setKey() { r.Key = fmt.Sprintf("%s:%s@%s", r.Kind, redactURL(r.URL), r.pin()) }
+func (r *Resolved) setKey() { r.Key = fmt.Sprintf("%s:%s@%s", r.Kind, redactURL(r.URL), r.Pin()) }
 
 // CheckoutLimits bounds a checkout. Zero fields take the defaults. Limits are enforced while the
 // repository is materialized: the checkout stops at the first excess and is removed.

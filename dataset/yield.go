@@ -53,7 +53,7 @@ func (y *Yield) add(r *schemas.RepoYield) {
 	if y.RejectedByClass == nil {
 		y.RejectedByClass = map[string]int64{}
 	}
-	y.RejectedByClass[validUTF8(r.Rejected)]++
+	y.RejectedByClass[validUTF8(string(r.Rejected))]++
 }
 
 // merge adds o to y.

@@ -11,7 +11,7 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
-	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/replay"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -33,7 +33,7 @@ func replayOnBdbWith(t *testing.T, code, call string, traj debugger.Trajectory, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := pipeline.ReplayRequestOf(crawl.Item{Code: code, Filename: "main.py", Call: call}, row)
+	req, err := replay.RequestOf(crawl.Item{Code: code, Filename: "main.py", Call: call}, row)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func replayOnBdbWith(t *testing.T, code, call string, traj debugger.Trajectory, 
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
-	return pipeline.CompareReplay(row, res.Events, res.Status, res.Detail)
+	return replay.Compare(row, res.Events, res.Status, res.Detail)
 }
 
 // TestReplayOnBdb is issue 16's test 4 (b): the property-test programs (randomProgram) and the
@@ -105,7 +105,7 @@ func TestReplayOnBdb(t *testing.T) {
 	// The named differences these programs meet: breakpoints whose first future match is a
 	// return state (`return map(...)`) or a call (a `def` line), and step_over/step_return at a
 	// generator's yield or unwinding return. No mismatch, no tampering.
-	want := map[string]int{"agreed": 267, pipeline.ReplayBreakpointNonLine: 2, pipeline.ReplayGenerator: 7}
+	want := map[string]int{"agreed": 267, replay.BreakpointNonLine: 2, replay.Generator: 7}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("replay outcomes %s, want %v", b.String(), want)
 	}
@@ -135,14 +135,14 @@ func TestReplayCruxEvalOnBdb(t *testing.T) {
 			k = out.Kind
 		}
 		counts[k]++
-		if k == pipeline.ReplayMismatch || k == pipeline.ReplayTampered {
+		if k == replay.Mismatch || k == replay.Tampered {
 			t.Errorf("row %d: %s: %s\n%s", i, k, out.Detail, r.Code)
 		}
 	}
 	t.Logf("%d CruxEval trajectories: %v", n, counts)
 	// Measured: breakpoints on a `return` line taken at that line, or on a `def` line, and one
 	// step_return in a generator expression.
-	want := map[string]int{"agreed": 730, pipeline.ReplayBreakpointNonLine: 69, pipeline.ReplayGenerator: 1}
+	want := map[string]int{"agreed": 730, replay.BreakpointNonLine: 69, replay.Generator: 1}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("replay outcomes %v, want %v", counts, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/store"
 )
 
@@ -31,7 +32,7 @@ func openAgainst(ctx context.Context, url string, prefix int) (recordStream, fun
 	if err != nil {
 		s.Close()
 		if store.IsNotExist(err) {
-			return nil, nil, badInput("%s has no manifest (not an ndtrace dataset, or not committed)", url)
+			return nil, nil, execute.BadInput("%s has no manifest (not an ndtrace dataset, or not committed)", url)
 		}
 		return nil, nil, err
 	}
@@ -66,7 +67,7 @@ func openAgainst(ctx context.Context, url string, prefix int) (recordStream, fun
 	if err != nil {
 		s.Close()
 		if store.IsNotExist(err) {
-			return nil, nil, badInput("%s has no %s (not an ndtrace dataset, or not committed)", url, legacyDedupKeys)
+			return nil, nil, execute.BadInput("%s has no %s (not an ndtrace dataset, or not committed)", url, legacyDedupKeys)
 		}
 		return nil, nil, err
 	}
@@ -76,7 +77,7 @@ func openAgainst(ctx context.Context, url string, prefix int) (recordStream, fun
 	}
 	if err := json.Unmarshal(data, &d); err != nil || d.Format != "ndtrace-dedup-keys" {
 		s.Close()
-		return nil, nil, badInput("%s/%s is malformed", url, legacyDedupKeys)
+		return nil, nil, execute.BadInput("%s/%s is malformed", url, legacyDedupKeys)
 	}
 	recs := make([]keyRecord, 0, len(d.Keys))
 	for k, item := range d.Keys {

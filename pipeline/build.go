@@ -2,17 +2,15 @@ package pipeline
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
-	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -127,16 +125,15 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 	spec := run.Spec
 	tok, err := b.Tokenizers(spec.Tokenizer)
 	if err != nil {
-		return BatchSummary{}, badInput("tokenizer: %v", err)
+		return BatchSummary{}, execute.BadInput("tokenizer: %v", err)
 	}
 	policy, err := debugger.PolicyByName(spec.Policy)
 	if err != nil {
-		return BatchSummary{}, badInput("policy: %v", err)
+		return BatchSummary{}, execute.BadInput("policy: %v", err)
 	}
-	opts := RowOptions{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
-		TooLong: TooLong(spec.TooLong), CreatedAt: run.CreatedAt, TracerVersion: sandbox.TracerVersion}
+	opts := rows.OptionsFor(spec, tok, run.CreatedAt)
 	rec := &BatchRecord{Hash: tr.Hash, Counts: map[string]int64{}, CreatedAt: run.CreatedAt}
-	var rows []schemas.Row
+	var built []schemas.Row
 	for c := 0; c < tr.Chunks; c++ {
 		ts, err := readRunChunk(ctx, s, run, tr.Hash, c)
 		if err != nil {
@@ -144,41 +141,41 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		}
 		for _, t := range ts {
 			rec.Items++
-			r, rej := ItemRows(t, spec, policy, opts, rec.Counts)
+			r, rej := rows.Of(t, spec, policy, opts, rec.Counts)
 			if t.Item.Repo != nil {
-				rec.Yields = append(rec.Yields, repoYield(t, len(r), rej))
+				rec.Yields = append(rec.Yields, rows.Yield(t, len(r), rej))
 			}
 			if rej != nil {
 				rec.Rejects = append(rec.Rejects, *rej)
 				continue
 			}
-			rows = append(rows, r...)
+			built = append(built, r...)
 		}
 		beat.beat(c + 1)
 	}
-	rec.Rows = len(rows)
-	if rec.Stats, err = dataset.NewStatsPart(rows); err != nil {
+	rec.Rows = len(built)
+	if rec.Stats, err = dataset.NewStatsPart(built); err != nil {
 		return BatchSummary{}, fmt.Errorf("statistics: %w", err)
 	}
 	rec.Stats.AddRejects(rec.Rejects)
 	rec.Stats.AddYields(rec.Yields)
 	if b.OnBuilt != nil {
-		b.OnBuilt(rows, rec.Rejects)
+		b.OnBuilt(built, rec.Rejects)
 	}
 	poisoned := rec.Summary(false).Poison > 0
-	if len(rows) > 0 {
+	if len(built) > 0 {
 		name := "part-" + tr.Hash[:24]
 		if poisoned {
 			// Not the batch's shard (that one holds every item): this run's, without its poison.
 			name += "-" + run.ID[len(run.ID)-8:]
 		}
-		info, err := dataset.WriteShard(ctx, s, name, rows)
+		info, err := dataset.WriteShard(ctx, s, name, built)
 		if errors.Is(err, store.ErrConflict) {
 			// Another run built this batch's shard (with its created_at) and did not get to write
 			// its record: adopt that shard, as a run that found the record would.
-			if rows, info, err = adoptShard(ctx, s, name); err == nil && len(rows) > 0 {
-				rec.CreatedAt = rows[0].CreatedAt
-				rec.Rows = len(rows)
+			if built, info, err = adoptShard(ctx, s, name); err == nil && len(built) > 0 {
+				rec.CreatedAt = built[0].CreatedAt
+				rec.Rows = len(built)
 			}
 		}
 		if err != nil {
@@ -186,7 +183,7 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		}
 		rec.Shard = &info
 		if n := spec.PackLength; n > 0 {
-			if rec.Packed, err = packBatch(ctx, s, tok, name, rows, n, rec.Counts); err != nil {
+			if rec.Packed, err = packBatch(ctx, s, tok, name, built, n, rec.Counts); err != nil {
 				return BatchSummary{}, err
 			}
 		}
@@ -211,103 +208,13 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 	return won.Summary(!created), nil
 }
 
-// ItemRows builds every row of one traced item, or the reject that says why it gives none.
-func ItemRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, counts map[string]int64) ([]schemas.Row, *schemas.Reject) {
-	reject := func(class schemas.RejectClass, reason string) ([]schemas.Row, *schemas.Reject) {
-		return nil, &schemas.Reject{Source: rejectSource(t.Item), Key: t.Item.Key, Class: class, Reason: reason}
-	}
-	switch {
-	case t.Poison != "":
-		return reject(schemas.RejectPoison, "poison: "+t.Poison)
-	case t.Item.Repo != nil && t.Repo == nil:
-		reason := t.Detail // the repository could not be used
-		if reason == "" {
-			reason = string(t.Status)
-		}
-		return reject(repoRejectClass(reason), reason)
-	case t.Item.Repo != nil:
-		rows, reason := repoRows(t, spec, p, o, counts)
-		if reason != "" {
-			return reject(schemas.RejectNoTrajectory, reason)
-		}
-		return rows, nil
-	}
-	if _, err := debugger.ExitFor(t.Status); err != nil {
-		if t.Detail != "" {
-			return reject(schemas.StatusReject(t.Status), fmt.Sprintf("%s: %s", t.Status, t.Detail))
-		}
-		return reject(schemas.StatusReject(t.Status), string(t.Status))
-	}
-	item, trace := t.debuggerItem()
-	src := functionSource(t.Item)
-	var rows []schemas.Row
-	var last string
-	for _, dir := range spec.Directions {
-		tree, code, err := item.Tree(debugger.Direction(dir))
-		if err != nil {
-			counts["skipped:"+dir+":"+reasonKey(err)]++
-			last = err.Error()
-			continue
-		}
-		for k := 0; k < spec.TrajectoriesPerTrace; k++ {
-			seed := trajectorySeed(spec.Seed, t.Item.Key, dir, k)
-			row, err := buildRow(src, tree, code, traceCounts(trace), p, seed, o)
-			if err != nil {
-				counts["dropped:"+reasonKey(err)]++
-				last = err.Error()
-				continue
-			}
-			rows = append(rows, row)
-		}
-	}
-	if len(rows) == 0 {
-		if last == "" {
-			last = "no trajectory"
-		}
-		return reject(schemas.RejectNoTrajectory, last)
-	}
-	return rows, nil
-}
-
-// debuggerItem is a traced function-level item as package debugger takes it, and its trace.
-func (t *TracedItem) debuggerItem() (debugger.Item, *debugger.Trace) {
-	trace := t.trace()
-	return debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}, trace
-}
-
-// functionSource is the source columns of a function-level item's rows.
-func functionSource(it crawl.Item) Source {
-	return Source{Level: "function", RepoURL: it.RepoURL, Commit: it.Commit, Path: it.Path,
-		QualName: it.QualName, SourceID: it.SourceID}
-}
-
-// reasonKey is a short counter key for an error.
-func reasonKey(err error) string {
-	switch {
-	case errors.Is(err, ErrTooLong):
-		return "too_long"
-	case errors.Is(err, debugger.ErrNoInverse):
-		return "run_cut_off"
-	case errors.Is(err, tokenize.ErrSpecialToken):
-		return "special_token_in_source"
-	}
-	return "error"
-}
-
-// trajectorySeed derives a trajectory's seed from the spec's seed, the item and the draw.
-func trajectorySeed(seed uint64, key, dir string, k int) uint64 {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d/%s/%s/%d", seed, key, dir, k)
-	return binary.LittleEndian.Uint64(h.Sum(nil)[:8])
-}
-
 // packBatch packs a batch's rows into sequences of n tokens (dataset.Pack, padded with the
 // tokenizer's end-of-text id) and writes them as the packed shard name. Rows longer than n are
 // counted as packing_too_long; it returns nil when no row fits.
 func packBatch(ctx context.Context, s *store.Store, tok tokenize.Tokenizer, name string, rows []schemas.Row, n int, counts map[string]int64) (*dataset.ShardInfo, error) {
 	pad, ok := tok.SpecialID(tokenize.EndOfText)
 	if !ok {
-		return nil, badInput("tokenizer %s has no id for %s to pad packed sequences with", tok.Name(), tokenize.EndOfText)
+		return nil, execute.BadInput("tokenizer %s has no id for %s to pad packed sequences with", tok.Name(), tokenize.EndOfText)
 	}
 	seqs, tooLong, err := dataset.Pack(rows, n, pad)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
@@ -87,7 +89,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 	var yields, pageYields []schemas.RepoYield // (pageYields: not in a record)
 	for _, r := range rejects {
 		if r.Class == schemas.RejectRepository {
-			pageYields = append(pageYields, earlyYield(r.Key, r.Key, YieldUnresolved, r.Reason))
+			pageYields = append(pageYields, rows.EarlyYield(r.Key, r.Key, schemas.YieldUnresolved, r.Reason))
 		}
 	}
 	outcomes, err := pageOutcomes(ctx, s, run, p, page)
@@ -109,12 +111,12 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 				return nil, err
 			}
 			for _, it := range b.Items {
-				r := schemas.Reject{Source: rejectSource(it), Key: it.Key, Class: schemas.RejectBatchFailed,
+				r := schemas.Reject{Source: it.Origin(), Key: it.Key, Class: schemas.RejectBatchFailed,
 					Reason: fmt.Sprintf("batch %s failed: %s", fb.Ref, failed.Reason)}
 				rejects = append(rejects, r)
 				pageRejects = append(pageRejects, r)
 				if it.Repo != nil {
-					pageYields = append(pageYields, earlyYield(it.Path, it.Key, YieldBatchFailed, r.Reason))
+					pageYields = append(pageYields, rows.EarlyYield(it.Path, it.Key, schemas.YieldBatchFailed, r.Reason))
 				}
 			}
 			continue
@@ -314,7 +316,7 @@ func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok to
 	if n := run.Spec.PackLength; n > 0 {
 		pad, ok := tok.SpecialID(tokenize.EndOfText)
 		if !ok {
-			return CommitResult{}, badInput("tokenizer %s has no id for %s", tok.Name(), tokenize.EndOfText)
+			return CommitResult{}, execute.BadInput("tokenizer %s has no id for %s", tok.Name(), tokenize.EndOfText)
 		}
 		man.Packing = &dataset.Packing{Length: n, PadID: pad, Index: packed}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 )
@@ -113,7 +114,7 @@ func FormBatches(ctx context.Context, s *store.Store, run Run, p Phase, page, pa
 			return err
 		}
 		if p == PhaseFunctions {
-			traced := make([]TracedItem, len(ls))
+			traced := make([]execute.TracedItem, len(ls))
 			for i := range ls {
 				if ls[i].Traced == nil {
 					return fmt.Errorf("function %s of the functions' phase has no trace", ls[i].Item.Key)
@@ -135,7 +136,7 @@ func FormBatches(ctx context.Context, s *store.Store, run Run, p Phase, page, pa
 		}
 		if first, ok := drops[l.Ordinal]; ok {
 			res.Rejects++
-			return renc.Encode(schemas.Reject{Source: rejectSource(l.Item), Key: l.Item.Key, Class: schemas.RejectDuplicate,
+			return renc.Encode(schemas.Reject{Source: l.Item.Origin(), Key: l.Item.Key, Class: schemas.RejectDuplicate,
 				Reason: "duplicate of " + first})
 		}
 		if l.Item.Repo != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
@@ -199,19 +200,19 @@ type stubTracer struct {
 
 var errStubSandbox = errors.New("stub: sandbox exhausted")
 
-func (st *stubTracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, alive func()) (TracedItem, error) {
+func (st *stubTracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, alive func()) (execute.TracedItem, error) {
 	if it.Call == st.poisonCall {
 		if st.die == "infra" {
-			return TracedItem{}, errors.New("stub: no sandbox to be had")
+			return execute.TracedItem{}, errors.New("stub: no sandbox to be had")
 		}
 		if st.die == "kill" {
 			st.cancel()
-			return TracedItem{}, ctx.Err()
+			return execute.TracedItem{}, ctx.Err()
 		}
-		return TracedItem{}, itemError(errStubSandbox)
+		return execute.TracedItem{}, fmt.Errorf("%w: %w", execute.ErrItem, errStubSandbox)
 	}
 	st.traced = append(st.traced, it.Key)
-	return TracedItem{Item: it, Status: schemas.StatusInvalid, Detail: "stub"}, nil
+	return execute.TracedItem{Item: it, Status: schemas.StatusInvalid, Detail: "stub"}, nil
 }
 
 // TestPoisonItem runs TraceBatch's attempts with a stubbed sandbox (a unit test of the poison
@@ -311,9 +312,9 @@ func TestAdoptShard(t *testing.T) {
 	path := corpus(t, 4)
 	spec := schemas.Spec{Name: "a", Sources: []schemas.SourceSpec{{Kind: "jsonl", Path: path}}, BatchSize: 8}.WithDefaults()
 	s := openMem(t)
-	pool := NewSandboxPool(sandbox.Config{}, 1)
+	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
 	defer pool.Close()
-	trc := &Tracer{Sandboxes: pool}
+	trc := &execute.Tracer{Sandboxes: pool}
 	ref := BatchRef{Phase: PhaseSources, Kind: BatchFunc, Index: 0}
 	build := func(created time.Time) (Run, BatchSummary) {
 		run := NewRun(spec, created)

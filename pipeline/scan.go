@@ -9,6 +9,7 @@ import (
 	"io/fs"
 
 	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 )
@@ -42,9 +43,9 @@ type ScanResult struct {
 // pageLine is one line of a page's items: the item, its ordinal in the phase and, for a function
 // found in a repository, its trace (traced with the repository).
 type pageLine struct {
-	Ordinal int64       `json:"o"`
-	Item    crawl.Item  `json:"item"`
-	Traced  *TracedItem `json:"traced,omitempty"`
+	Ordinal int64               `json:"o"`
+	Item    crawl.Item          `json:"item"`
+	Traced  *execute.TracedItem `json:"traced,omitempty"`
 }
 
 // pageWriter collects a page's outputs.
@@ -72,11 +73,11 @@ func (w *pageWriter) reject(r schemas.Reject) error {
 }
 
 // item records an item at ordinal o, unless it is a function of an evaluation set.
-func (w *pageWriter) item(it crawl.Item, traced *TracedItem, o *int64) error {
+func (w *pageWriter) item(it crawl.Item, traced *execute.TracedItem, o *int64) error {
 	if it.Repo == nil {
 		for _, s := range w.sets {
 			if s.Contains(it.Source()) {
-				return w.reject(schemas.Reject{Source: rejectSource(it), Key: it.Key, Class: schemas.RejectDecontaminated,
+				return w.reject(schemas.Reject{Source: it.Origin(), Key: it.Key, Class: schemas.RejectDecontaminated,
 					Reason: "decontaminated: " + s.Name})
 			}
 		}
@@ -153,7 +154,7 @@ func ScanPage(ctx context.Context, s *store.Store, run Run, f *crawl.Fetcher, se
 				return ScanResult{}, ferr
 			}
 			if errors.Is(err, fs.ErrNotExist) || store.IsNotExist(err) {
-				return ScanResult{}, badInput("sources[%d]: %v", cur.Source, err)
+				return ScanResult{}, execute.BadInput("sources[%d]: %v", cur.Source, err)
 			}
 			return ScanResult{}, fmt.Errorf("sources[%d]: %w", cur.Source, err)
 		}
@@ -220,22 +221,13 @@ func ScanFunctions(ctx context.Context, s *store.Store, run Run, sets []*crawl.E
 	return w.write(ctx, s, run, PhaseFunctions)
 }
 
-// rejectSource is the source a reject of it is recorded under: the repository a function was
-// found in, or the item's path.
-func rejectSource(it crawl.Item) string {
-	if it.RepoURL != "" {
-		return it.RepoURL
-	}
-	return it.Path
-}
-
 // EvalSets reads the evaluation sets a spec decontaminates against.
 func EvalSets(ctx context.Context, spec schemas.Spec) ([]*crawl.EvalSet, error) {
 	var sets []*crawl.EvalSet
 	for i, e := range spec.Decontaminate {
 		set, err := crawl.ReadEvalSet(ctx, e.Name, e.Path)
 		if err != nil {
-			return nil, badInput("decontaminate[%d]: %v", i, err)
+			return nil, execute.BadInput("decontaminate[%d]: %v", i, err)
 		}
 		sets = append(sets, set)
 	}

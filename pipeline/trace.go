@@ -1,21 +1,15 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ndtrace/ndtrace/internal/jsonmembers"
-	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ndtrace/ndtrace/crawl"
-	"github.com/ndtrace/ndtrace/debugger"
-	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 )
@@ -26,150 +20,6 @@ const TraceChunk = 8
 // PoisonAfter is how many attempts of a batch in a row must die on the same item (crash, hang,
 // exhausted sandbox or worker) before the item is given up as poison.
 const PoisonAfter = 2
-
-// ErrBadInput marks errors that no retry can fix (a spec the worker cannot run): the activities
-// make them non-retryable.
-var ErrBadInput = errors.New("bad input")
-
-// ErrItem marks a tracing error the item itself caused (its run broke the sandbox): only those
-// count towards giving the item up as poison. Errors of the worker or the network (no sandbox to
-// be had, a store or a clone that fails) do not.
-var ErrItem = errors.New("the item broke its sandbox")
-
-// itemError wraps err as caused by the item.
-func itemError(err error) error { return fmt.Errorf("%w: %w", ErrItem, err) }
-
-// badInput is an ErrBadInput error with a message.
-func badInput(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
-}
-
-// TracedItem is one traced item, as stored between TraceBatch and BuildShard.
-type TracedItem struct {
-	Item   crawl.Item     `json:"item"`
-	Status schemas.Status `json:"status"`
-	Detail string         `json:"detail,omitempty"`
-	// Events is the trace as chunks stored before Trace held it (read, never written).
-	Events []schemas.Event `json:"events,omitempty"`
-	// Trace is the trace in compact form: the locals of each frame as changes, every string
-	// interned (debugger.Trace). Nil for a run without events.
-	Trace  *debugger.Trace `json:"trace,omitempty"`
-	Blocks []schemas.Block `json:"blocks,omitempty"`
-	// Consume is set when the call returned an iterator the tracer consumed (sandbox.Result).
-	Consume *schemas.Consume `json:"consume,omitempty"`
-	// Repo is the trace of a repository-level item's tests.
-	Repo *RepoTrace `json:"repo,omitempty"`
-	// Poison is set when the item was given up: every attempt that traced it died (the reason).
-	Poison string `json:"poison,omitempty"`
-}
-
-// ItemTracer traces one item: *Tracer in the sandbox; tests stub it.
-type ItemTracer interface {
-	Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, alive func()) (TracedItem, error)
-}
-
-// Tracer traces items in sandboxes.
-type Tracer struct {
-	// Sandboxes hands out sandboxes for tracing.
-	Sandboxes *SandboxPool
-	// Fetcher resolves and checks out repositories (nil: a zero crawl.Fetcher).
-	Fetcher *crawl.Fetcher
-	// Scratch is where repositories are checked out (default userdirs.ScratchDir: per user). It
-	// must not be under /tmp: the sandbox mounts checkouts at their host paths (read-only, each
-	// test getting a private writable view), and its private /tmp would hide them.
-	Scratch string
-	// OnTraced, if set, is told of every item traced and how long it took (metrics).
-	OnTraced func(t TracedItem, d time.Duration)
-	// Store is the dataset's store, where the environments of repositories are cached for every
-	// worker (nil: on this worker only); EnvCache is this worker's folder of extracted environments
-	// (default userdirs.EnvsDir, not under /tmp). See env.go.
-	Store    *store.Store
-	EnvCache string
-	// environments is the spec's configuration of environments (set by Trace, see forSpec).
-	environments *schemas.EnvironmentsSpec
-}
-
-// Trace runs one item; a sandbox failure is an error (retried), anything the code does is data.
-// alive is called while a long item (a repository) makes progress.
-func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, alive func()) (t TracedItem, err error) {
-	start := time.Now()
-	defer func() {
-		if err == nil && trc.OnTraced != nil {
-			trc.OnTraced(t, time.Since(start))
-		}
-	}()
-	if trc.Sandboxes == nil {
-		return TracedItem{}, errors.New("this worker has no sandboxes")
-	}
-	lim, err := LimitsOf(spec)
-	if err != nil {
-		return TracedItem{}, badInput("%v", err)
-	}
-	if it.Repo != nil {
-		co, err := checkoutLimitsOf(spec)
-		if err != nil {
-			return TracedItem{}, badInput("%v", err)
-		}
-		return trc.forSpec(spec).traceRepo(ctx, it, lim, co, alive, nil)
-	}
-	sb, release, err := trc.Sandboxes.Get(ctx)
-	if err != nil {
-		return TracedItem{}, err
-	}
-	defer release()
-	// The events go into their compact form as they are decoded: the whole decoded trace (full
-	// locals at every event) never exists at once.
-	tb := debugger.NewTraceBuilder()
-	n := 0
-	res, err := sb.Run(ctx, sandbox.Request{Code: it.Code, Filename: it.Filename, Call: it.Call, Limits: lim,
-		Events: func(ev *schemas.Event) { tb.Add(ev); n++ }})
-	if err != nil {
-		if res != nil && res.Status == schemas.StatusSandboxError {
-			return TracedItem{}, itemError(fmt.Errorf("trace %s: %w", it.Key, err))
-		}
-		return TracedItem{Item: it, Status: schemas.StatusInvalid, Detail: err.Error()}, nil
-	}
-	var trace *debugger.Trace
-	if n > 0 {
-		trace = tb.Trace()
-	}
-	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Trace: trace, Blocks: res.Blocks, Consume: res.Consume}, nil
-}
-
-// compactTrace returns the compact form of a run's events, nil for none. Once it is made, the
-// decoded events (and any buffer their strings point into) can go.
-func compactTrace(events []schemas.Event) *debugger.Trace {
-	if len(events) == 0 {
-		return nil
-	}
-	return debugger.NewTrace(events)
-}
-
-// trace returns the item's trace in compact form, from Events for a chunk stored before Trace.
-func (t *TracedItem) trace() *debugger.Trace {
-	if t.Trace == nil {
-		return debugger.NewTrace(t.Events)
-	}
-	return t.Trace
-}
-
-// checkoutLimitsOf returns the repository checkout limits of a spec.
-func checkoutLimitsOf(spec schemas.Spec) (crawl.CheckoutLimits, error) {
-	d, err := time.ParseDuration(spec.Limits.CheckoutTimeout)
-	if err != nil {
-		return crawl.CheckoutLimits{}, fmt.Errorf("limits.checkout_timeout: %w", err)
-	}
-	return crawl.CheckoutLimits{MaxBytes: spec.Limits.RepoBytes, MaxFiles: spec.Limits.RepoFiles, Timeout: d}, nil
-}
-
-// LimitsOf returns the sandbox limits of one item of a spec.
-func LimitsOf(spec schemas.Spec) (sandbox.Limits, error) {
-	d, err := time.ParseDuration(spec.Limits.Timeout)
-	if err != nil {
-		return sandbox.Limits{}, fmt.Errorf("limits.timeout: %w", err)
-	}
-	return sandbox.Limits{WallTime: d, CPUTime: d, TraceEvents: spec.Limits.MaxEvents, ValueChars: spec.Limits.ValueChars}, nil
-}
 
 // chunkKey is where chunk c of the traces of the batch with hash is stored. Traces are shared by
 // the runs that plan the same batch (its hash covers the spec and the items), and written once.
@@ -199,7 +49,7 @@ func findChunk(ctx context.Context, s *store.Store, run Run, hash string, c int)
 }
 
 // readRunChunk reads chunk c of a batch's traces as run sees it.
-func readRunChunk(ctx context.Context, s *store.Store, run Run, hash string, c int) ([]TracedItem, error) {
+func readRunChunk(ctx context.Context, s *store.Store, run Run, hash string, c int) ([]execute.TracedItem, error) {
 	k, err := findChunk(ctx, s, run, hash, c)
 	if err != nil {
 		return nil, err
@@ -215,11 +65,11 @@ func chunks(n int) int { return (n + TraceChunk - 1) / TraceChunk }
 
 // writeChunk stores traced items as one chunk: JSON Lines, one item a line. The first write of a
 // chunk wins (a retry that traced again finds it).
-func writeChunk(ctx context.Context, s *store.Store, key string, items []TracedItem) error {
+func writeChunk(ctx context.Context, s *store.Store, key string, items []execute.TracedItem) error {
 	var buf []byte
 	for _, t := range items {
 		var err error
-		if buf, err = appendTracedItem(buf, t); err != nil {
+		if buf, err = t.AppendJSON(buf); err != nil {
 			return fmt.Errorf("encode traces of %s: %w", t.Item.Key, err)
 		}
 	}
@@ -229,79 +79,15 @@ func writeChunk(ctx context.Context, s *store.Store, key string, items []TracedI
 	return nil
 }
 
-// appendTracedItem appends t to b as one JSON line. The compact trace, most of the line, is
-// appended in place (debugger.Trace.AppendJSON) rather than marshalled, then checked and copied
-// again by encoding/json as a json.Marshaler's output would be.
-func appendTracedItem(b []byte, t TracedItem) ([]byte, error) {
-	tr := t.Trace
-	t.Trace = nil
-	rest, err := json.Marshal(t)
-	if err != nil {
-		return nil, err
-	}
-	if tr == nil {
-		return append(append(b, rest...), '\n'), nil
-	}
-	b = append(b, rest[:len(rest)-1]...) // without its closing brace
-	if len(rest) > 2 {
-		b = append(b, ',')
-	}
-	b = append(b, `"trace":`...)
-	if b, err = tr.AppendJSON(b); err != nil {
-		return nil, err
-	}
-	return append(b, '}', '\n'), nil
-}
-
-// decodeTracedItem reads one line of a stored chunk (appendTracedItem's) as json.Unmarshal would,
-// except that the trace's bytes go to debugger.Trace.DecodeJSON unscanned: they are most of the
-// line, and encoding/json would validate and skip them before the trace reads them.
-func decodeTracedItem(line []byte) (TracedItem, error) {
-	var tr *debugger.Trace
-	rest := append(make([]byte, 0, 512), '{')
-	n, err := jsonmembers.Walk(line, func(name string, v []byte) (int, error) {
-		if strings.EqualFold(name, "trace") { // as json.Unmarshal matches a field
-			if bytes.HasPrefix(v, []byte("null")) {
-				tr = nil
-				return len("null"), nil
-			}
-			tr = new(debugger.Trace)
-			return tr.DecodeJSON(v)
-		}
-		n, err := jsonmembers.ValueLen(v)
-		if err != nil {
-			return 0, err
-		}
-		if len(rest) > 1 {
-			rest = append(rest, ',')
-		}
-		key, _ := json.Marshal(name)
-		rest = append(append(append(rest, key...), ':'), v[:n]...)
-		return n, nil
-	})
-	if err == nil {
-		err = jsonmembers.End(line, n)
-	}
-	var t TracedItem
-	if err == nil {
-		err = json.Unmarshal(append(rest, '}'), &t)
-	}
-	if err != nil {
-		return TracedItem{}, err
-	}
-	t.Trace = tr
-	return t, nil
-}
-
 // readChunk reads one stored chunk of traces.
-func readChunk(ctx context.Context, s *store.Store, key string) ([]TracedItem, error) {
+func readChunk(ctx context.Context, s *store.Store, key string) ([]execute.TracedItem, error) {
 	data, err := s.ReadAll(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("read traces: %w", err)
 	}
-	var out []TracedItem
+	var out []execute.TracedItem
 	err = eachJSONLine(data, func(line []byte) error {
-		t, err := decodeTracedItem(line)
+		t, err := execute.DecodeTracedItem(line)
 		if err != nil {
 			return err
 		}
@@ -316,7 +102,7 @@ func readChunk(ctx context.Context, s *store.Store, key string) ([]TracedItem, e
 
 // writeTraces stores the traces of a planned batch whose items were traced already (the functions
 // found in repositories), in chunks.
-func writeTraces(ctx context.Context, s *store.Store, hash string, ts []TracedItem) error {
+func writeTraces(ctx context.Context, s *store.Store, hash string, ts []execute.TracedItem) error {
 	for c := 0; c < chunks(len(ts)); c++ {
 		if err := writeChunk(ctx, s, chunkKey(hash, c), ts[c*TraceChunk:min((c+1)*TraceChunk, len(ts))]); err != nil {
 			return err
@@ -326,8 +112,8 @@ func writeTraces(ctx context.Context, s *store.Store, hash string, ts []TracedIt
 }
 
 // readTraces reads every trace of a planned batch, as run sees them.
-func readTraces(ctx context.Context, s *store.Store, run Run, b *PlannedBatch) ([]TracedItem, error) {
-	var out []TracedItem
+func readTraces(ctx context.Context, s *store.Store, run Run, b *PlannedBatch) ([]execute.TracedItem, error) {
+	var out []execute.TracedItem
 	for c := 0; c < chunks(len(b.Items)); c++ {
 		ts, err := readRunChunk(ctx, s, run, b.Hash, c)
 		if err != nil {
@@ -377,7 +163,7 @@ func (r Run) poisonKey(ref BatchRef) string {
 // An item on which PoisonAfter attempts in a row died (an error, a crash of the worker, a hang
 // past the heartbeat timeout) is not traced again: it is stored with its Poison reason, which
 // BuildShard makes a `poison` reject, and the batch goes on.
-func TraceBatch(ctx context.Context, s *store.Store, run Run, ref BatchRef, trc ItemTracer, attempt int, from TraceCursor, beat Beat) (TraceResult, error) {
+func TraceBatch(ctx context.Context, s *store.Store, run Run, ref BatchRef, trc execute.ItemTracer, attempt int, from TraceCursor, beat Beat) (TraceResult, error) {
 	b, err := ReadBatch(ctx, s, run, ref)
 	if err != nil {
 		return TraceResult{}, err
@@ -415,7 +201,7 @@ func TraceBatch(ctx context.Context, s *store.Store, run Run, ref BatchRef, trc 
 				for i := c * TraceChunk; i < min((c+1)*TraceChunk, len(b.Items)); i++ {
 					it := b.Items[i]
 					if reason, ok := poison[i]; ok {
-						ch.items = append(ch.items, TracedItem{Item: it, Status: schemas.StatusSandboxError, Poison: reason})
+						ch.items = append(ch.items, execute.TracedItem{Item: it, Status: schemas.StatusSandboxError, Poison: reason})
 						ch.key = run.runChunkKey(b.Hash, c)
 						continue
 					}
@@ -429,7 +215,7 @@ func TraceBatch(ctx context.Context, s *store.Store, run Run, ref BatchRef, trc 
 					}
 					t, err := trc.Trace(gctx, it, run.Spec, hb.alive)
 					if err != nil {
-						if errors.Is(err, ErrItem) && gctx.Err() == nil {
+						if errors.Is(err, execute.ErrItem) && gctx.Err() == nil {
 							// Tell the next attempt which item this one died on, and why.
 							_ = mark(context.WithoutCancel(ctx), attemptMark{Item: i, Err: err.Error()})
 						} else if marking && gctx.Err() == nil {
@@ -516,7 +302,7 @@ func findPoison(ctx context.Context, s *store.Store, run Run, ref BatchRef, atte
 type tracedChunk struct {
 	index  int
 	key    string
-	items  []TracedItem
+	items  []execute.TracedItem
 	stored bool
 }
 

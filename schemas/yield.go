@@ -29,8 +29,28 @@ type RepoYield struct {
 	SandboxErrors int64 `json:"sandbox_errors,omitempty"`
 	// Rows counts the repository-level rows the repository gave.
 	Rows int64 `json:"rows"`
-	// Rejected is why the repository gave no repository-level row, as a class (YieldClass), and
+	// Rejected is why the repository gave no repository-level row, as the stage it stopped at, and
 	// Reason says it for a person; both empty when it gave rows.
-	Rejected string `json:"rejected,omitempty"`
-	Reason   string `json:"reason,omitempty"`
+	Rejected YieldStage `json:"rejected,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
 }
+
+// YieldStage is the stage a repository that gave no repository-level row stopped at
+// (RepoYield.Rejected): set where the repository is dropped, never read back from a reason.
+type YieldStage string
+
+// Yield stages.
+const (
+	YieldUnresolved   YieldStage = "unresolved"    // it did not resolve (planning)
+	YieldCheckout     YieldStage = "checkout"      // its checkout was refused
+	YieldLayout       YieldStage = "import_layout" // its package declarations could not be read
+	YieldEnvironment  YieldStage = "environment"   // its environment could not be built
+	YieldMounts       YieldStage = "mounts"        // a venv or python_path the source names is unusable
+	YieldMissing      YieldStage = "missing_module"
+	YieldCollection   YieldStage = "collection" // its tests did not collect
+	YieldNoTests      YieldStage = "no_tests"
+	YieldNoTrajectory YieldStage = "no_trajectory" // tests ran, none gave a trajectory
+	YieldPoison       YieldStage = "poison"
+	YieldBatchFailed  YieldStage = "batch_failed"
+	YieldOther        YieldStage = "other"
+)

@@ -17,8 +17,8 @@ import (
 	"testing"
 
 	"github.com/ndtrace/ndtrace/dataset"
-	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/verify"
 )
 
 // startDashboard runs "ndtrace dashboard" in-process on a free loopback port with the given
@@ -291,7 +291,7 @@ func writeTestVerification(t *testing.T, url string) {
 		Differences: map[string]int{schemas.DiffText: 1}, NotReExecuted: map[string]int{schemas.NotRunRepositoryMoved: 4},
 		Replay:       schemas.VerifyReplay{Run: 3, Agreed: 3, NotReplayed: map[string]int{"inverse": 2, schemas.NotReplayedNotReExecuted: 4}},
 		MinAgreement: 1, Verifier: schemas.VerifyVersions{Tracer: "5", Pipeline: "1"}, StartedAt: m.CreatedAt}
-	if _, err := pipeline.WriteVerification(context.Background(), st, m, v); err != nil {
+	if _, err := verify.Write(context.Background(), st, m, v); err != nil {
 		t.Fatal(err)
 	}
 }

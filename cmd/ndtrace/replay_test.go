@@ -9,15 +9,16 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
-	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/replay"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 )
 
 // TestReplayRunRows replays on bdb the forward rows a small `ndtrace run` wrote (20 CruxEval
-// functions), through pipeline.Tracer.Replay as verify calls it: every row agrees or differs by
+// functions), through execute.Tracer.Replay as verify calls it: every row agrees or differs by
 // a named kind; none is an unexplained mismatch; inverse rows are not replayed.
 func TestReplayRunRows(t *testing.T) {
 	if testing.Short() {
@@ -42,9 +43,9 @@ func TestReplayRunRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	pool := pipeline.NewSandboxPool(sandbox.Config{}, 1)
+	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
 	defer pool.Close()
-	trc := &pipeline.Tracer{Sandboxes: pool}
+	trc := &execute.Tracer{Sandboxes: pool}
 	counts := map[string]int{}
 	for _, sh := range resolvedManifest(t, st).Shards {
 		rows, err := dataset.ReadRows(ctx, st, sh.Path, 0)
@@ -71,7 +72,7 @@ func TestReplayRunRows(t *testing.T) {
 				}
 			case !o.Agreed:
 				k = o.Kind
-				if k == pipeline.ReplayMismatch || k == pipeline.ReplayTampered {
+				if k == replay.Mismatch || k == replay.Tampered {
 					t.Errorf("row %s: %s: %s", row.ID, k, o.Detail)
 				}
 			}

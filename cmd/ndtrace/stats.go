@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"io"
 	"math"
 	"sort"
@@ -13,8 +12,9 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/dataset"
-	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
+	"github.com/ndtrace/ndtrace/verify"
 )
 
 const statsUsage = `URL [flags]
@@ -87,7 +87,7 @@ func loadVerification(ctx context.Context, url string) (*schemas.Verification, e
 		return nil, err
 	}
 	defer st.Close()
-	v, err := pipeline.ReadVerification(ctx, st, m)
+	v, err := verify.Read(ctx, st, m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: verification: %w", url, err)
 	}

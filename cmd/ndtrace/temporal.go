@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go.temporal.io/api/serviceerror"
 	"io"
 	"log/slog"
 	"net"
@@ -17,16 +16,18 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/ndtrace/ndtrace/activities"
 	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/metrics"
 	"github.com/ndtrace/ndtrace/internal/progress"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
-	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -169,7 +170,7 @@ func prepareWorkers(ctx context.Context, wf workerFlags, sf sandboxFlags) (*work
 		if err != nil {
 			return nil, err
 		}
-		pool := pipeline.NewSandboxPool(cfg, wf.traceSlots)
+		pool := execute.NewSandboxPool(cfg, wf.traceSlots)
 		if err := pool.Warm(ctx, wf.traceSlots); err != nil {
 			pool.Close()
 			return nil, err
@@ -234,7 +235,7 @@ func (ws *workerSet) start(c client.Client) (stop func(), err error) {
 func (ws *workerSet) tryStart(c client.Client) (stop func(), err error) {
 	// Without this the SDK identifies the worker by hashing the whole executable (a quarter of a
 	// gigabyte with the embedded server): half a second of CPU at every start.
-	worker.SetBinaryChecksum("ndtrace-pipeline-" + pipeline.Version + "-tracer-" + sandbox.TracerVersion)
+	worker.SetBinaryChecksum("ndtrace-pipeline-" + rows.Version + "-tracer-" + sandbox.TracerVersion)
 	var workers []worker.Worker
 	if ws.queues["trace"] {
 		w := worker.New(c, activities.TraceQueue, worker.Options{MaxConcurrentActivityExecutionSize: ws.wf.traceSlots})

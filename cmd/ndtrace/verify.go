@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
-	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
+	"github.com/ndtrace/ndtrace/verify"
 )
 
 const verifyUsage = `DATASET [--sample N | --fraction F] [--seed S] [--min-agreement X] [--replay=true]
@@ -49,10 +50,10 @@ azblob://... (see docs/dataset.md). Flags may come before or after DATASET.`
 // runVerify implements "ndtrace verify".
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("verify", verifyUsage, stderr)
-	sample := fs.Int("sample", pipeline.DefaultVerifySample, "rows to check")
+	sample := fs.Int("sample", verify.DefaultSample, "rows to check")
 	fraction := fs.Float64("fraction", 0, "check this fraction of the rows (0 < F <= 1, rounded up) instead of --sample")
 	seed := fs.Uint64("seed", 0, "seed of the sample: the same seed over the same dataset draws the same rows")
-	minAgreement := fs.Float64("min-agreement", pipeline.DefaultMinAgreement, "fail (exit 1) when the agreement is below this (0 to 1)")
+	minAgreement := fs.Float64("min-agreement", verify.DefaultMinAgreement, "fail (exit 1) when the agreement is below this (0 to 1)")
 	replay := fs.Bool("replay", true, "also replay the rows' actions on Python's bdb (counted as not run when this ndtrace cannot)")
 	concurrency := fs.Int("concurrency", 2, "items re-executed at once (sandboxes)")
 	asJSON := fs.Bool("json", false, "print the certificate (verify.json) instead of the report")
@@ -92,18 +93,18 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer closeFetcher()
-	pool := pipeline.NewSandboxPool(sandbox.Config{Backend: *backend, Python: *python, Limits: sandbox.DefaultLimits}, *concurrency)
+	pool := execute.NewSandboxPool(sandbox.Config{Backend: *backend, Python: *python, Limits: sandbox.DefaultLimits}, *concurrency)
 	defer pool.Close()
 	// The tracer the pipeline's workers use: repositories are checked out into the scratch folder,
 	// their environments come from the dataset's cache (or are built again).
-	trc := &pipeline.Tracer{Sandboxes: pool, Fetcher: fetcher, Scratch: wf.scratch, EnvCache: wf.envs, Store: st}
-	opts := pipeline.VerifyOptions{Sample: *sample, Seed: *seed, MinAgreement: *minAgreement, Tracer: trc,
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: fetcher, Scratch: wf.scratch, EnvCache: wf.envs, Store: st}
+	opts := verify.Options{Sample: *sample, Seed: *seed, MinAgreement: *minAgreement, Tracer: trc,
 		Fetcher: fetcher, Tokenizers: tokenize.Get, Concurrency: *concurrency}
 	if set["fraction"] {
 		opts.Fraction = *fraction
 	}
 	if *minAgreement == 0 {
-		opts.MinAgreement = pipeline.NoMinAgreement
+		opts.MinAgreement = verify.NoMinAgreement
 	}
 	if *replay {
 		opts.Replayer = verifyReplayer(trc)
@@ -116,11 +117,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stderr, "verify: %d/%d rows checked\n", done, total)
 		}
 	}
-	v, err := pipeline.Verify(ctx, st, m, opts)
+	v, err := verify.Run(ctx, st, m, opts)
 	if err != nil {
 		return err
 	}
-	key, err := pipeline.WriteVerification(ctx, st, m, v)
+	key, err := verify.Write(ctx, st, m, v)
 	if err != nil {
 		return err
 	}
@@ -139,8 +140,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // verifyReplayer is the replayer on bdb of trc, when this ndtrace's tracer has one (nil otherwise:
 // replay is then counted as not run). Tests replace it.
-var verifyReplayer = func(trc *pipeline.Tracer) pipeline.RowReplayer {
-	if r, ok := any(trc).(pipeline.RowReplayer); ok {
+var verifyReplayer = func(trc *execute.Tracer) execute.RowReplayer {
+	if r, ok := any(trc).(execute.RowReplayer); ok {
 		return r
 	}
 	return nil

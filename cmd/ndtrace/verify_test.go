@@ -15,11 +15,14 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
-	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/replay"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
+	"github.com/ndtrace/ndtrace/verify"
 )
 
 // runVerifyCLI runs ndtrace verify with args and returns its exit code and output.
@@ -49,7 +52,7 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 		t.Fatalf("verify of an unaltered dataset: exit %d\n%s%s", code, so, se)
 	}
 	st, m := openHead(t, out)
-	v, err := pipeline.ReadVerification(context.Background(), st, m)
+	v, err := verify.Read(context.Background(), st, m)
 	if err != nil || v == nil {
 		t.Fatalf("no certificate after verify: %v", err)
 	}
@@ -76,7 +79,7 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	forwardRows := fwdLevels["function/false"] + fwdLevels["function/true"] + fwdLevels["repository/true"]
 	agreedOrNamed := v.Replay.Agreed
 	for k, n := range v.Replay.Differences {
-		if k != pipeline.ReplayMismatch && k != pipeline.ReplayTampered {
+		if k != replay.Mismatch && k != replay.Tampered {
 			agreedOrNamed += n
 		}
 	}
@@ -127,7 +130,7 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 		t.Errorf("want a one-line reason last on stderr, got %q", se)
 	}
 	st, m = openHead(t, out)
-	v, err = pipeline.ReadVerification(context.Background(), st, m)
+	v, err = verify.Read(context.Background(), st, m)
 	if err != nil || v == nil || v.Differences[schemas.DiffText] != 1 || v.Agreed != v.Checked-1 || v.Passed {
 		t.Fatalf("certificate of the altered dataset: %+v, %v", v, err)
 	}
@@ -147,7 +150,7 @@ func TestVerifyCatchesAlteredRow(t *testing.T) {
 	// disagreement is counted by its kind, never as agreement.
 	stub := &stubReplayer{disagree: rowID}
 	saved := verifyReplayer
-	verifyReplayer = func(*pipeline.Tracer) pipeline.RowReplayer { return stub }
+	verifyReplayer = func(*execute.Tracer) execute.RowReplayer { return stub }
 	code, so, _ = runVerifyCLI(t, out, "--fraction", "1", "--seed", "3", "--json")
 	verifyReplayer = saved
 	var rv schemas.Verification
@@ -207,12 +210,12 @@ func alterOneRow(t *testing.T, out string) (string, int) {
 		t.Fatal(err)
 	}
 	for _, sh := range shards {
-		rows, err := dataset.ReadRows(ctx, st, sh.Path, -1)
+		shard, err := dataset.ReadRows(ctx, st, sh.Path, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range rows {
-			r := &rows[i]
+		for i := range shard {
+			r := &shard[i]
 			if r.Level != "function" || r.RepoURL != "" || r.Direction != "forward" {
 				continue
 			}
@@ -233,8 +236,8 @@ func alterOneRow(t *testing.T, out string) (string, int) {
 				}
 				r.NumTokens = int32(len(r.InputIDs))
 				r.NumLearned = int32(dataset.LearnedTokens(r.LossMask))
-				r.ID = pipeline.RowID(*r)
-				rewriteShard(t, st, m, sh.Path, rows)
+				r.ID = rows.ID(*r)
+				rewriteShard(t, st, m, sh.Path, shard)
 				return r.ID, k
 			}
 		}

@@ -1,4 +1,4 @@
-package pipeline
+package verify
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
@@ -29,12 +31,12 @@ import (
 // drawn (verifysample.go), each row's input item is found again in the sources of the run's spec
 // (the manifest's config) and re-executed in the sandbox through the tracer the pipeline uses, the
 // row's trajectory is rebuilt from the new trace with the row's seed and policy, and its text and
-// input_ids are compared with the stored row's. A RowReplayer, when given, replays the row's actions
+// input_ids are compared with the stored row's. A execute.RowReplayer, when given, replays the row's actions
 // on Python's own debugger as well. The result is a certificate, schemas.Verification, stored as
 // verify.json beside the version's statistics.
 
-// DefaultVerifySample is how many rows verify checks when asked for neither a size nor a fraction.
-const DefaultVerifySample = 200
+// DefaultSample is how many rows verify checks when asked for neither a size nor a fraction.
+const DefaultSample = 200
 
 // DefaultMinAgreement is the agreement below which a verification fails: re-executing an item
 // and rebuilding its trajectory is deterministic, so any difference is a fault.
@@ -43,18 +45,12 @@ const DefaultMinAgreement = 1.0
 // maxVerifyExamples bounds the differences a certificate lists.
 const maxVerifyExamples = 50
 
-// VerifyKeyName is the certificate's name under its version's prefix.
-const VerifyKeyName = "verify.json"
+// KeyName is the certificate's name under its version's prefix.
+const KeyName = "verify.json"
 
-// RowReplayer replays one row's actions on Python's own debugger (bdb) in the sandbox, given the
-// row's input item and the run's spec (*Tracer implements it).
-type RowReplayer interface {
-	Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error)
-}
-
-// VerifyOptions configures Verify.
-type VerifyOptions struct {
-	// Sample is how many rows to check (default DefaultVerifySample); Fraction, if positive, checks
+// Options configures Verify.
+type Options struct {
+	// Sample is how many rows to check (default DefaultSample); Fraction, if positive, checks
 	// that fraction of the rows (rounded up) instead. Seed seeds the draw.
 	Sample   int
 	Fraction float64
@@ -62,14 +58,14 @@ type VerifyOptions struct {
 	// MinAgreement is the agreement the verification needs to pass (default DefaultMinAgreement;
 	// set NoMinAgreement for none).
 	MinAgreement float64
-	// Tracer re-executes items: a *Tracer with sandboxes of its own.
-	Tracer ItemTracer
+	// Tracer re-executes items: a *execute.Tracer with sandboxes of its own.
+	Tracer execute.ItemTracer
 	// Fetcher reads the spec's sources (nil: a zero crawl.Fetcher).
 	Fetcher *crawl.Fetcher
 	// Tokenizers finds the spec's tokenizer by name.
 	Tokenizers func(name string) (tokenize.Tokenizer, error)
 	// Replayer replays rows on bdb; nil: replay is not run (every row counted as not replayed).
-	Replayer RowReplayer
+	Replayer execute.RowReplayer
 	// Concurrency is how many items are re-executed at once (default 1).
 	Concurrency int
 	// Progress, if set, is told of every row checked: how many so far, of how many drawn.
@@ -78,7 +74,7 @@ type VerifyOptions struct {
 	Now func() time.Time
 }
 
-// NoMinAgreement as VerifyOptions.MinAgreement asks for no threshold (0 would mean the default).
+// NoMinAgreement as Options.MinAgreement asks for no threshold (0 would mean the default).
 const NoMinAgreement = -1
 
 // verifyItem is one input item to re-execute and the sampled rows built from it: a function
@@ -102,11 +98,11 @@ type rowResult struct {
 	noRep   string // reason not replayed
 }
 
-// Verify verifies the version of the dataset in s whose manifest is m and returns its certificate
-// (not stored: see WriteVerification). Rows it cannot re-execute (of a repository that moved) are
+// Run verifies the version of the dataset in s whose manifest is m and returns its certificate
+// (not stored: see Write). Rows it cannot re-execute (of a repository that moved) are
 // counted as such; an error is returned only when the verification itself cannot proceed (the
 // dataset or its sources cannot be read, the sandbox fails).
-func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOptions) (*schemas.Verification, error) {
+func Run(ctx context.Context, s *store.Store, m *dataset.Manifest, o Options) (*schemas.Verification, error) {
 	now := o.Now
 	if now == nil {
 		now = time.Now
@@ -119,7 +115,7 @@ func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOp
 		return nil, fmt.Errorf("verify: fraction %v is not between 0 and 1", o.Fraction)
 	}
 	if o.Sample <= 0 {
-		o.Sample = DefaultVerifySample
+		o.Sample = DefaultSample
 	}
 	switch {
 	case o.MinAgreement == 0:
@@ -146,17 +142,17 @@ func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOp
 	}
 	n := sampleSize(total, o.Sample, o.Fraction)
 	allocate(strata, n, o.Seed)
-	rows, err := drawRows(ctx, s, strata, o.Seed)
+	sampled, err := drawRows(ctx, s, strata, o.Seed)
 	if err != nil {
 		return nil, err
 	}
 
 	v := &schemas.Verification{Format: schemas.VerifyFormat, Version: m.Version, DatasetCreatedAt: m.CreatedAt,
-		Rows: total, Sample: schemas.VerifySample{Seed: o.Seed, Size: len(rows), Strata: len(strata)},
+		Rows: total, Sample: schemas.VerifySample{Seed: o.Seed, Size: len(sampled), Strata: len(strata)},
 		Differences: map[string]int{}, NotReExecuted: map[string]int{},
 		Replay:          schemas.VerifyReplay{Differences: map[string]int{}, NotReplayed: map[string]int{}},
 		MinAgreement:    o.MinAgreement,
-		Verifier:        schemas.VerifyVersions{Tracer: sandbox.TracerVersion, Pipeline: Version},
+		Verifier:        schemas.VerifyVersions{Tracer: sandbox.TracerVersion, Pipeline: rows.Version},
 		DatasetVersions: schemas.VerifyVersions{Tracer: m.Versions.Tracer, Pipeline: m.Versions.Pipeline},
 		StartedAt:       start.UTC()}
 	if o.Fraction > 0 {
@@ -165,8 +161,8 @@ func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOp
 		v.Sample.Requested = o.Sample
 	}
 
-	results := make([]rowResult, len(rows))
-	items := groupItems(rows, results)
+	results := make([]rowResult, len(sampled))
+	items := groupItems(sampled, results)
 	if err := findItems(ctx, o.Fetcher, spec, items); err != nil {
 		return nil, err
 	}
@@ -179,14 +175,14 @@ func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOp
 		mu.Lock()
 		defer mu.Unlock()
 		done += k
-		o.Progress(done, len(rows))
+		o.Progress(done, len(sampled))
 	}
-	progress(len(rows) - countToCheck(items))
+	progress(len(sampled) - countToCheck(items))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(o.Concurrency, 1))
 	for _, vi := range items {
 		g.Go(func() error {
-			err := checkItem(gctx, o, spec, tok, vi, rows, results)
+			err := checkItem(gctx, o, spec, tok, vi, sampled, results)
 			progress(len(vi.rows))
 			return err
 		})
@@ -219,7 +215,7 @@ func Verify(ctx context.Context, s *store.Store, m *dataset.Manifest, o VerifyOp
 			v.Replay.Run++
 			kind := cmpOr(r.replay.Kind, "mismatch")
 			v.Replay.Differences[kind]++
-			addExample(v, schemas.VerifyExample{RowID: rows[i].ID, Check: "replay", Kind: kind, State: -1, Detail: r.replay.Detail})
+			addExample(v, schemas.VerifyExample{RowID: sampled[i].ID, Check: "replay", Kind: kind, State: -1, Detail: r.replay.Detail})
 		}
 	}
 	if v.Checked > 0 {
@@ -258,10 +254,10 @@ func SpecOf(m *dataset.Manifest) (schemas.Spec, error) {
 
 // groupItems groups the sampled rows by input item, in sample order, and marks the rows that are
 // not re-executed in results.
-func groupItems(rows []schemas.Row, results []rowResult) []*verifyItem {
+func groupItems(sampled []schemas.Row, results []rowResult) []*verifyItem {
 	var items []*verifyItem
 	byKey := map[[3]string]*verifyItem{}
-	for i, r := range rows {
+	for i, r := range sampled {
 		k := [3]string{"", r.Path, r.SourceID}
 		if r.RepoURL != "" {
 			// A repository-level row, or a function found in a repository's tests: both come
@@ -338,7 +334,7 @@ func findItems(ctx context.Context, f *crawl.Fetcher, spec schemas.Spec, items [
 				}
 				k := [2]string{e.Item.Path, e.Item.SourceID}
 				if e.Item.Repo != nil {
-					k[1] = pin(e.Item.Repo.Resolved)
+					k[1] = e.Item.Repo.Resolved.Pin()
 					if vi := repos[e.Item.Path]; vi != nil && vi.item == nil && k[1] != vi.sourceID {
 						vi.moved = k[1]
 					}
@@ -369,14 +365,14 @@ func wanted(want map[[2]string]*verifyItem, path string) bool {
 }
 
 // checkItem re-executes one item and checks (and replays) each of its sampled rows.
-func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, rows []schemas.Row, results []rowResult) error {
+func checkItem(ctx context.Context, o Options, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, sampled []schemas.Row, results []rowResult) error {
 	if vi.repo {
-		return checkRepo(ctx, o, spec, tok, vi, rows, results)
+		return checkRepo(ctx, o, spec, tok, vi, sampled, results)
 	}
 	if vi.item == nil {
 		for _, i := range vi.rows {
 			results[i] = rowResult{checked: true, noRep: schemas.NotReplayedNotReExecuted,
-				reexec: &schemas.VerifyExample{RowID: rows[i].ID, Check: "reexec", Kind: schemas.DiffItemMissing, State: -1,
+				reexec: &schemas.VerifyExample{RowID: sampled[i].ID, Check: "reexec", Kind: schemas.DiffItemMissing, State: -1,
 					Detail: fmt.Sprintf("no item with source_id %q in %s among the spec's sources", vi.sourceID, vi.path)}}
 		}
 		return nil
@@ -384,13 +380,13 @@ func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 	t, err := o.Tracer.Trace(ctx, *vi.item, spec, func() {})
 	var traceErr string
 	if err != nil {
-		if !errors.Is(err, ErrItem) {
+		if !errors.Is(err, execute.ErrItem) {
 			return fmt.Errorf("verify: re-execute %s: %w", vi.item.Key, err)
 		}
 		traceErr = err.Error()
 	}
 	for _, i := range vi.rows {
-		row := &rows[i]
+		row := &sampled[i]
 		res := rowResult{checked: true}
 		if traceErr != "" {
 			res.reexec = &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: schemas.DiffStatus, State: -1,
@@ -407,7 +403,7 @@ func checkItem(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 }
 
 // replay replays row, whose item is it, with rep, if any, into res: forward rows only.
-func replay(ctx context.Context, rep RowReplayer, spec schemas.Spec, it crawl.Item, row *schemas.Row, res *rowResult) error {
+func replay(ctx context.Context, rep execute.RowReplayer, spec schemas.Spec, it crawl.Item, row *schemas.Row, res *rowResult) error {
 	switch {
 	case rep == nil:
 		res.noRep = schemas.NotReplayedNotRun
@@ -428,10 +424,10 @@ func replay(ctx context.Context, rep RowReplayer, spec schemas.Spec, it crawl.It
 // found in them, as the pipeline does) and checks (and replays) each of its sampled rows:
 // repository-level rows against the test they name, function-level rows against the function
 // item found again in the tests.
-func checkRepo(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, rows []schemas.Row, results []rowResult) error {
+func checkRepo(ctx context.Context, o Options, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, sampled []schemas.Row, results []rowResult) error {
 	all := func(res func(row *schemas.Row) rowResult) {
 		for _, i := range vi.rows {
-			results[i] = res(&rows[i])
+			results[i] = res(&sampled[i])
 		}
 	}
 	if vi.item == nil {
@@ -449,18 +445,18 @@ func checkRepo(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 		return nil
 	}
 	// The rows of a repository replay in its checkout and environment: when the tracer is also the
-	// replayer and can (a RepoReplayer), they are checked while its re-execution keeps them.
+	// replayer and can (a execute.RepoReplayer), they are checked while its re-execution keeps them.
 	var (
-		t        TracedItem
+		t        execute.TracedItem
 		err      error
 		checked  bool
 		checkErr error
 	)
-	rr, ok := o.Tracer.(RepoReplayer)
-	if self, isRep := o.Tracer.(RowReplayer); ok && isRep && o.Replayer != nil && o.Replayer == self {
-		t, err = rr.TraceRepo(ctx, *vi.item, spec, func() {}, func(t TracedItem, rep RowReplayer) error {
+	rr, ok := o.Tracer.(execute.RepoReplayer)
+	if self, isRep := o.Tracer.(execute.RowReplayer); ok && isRep && o.Replayer != nil && o.Replayer == self {
+		t, err = rr.TraceRepo(ctx, *vi.item, spec, func() {}, func(t execute.TracedItem, rep execute.RowReplayer) error {
 			checked = true
-			checkErr = checkRepoRows(ctx, spec, tok, vi, rows, results, t, rep)
+			checkErr = checkRepoRows(ctx, spec, tok, vi, sampled, results, t, rep)
 			return checkErr
 		})
 	} else {
@@ -469,7 +465,7 @@ func checkRepo(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 	switch {
 	case checkErr != nil:
 		return checkErr
-	case err != nil && !errors.Is(err, ErrItem):
+	case err != nil && !errors.Is(err, execute.ErrItem):
 		return fmt.Errorf("verify: re-execute %s: %w", vi.item.Key, err)
 	case checked:
 		return nil
@@ -487,21 +483,21 @@ func checkRepo(ctx context.Context, o VerifyOptions, spec schemas.Spec, tok toke
 		})
 		return nil
 	}
-	return checkRepoRows(ctx, spec, tok, vi, rows, results, t, o.Replayer)
+	return checkRepoRows(ctx, spec, tok, vi, sampled, results, t, o.Replayer)
 }
 
 // checkRepoRows checks each sampled row of the re-executed repository t and replays it with rep
 // (nil: not replayed): repository-level rows against the test they name, function-level rows
 // against the function item found again in the tests.
-func checkRepoRows(ctx context.Context, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, rows []schemas.Row, results []rowResult, t TracedItem, rep RowReplayer) error {
+func checkRepoRows(ctx context.Context, spec schemas.Spec, tok tokenize.Tokenizer, vi *verifyItem, sampled []schemas.Row, results []rowResult, t execute.TracedItem, rep execute.RowReplayer) error {
 	for _, i := range vi.rows {
-		row := &rows[i]
+		row := &sampled[i]
 		res := rowResult{checked: true}
 		it := *vi.item
 		if row.Level == "repository" {
 			res.reexec = compareRepoRow(t, row, spec, tok)
 		} else {
-			k := slices.IndexFunc(t.Repo.Functions, func(f TracedItem) bool {
+			k := slices.IndexFunc(t.Repo.Functions, func(f execute.TracedItem) bool {
 				return f.Item.Path == row.Path && f.Item.SourceID == row.SourceID && f.Item.QualName == row.QualName &&
 					seedOf(spec, f.Item.Key, row)
 			})
@@ -528,7 +524,7 @@ func checkRepoRows(ctx context.Context, spec schemas.Spec, tok tokenize.Tokenize
 // item's key, which the seed is derived from, does).
 func seedOf(spec schemas.Spec, key string, row *schemas.Row) bool {
 	for k := 0; k < spec.TrajectoriesPerTrace; k++ {
-		if trajectorySeed(spec.Seed, key, row.Direction, k) == uint64(row.Seed) {
+		if rows.Seed(spec.Seed, key, row.Direction, k) == uint64(row.Seed) {
 			return true
 		}
 	}
@@ -537,11 +533,11 @@ func seedOf(spec schemas.Spec, key string, row *schemas.Row) bool {
 
 // compareRepoRow rebuilds a repository-level row from the re-executed repository t (the test the
 // row names, its direction, policy and seed) and compares it with the row.
-func compareRepoRow(t TracedItem, row *schemas.Row, spec schemas.Spec, tok tokenize.Tokenizer) *schemas.VerifyExample {
+func compareRepoRow(t execute.TracedItem, row *schemas.Row, spec schemas.Spec, tok tokenize.Tokenizer) *schemas.VerifyExample {
 	diff := func(kind string, format string, args ...any) *schemas.VerifyExample {
 		return &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: kind, State: -1, Detail: fmt.Sprintf(format, args...)}
 	}
-	k := slices.IndexFunc(t.Repo.Traces, func(tt TestTrace) bool { return tt.Test == row.SourceID })
+	k := slices.IndexFunc(t.Repo.Traces, func(tt schemas.TestTrace) bool { return tt.Test == row.SourceID })
 	if k < 0 {
 		return diff(schemas.DiffStatus, "test %s gave no trace on re-execution (not run, or quarantined: its outcome changed under tracing)", row.SourceID)
 	}
@@ -553,22 +549,16 @@ func compareRepoRow(t TracedItem, row *schemas.Row, spec schemas.Spec, tok token
 	if err != nil {
 		return diff(schemas.DiffRebuild, "policy: %v", err)
 	}
-	got, err := repoRow(t.Item, tt, debugger.Direction(row.Direction), uint64(row.Seed), p, rowOptions(spec, tok, row))
+	got, err := rows.RepoRow(t.Item, tt, debugger.Direction(row.Direction), uint64(row.Seed), p, rows.OptionsFor(spec, tok, row.CreatedAt))
 	if err != nil {
 		return diff(schemas.DiffRebuild, "rebuild with seed %d: %v", row.Seed, err)
 	}
 	return compareBuilt(row, &got)
 }
 
-// rowOptions are the options the pipeline built row with.
-func rowOptions(spec schemas.Spec, tok tokenize.Tokenizer, row *schemas.Row) RowOptions {
-	return RowOptions{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
-		TooLong: TooLong(spec.TooLong), CreatedAt: row.CreatedAt, TracerVersion: sandbox.TracerVersion}
-}
-
 // compareRow rebuilds row's trajectory from the re-executed trace t with the row's seed and policy
 // and compares it with the row: nil if text and input_ids are equal, else the difference.
-func compareRow(t TracedItem, row *schemas.Row, spec schemas.Spec, tok tokenize.Tokenizer) *schemas.VerifyExample {
+func compareRow(t execute.TracedItem, row *schemas.Row, spec schemas.Spec, tok tokenize.Tokenizer) *schemas.VerifyExample {
 	diff := func(kind string, state int, format string, args ...any) *schemas.VerifyExample {
 		return &schemas.VerifyExample{RowID: row.ID, Check: "reexec", Kind: kind, State: state, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -579,13 +569,12 @@ func compareRow(t TracedItem, row *schemas.Row, spec schemas.Spec, tok tokenize.
 	if err != nil {
 		return diff(schemas.DiffRebuild, -1, "policy: %v", err)
 	}
-	item, trace := t.debuggerItem()
-	tree, code, err := item.Tree(debugger.Direction(row.Direction))
-	if err != nil {
-		return diff(schemas.DiffRebuild, -1, "no %s tree from the re-executed trace: %v", row.Direction, err)
-	}
-	got, err := buildRow(functionSource(t.Item), tree, code, traceCounts(trace), p, uint64(row.Seed), rowOptions(spec, tok, row))
-	if err != nil {
+	got, err := rows.FunctionRow(t, debugger.Direction(row.Direction), uint64(row.Seed), p, rows.OptionsFor(spec, tok, row.CreatedAt))
+	var tree *rows.TreeError
+	switch {
+	case errors.As(err, &tree):
+		return diff(schemas.DiffRebuild, -1, "no %s tree from the re-executed trace: %v", row.Direction, tree.Err)
+	case err != nil:
 		return diff(schemas.DiffRebuild, -1, "rebuild with seed %d: %v", row.Seed, err)
 	}
 	return compareBuilt(row, &got)
@@ -674,22 +663,22 @@ func excerpt(s, t string) string {
 	return out
 }
 
-// VerificationKey is where the certificate of the version whose manifest is m is stored:
+// Key is where the certificate of the version whose manifest is m is stored:
 // versions/<id>/verify.json, or verify.json at the root for a dataset written before versions.
-func VerificationKey(m *dataset.Manifest) string {
+func Key(m *dataset.Manifest) string {
 	if m.Version == "" {
-		return VerifyKeyName
+		return KeyName
 	}
-	return dataset.VersionPrefix(m.Version) + VerifyKeyName
+	return dataset.VersionPrefix(m.Version) + KeyName
 }
 
 // maxVerificationBytes bounds a certificate read.
 const maxVerificationBytes = 4 << 20
 
-// WriteVerification stores v as the certificate of the version whose manifest is m, replacing an
+// Write stores v as the certificate of the version whose manifest is m, replacing an
 // earlier one: it is not part of the version's commit (which stays write-once), and the last
 // verification is the one that counts.
-func WriteVerification(ctx context.Context, s *store.Store, m *dataset.Manifest, v *schemas.Verification) (string, error) {
+func Write(ctx context.Context, s *store.Store, m *dataset.Manifest, v *schemas.Verification) (string, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -697,17 +686,17 @@ func WriteVerification(ctx context.Context, s *store.Store, m *dataset.Manifest,
 	if err := enc.Encode(v); err != nil {
 		return "", fmt.Errorf("verify: encode certificate: %w", err)
 	}
-	key := VerificationKey(m)
+	key := Key(m)
 	if err := s.Put(ctx, key, buf.Bytes(), &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return "", fmt.Errorf("verify: write %s: %w", key, err)
 	}
 	return key, nil
 }
 
-// ReadVerification reads the certificate of the version whose manifest is m: nil, without an
+// Read reads the certificate of the version whose manifest is m: nil, without an
 // error, when the version has none (or the one found certifies another version).
-func ReadVerification(ctx context.Context, s *store.Store, m *dataset.Manifest) (*schemas.Verification, error) {
-	key := VerificationKey(m)
+func Read(ctx context.Context, s *store.Store, m *dataset.Manifest) (*schemas.Verification, error) {
+	key := Key(m)
 	data, err := s.ReadLimit(ctx, key, maxVerificationBytes)
 	if store.IsNotExist(err) {
 		return nil, nil
@@ -715,7 +704,7 @@ func ReadVerification(ctx context.Context, s *store.Store, m *dataset.Manifest) 
 	if err != nil {
 		return nil, err
 	}
-	v, err := ParseVerification(data)
+	v, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -726,9 +715,9 @@ func ReadVerification(ctx context.Context, s *store.Store, m *dataset.Manifest) 
 	return v, nil
 }
 
-// ParseVerification decodes a certificate (verify.json), refusing unknown fields, trailing data
+// Parse decodes a certificate (verify.json), refusing unknown fields, trailing data
 // and another format.
-func ParseVerification(data []byte) (*schemas.Verification, error) {
+func Parse(data []byte) (*schemas.Verification, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var v schemas.Verification

@@ -1,4 +1,4 @@
-package pipeline
+package execute
 
 import (
 	"context"
@@ -13,18 +13,9 @@ import (
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-// envReason starts the detail of a repository whose environment cannot be built; such a
-// repository is a reject of class schemas.RejectEnvironment (repoRejectClass).
+// envReason starts the detail of a repository whose environment cannot be built (its stage is
+// schemas.YieldEnvironment).
 const envReason = "environment: "
-
-// repoRejectClass is the class of the reject of a repository that could not be used, from the
-// reason traceRepo gave.
-func repoRejectClass(reason string) schemas.RejectClass {
-	if strings.HasPrefix(reason, envReason) {
-		return schemas.RejectEnvironment
-	}
-	return schemas.RejectRepository
-}
 
 // forSpec returns the tracer with the spec's configuration of environments.
 func (trc *Tracer) forSpec(spec schemas.Spec) *Tracer {
@@ -62,7 +53,7 @@ func (trc *Tracer) environment(ctx context.Context, it crawl.Item, dir string) (
 	es = es.WithDefaults()
 	timeout, err := time.ParseDuration(es.Timeout)
 	if err != nil {
-		return "", "", badInput("environments.timeout: %v", err)
+		return "", "", BadInput("environments.timeout: %v", err)
 	}
 	python := ""
 	if trc.Sandboxes != nil {

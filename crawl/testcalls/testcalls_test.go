@@ -1,7 +1,6 @@
-package pipeline
+package testcalls
 
 import (
-	_ "github.com/ndtrace/ndtrace/store/drivers"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/schemas"
+	_ "github.com/ndtrace/ndtrace/store/drivers"
 )
 
 func TestParseDef(t *testing.T) {
@@ -87,7 +87,7 @@ func TestFunctionItems(t *testing.T) {
 	genCall := call("gen", "n", "3", "k", "1")
 	resume := genCall
 	resume.Locals = schemas.Locals{{Name: "n", Value: "3"}, {Name: "k", Value: "1"}, {Name: "i", Value: "0"}}
-	traces := []TestTrace{{
+	traces := []schemas.TestTrace{{
 		Test: "tests/test_m.py::test_double",
 		Events: []schemas.Event{
 			{Event: schemas.EventCall, Func: "test_double", File: filepath.Join(dir, "tests/test_m.py"), Frame: 1},
@@ -108,7 +108,7 @@ func TestFunctionItems(t *testing.T) {
 	}}
 	it := crawl.Item{Key: "git:u@c", Path: "u", Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{Commit: "c"}}}
 	counts := map[string]int64{}
-	items := functionItems(dir, it, traces, counts)
+	items := Items(dir, it, traces, counts)
 	var calls []string
 	for _, fi := range items {
 		calls = append(calls, fi.Call)
@@ -124,54 +124,5 @@ func TestFunctionItems(t *testing.T) {
 		"functions_skipped:async": 1, "functions_skipped:context_manager": 1}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("counts %v, want %v", counts, want)
-	}
-}
-
-func TestRelativize(t *testing.T) {
-	tt := TestTrace{Detail: "failed in /s/r/a.py line 3", Events: []schemas.Event{{File: "/s/r/a.py"}, {File: "/usr/lib/x.py"}},
-		Functions: []schemas.FuncSource{{File: "/s/r/pkg/b.py"}}}
-	relativize(&tt, "/s/r")
-	if tt.Events[0].File != "a.py" || tt.Events[1].File != "/usr/lib/x.py" || tt.Functions[0].File != "pkg/b.py" || tt.Detail != "failed in a.py line 3" {
-		t.Errorf("%+v", tt)
-	}
-}
-
-// TestNeutralisedClass: counters of neutralised runner options are by class, whatever names a
-// repository's configuration invents.
-func TestNeutralisedClass(t *testing.T) {
-	for name, want := range map[string]string{
-		"--cov": "coverage", "--cov-report": "coverage", "--no-cov": "coverage", "-n": "xdist", "--dist": "xdist",
-		"--junitxml": "report", "--basetemp": "runner", "-c": "runner", "-p no_such_plugin": "plugin",
-		"-pno_such": "plugin", "required_plugins": "required_plugins", "addopts": "addopts",
-		"--runslow-invented-by-a-repo": "other", "-p": "other", "": "other",
-	} {
-		if got := neutralisedClass(name); got != want {
-			t.Errorf("neutralisedClass(%q) = %q, want %q", name, got, want)
-		}
-	}
-}
-
-// TestYieldClass: the stage a repository without rows stopped at, from its reject.
-func TestYieldClass(t *testing.T) {
-	for _, tc := range []struct {
-		class  schemas.RejectClass
-		reason string
-		want   string
-	}{
-		{schemas.RejectRepository, "checkout: symlink escapes checkout", YieldCheckout},
-		{schemas.RejectRepository, "import layout: bad toml", YieldLayout},
-		{repoRejectClass(envReason + "pip: ERROR: no matching distribution"), envReason + "pip: ERROR", YieldEnvironment},
-		{schemas.RejectRepository, "venv: not a virtualenv", YieldMounts},
-		{schemas.RejectRepository, "missing module hypothesis", YieldMissing},
-		{schemas.RejectRepository, "test collection failed: exception: x", YieldCollection},
-		{schemas.RejectRepository, "no tests found", YieldNoTests},
-		{schemas.RejectRepository, "something new", YieldOther},
-		{schemas.RejectNoTrajectory, "no test gave a trajectory", YieldNoTrajectory},
-		{schemas.RejectPoison, "poison: killed", YieldPoison},
-		{schemas.RejectBatchFailed, "batch x failed", YieldBatchFailed},
-	} {
-		if got := yieldClass(schemas.Reject{Class: tc.class, Reason: tc.reason}); got != tc.want {
-			t.Errorf("yieldClass(%s, %q) = %q, want %q", tc.class, tc.reason, got, tc.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package pipeline_test
+package execute_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
-	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/replay"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -181,10 +183,10 @@ def test_param(n):
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := pipeline.RowOptions{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
-	pool := pipeline.NewSandboxPool(sandbox.Config{}, 1)
+	opts := rows.Options{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
+	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
 	defer pool.Close()
-	trc := &pipeline.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
 	// The counts are pinned (6 trajectories per test and direction, the spec's default seed): a
 	// change is a change of the replay, the tracer or the sampler, to be looked at.
 	want := []map[string]int{
@@ -199,7 +201,7 @@ def test_param(n):
 		}
 		counts := map[string]int{}
 		altered := false
-		within := func(tr pipeline.TracedItem, rep pipeline.RowReplayer) error {
+		within := func(tr execute.TracedItem, rep execute.RowReplayer) error {
 			check := func(it crawl.Item, row schemas.Row) schemas.ReplayOutcome {
 				t.Helper()
 				out, err := rep.Replay(ctx, it, row, spec)
@@ -208,8 +210,8 @@ def test_param(n):
 				}
 				return out
 			}
-			tally := func(it crawl.Item, rows []schemas.Row) {
-				for _, row := range rows {
+			tally := func(it crawl.Item, rs []schemas.Row) {
+				for _, row := range rs {
 					if row.Direction != "forward" {
 						continue
 					}
@@ -222,7 +224,7 @@ def test_param(n):
 						t.Errorf("%s row %s not replayed: %s", level, row.ID, out.Detail)
 					case !out.Agreed:
 						k = out.Kind
-						if k == pipeline.ReplayMismatch || k == pipeline.ReplayTampered {
+						if k == replay.Mismatch || k == replay.Tampered {
 							t.Errorf("%s row %s (%s of %s, test %s): %s: %s\n%s", level, row.ID, row.QualName, row.Path, row.SourceID, k, out.Detail, row.Text)
 						}
 					}
@@ -244,22 +246,22 @@ def test_param(n):
 						if bad, ok := alterValue(row); ok {
 							altered = true
 							out := check(it, bad)
-							if out.Agreed || out.Kind != pipeline.ReplayMismatch {
+							if out.Agreed || out.Kind != replay.Mismatch {
 								t.Errorf("altered row %s: %+v\n%s", row.ID, out, bad.Text)
 							}
 						}
 					}
 				}
 			}
-			rows, rej := pipeline.ItemRows(tr, spec, p, opts, map[string]int64{})
+			got, rej := rows.Of(tr, spec, p, opts, map[string]int64{})
 			if rej != nil {
 				t.Fatalf("%s gave no rows: %+v", it.Key, rej)
 			}
-			tally(it, rows)
+			tally(it, got)
 			for _, fi := range tr.Repo.Functions {
-				rows, rej := pipeline.ItemRows(fi, spec, p, opts, map[string]int64{})
+				got, rej := rows.Of(fi, spec, p, opts, map[string]int64{})
 				if rej == nil {
-					tally(fi.Item, rows)
+					tally(fi.Item, got)
 				}
 			}
 			return nil

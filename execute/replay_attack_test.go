@@ -1,4 +1,4 @@
-package pipeline_test
+package execute_test
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
-	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/internal/rowtest"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -19,14 +21,14 @@ import (
 // replay is now a disagreement of its own (killed), with no error.
 func TestReplayNeverGatesVerify(t *testing.T) {
 	code := "import os, sys\nif 'bdb' in sys.modules:\n    os._exit(70)\n\ndef f(n):\n    total = n + 1\n    return total\n"
-	opts := pipeline.RowOptions{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
-	row, err := buildRow(t, item(t, code, "f(4)"), debugger.Forward, 0, opts)
+	opts := rows.Options{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
+	row, err := rowtest.Row(t, rowtest.Item(t, code, "f(4)"), debugger.Forward, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := pipeline.NewSandboxPool(sandbox.Config{}, 1)
+	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
 	defer pool.Close()
-	trc := &pipeline.Tracer{Sandboxes: pool}
+	trc := &execute.Tracer{Sandboxes: pool}
 	out, err := trc.Replay(context.Background(), crawl.Item{Key: "t#0", Code: code, Filename: "main.py", Call: "f(4)"}, row, schemas.Spec{}.WithDefaults())
 	if err != nil {
 		t.Fatalf("the replay gates verify: %v", err)

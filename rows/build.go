@@ -1,22 +1,26 @@
-package pipeline
+package rows
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/ndtrace/ndtrace/dataset"
 	"time"
 
+	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
+// Version is the version of how rows are built: it changes whenever the rows built from the same
+// traces could; every row records it (pipeline_version).
+const Version = "1"
+
 // DefaultMaxTokens is the longest trajectory kept by default: the paper's sequence length.
 const DefaultMaxTokens = 16384
 
-// TooLong says what happens to a trajectory longer than RowOptions.MaxTokens.
+// TooLong says what happens to a trajectory longer than Options.MaxTokens.
 type TooLong string
 
 // Too-long policies.
@@ -28,8 +32,8 @@ const (
 	Drop TooLong = "drop"
 )
 
-// RowOptions configures BuildRow.
-type RowOptions struct {
+// Options configures Build.
+type Options struct {
 	Tokenizer tokenize.Tokenizer
 	// Mask selects the loss mask (default tokenize.MaskStates).
 	Mask tokenize.MaskMode
@@ -46,7 +50,7 @@ type RowOptions struct {
 	TracerVersion string
 }
 
-func (o RowOptions) withDefaults() RowOptions {
+func (o Options) withDefaults() Options {
 	if o.Mask == "" {
 		o.Mask = tokenize.MaskStates
 	}
@@ -72,18 +76,18 @@ type Source struct {
 	SourceID string
 }
 
-// ErrTooLong is returned (wrapped) for a trajectory that does not fit in RowOptions.MaxTokens.
+// ErrTooLong is returned (wrapped) for a trajectory that does not fit in Options.MaxTokens.
 var ErrTooLong = errors.New("trajectory longer than the token limit")
 
-// BuildRow samples the trajectory of tree in its direction with policy and seed, renders and tokenizes
+// Build samples the trajectory of tree in its direction with policy and seed, renders and tokenizes
 // it and returns its row. events are the trace's events (counted per type). An error wrapping
 // ErrTooLong means the trajectory was dropped for its length; the caller counts it.
-func BuildRow(src Source, tree *debugger.Tree, code string, events []schemas.Event, p debugger.Policy, seed uint64, o RowOptions) (schemas.Row, error) {
-	return buildRow(src, tree, code, func(r *schemas.Row) { countEvents(r, events) }, p, seed, o)
+func Build(src Source, tree *debugger.Tree, code string, events []schemas.Event, p debugger.Policy, seed uint64, o Options) (schemas.Row, error) {
+	return build(src, tree, code, func(r *schemas.Row) { countEvents(r, events) }, p, seed, o)
 }
 
-// buildRow is BuildRow with the trace's events counted into the row by count.
-func buildRow(src Source, tree *debugger.Tree, code string, count func(*schemas.Row), p debugger.Policy, seed uint64, o RowOptions) (schemas.Row, error) {
+// build is Build with the trace's events counted into the row by count.
+func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row), p debugger.Policy, seed uint64, o Options) (schemas.Row, error) {
 	o = o.withDefaults()
 	if o.Tokenizer == nil {
 		return schemas.Row{}, errors.New("dataset: no tokenizer")
@@ -143,7 +147,7 @@ func buildRow(src Source, tree *debugger.Tree, code string, count func(*schemas.
 	row.NumLearned = int32(dataset.LearnedTokens(mask))
 	countActions(&row, traj)
 	count(&row)
-	row.ID = RowID(row)
+	row.ID = ID(row)
 	return row, nil
 }
 
@@ -176,8 +180,8 @@ func StepCost(tok tokenize.Tokenizer) debugger.CostFunc {
 	}
 }
 
-// RowID is a row's stable id: the SHA-256 of its source, direction, policy, seed, tokenizer and text.
-func RowID(r schemas.Row) string {
+// ID is a row's stable id: the SHA-256 of its source, direction, policy, seed, tokenizer and text.
+func ID(r schemas.Row) string {
 	h := sha256.New()
 	for _, f := range []string{r.Level, r.RepoURL, r.Commit, r.Path, r.QualName, r.SourceID, r.Direction,
 		r.Policy, fmt.Sprint(r.Seed), r.Tokenizer, r.Text} {
@@ -215,8 +219,8 @@ func countEvents(r *schemas.Row, events []schemas.Event) {
 	}
 }
 
-// traceCounts counts the events of a compact trace by type.
-func traceCounts(tr *debugger.Trace) func(*schemas.Row) {
+// TraceCounts counts the events of a compact trace by type.
+func TraceCounts(tr *debugger.Trace) func(*schemas.Row) {
 	return func(r *schemas.Row) {
 		for i := 0; i < tr.Len(); i++ {
 			countEvent(r, tr.Kind(i))

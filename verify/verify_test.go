@@ -1,4 +1,4 @@
-package pipeline
+package verify
 
 import (
 	"context"
@@ -198,7 +198,7 @@ func FuzzParseVerification(f *testing.F) {
 	f.Add([]byte(`{"format":"ndtrace-verify"} {}`))
 	f.Add([]byte(`{"format":"ndtrace-verify","x":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := ParseVerification(data)
+		v, err := Parse(data)
 		if err != nil {
 			return
 		}
@@ -206,7 +206,7 @@ func FuzzParseVerification(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := ParseVerification(again)
+		w, err := Parse(again)
 		if err != nil {
 			t.Fatalf("re-encoded certificate does not parse: %v\n%s", err, again)
 		}

@@ -1,7 +1,10 @@
-package pipeline
+// Package replay compares a row's trajectory with what Python's own debugger (bdb) shows when the
+// row's actions are replayed on it (docs/debugger.md, "Replay on bdb"): the sandbox request that
+// replays a row, and the comparison of every landing state, with the named kinds of difference
+// between the paper's tree semantics and pdb's.
+package replay
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -15,101 +18,60 @@ import (
 )
 
 // Replay kinds: how a replayed row differed from Python's own debugger (schemas.ReplayOutcome.Kind).
-// Every kind but ReplayMismatch is a named, documented difference between the paper's tree
+// Every kind but Mismatch is a named, documented difference between the paper's tree
 // semantics and pdb's (docs/debugger.md, "Replay on bdb"); verify counts each separately.
 const (
-	// ReplayMismatch: a difference no named kind explains (a tracer or debugger bug, or a row
+	// Mismatch: a difference no named kind explains (a tracer or debugger bug, or a row
 	// that is not what its item gives).
-	ReplayMismatch = "mismatch"
-	// ReplayTampered: the replayed code reached for the debugger's machinery, or the replay's
+	Mismatch = "mismatch"
+	// Tampered: the replayed code reached for the debugger's machinery, or the replay's
 	// sealed stream did not verify. Never an agreement.
-	ReplayTampered = "tampered"
-	// ReplayBreakpointNonLine: a breakpoint whose target in the tree is a call state (a `def`
+	Tampered = "tampered"
+	// BreakpointNonLine: a breakpoint whose target in the tree is a call state (a `def`
 	// line) or a return or exception state; pdb breaks at line events only.
-	ReplayBreakpointNonLine = "breakpoint_non_line"
-	// ReplayGenerator: step_over or step_return to, from or across a generator's yield or
+	BreakpointNonLine = "breakpoint_non_line"
+	// Generator: step_over or step_return to, from or across a generator's yield or
 	// resumption; pdb's `next` and `return` ignore a generator's return (yield) and call
 	// (resumption) events unless stepping.
-	ReplayGenerator = "generator_next_return"
-	// ReplayValueRender: the same states and names, but a value that was cut at value_chars or
+	Generator = "generator_next_return"
+	// ValueRender: the same states and names, but a value that was cut at value_chars or
 	// whose repr failed renders differently (the tracer's C renderer bounds containers element by
 	// element; the replay renders with repr and cuts).
-	ReplayValueRender = "value_render"
-	// ReplayLimit: the row was cut off by a limit (exit_never) and the replay was not, or the
+	ValueRender = "value_render"
+	// Limit: the row was cut off by a limit (exit_never) and the replay was not, or the
 	// other way round. The replay keeps the tracer's event limit, not its byte or output limits;
 	// a repository replay counts the events of the entry's scope only, the tracer those of the
 	// whole test.
-	ReplayLimit = "limit"
-	// ReplayWrapperScope: the same states and names, but a function or class made by the input
+	Limit = "limit"
+	// WrapperScope: the same states and names, but a function or class made by the input
 	// expression shows its qualified name as defined inside main() (`main.<locals>.<lambda>`),
 	// where the row shows it as the tracer made it, outside any function (`<lambda>`): the tracer
 	// evaluates the call at module level and main() is the CODE context's rendering of it, while
 	// the replay runs the row's main() itself.
-	ReplayWrapperScope = "wrapper_scope"
+	WrapperScope = "wrapper_scope"
 )
 
-// ReplayKinds lists every kind, in the order verify reports them.
-var ReplayKinds = []string{ReplayMismatch, ReplayTampered, ReplayBreakpointNonLine, ReplayGenerator,
-	ReplayValueRender, ReplayLimit, ReplayWrapperScope}
+// Kinds lists every kind, in the order verify reports them.
+var Kinds = []string{Mismatch, Tampered, BreakpointNonLine, Generator,
+	ValueRender, Limit, WrapperScope}
 
-// Replay replays a forward function-level row's actions on Python's bdb in a sandbox
-// (sandbox.Replay) and compares every landing state with the row's next state (CompareReplay).
-// Inverse rows are not replayed (Replayed false, Detail says why), nor are the rows of a
-// repository (repository-level rows and function-level rows of its functions): they need its
-// checkout and environment, and are replayed by the RepoSession of its re-execution
-// (TraceRepo). The error is non-nil only when the sandbox failed (ErrItem when the replayed item
-// broke it), the spec's limits are unusable or the row's text does not parse.
-func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
-	if row.Direction != string(debugger.Forward) {
-		return notInverse, nil
-	}
-	if row.Level == "repository" || it.Repo != nil || it.RepoURL != "" {
-		return schemas.ReplayOutcome{Detail: "a row of a repository is replayed only with the repository's re-execution " +
-			"(Tracer.TraceRepo), which has its checkout and environment"}, nil
-	}
-	if t.Sandboxes == nil {
-		return schemas.ReplayOutcome{}, errors.New("this worker has no sandboxes")
-	}
-	sb, release, err := t.Sandboxes.Get(ctx)
-	if err != nil {
-		return schemas.ReplayOutcome{}, err
-	}
-	defer release()
-	return replayFunction(ctx, sb, it, row, spec)
-}
+// NotInverse is the outcome of an inverse row: it is not replayed.
+var NotInverse = schemas.ReplayOutcome{Detail: "an inverse row is not replayed: pdb does not run backwards"}
 
-var notInverse = schemas.ReplayOutcome{Detail: "an inverse row is not replayed: pdb does not run backwards"}
-
-// replayFunction replays a forward function-level row of item it in sandbox sb.
-func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
-	traj, err := tokenize.Parse(row.Text)
-	if err != nil {
-		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
-	}
-	req, err := ReplayRequestOf(it, traj)
-	if err != nil {
-		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
-	}
-	if req.Limits, err = LimitsOf(spec); err != nil {
-		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
-	}
-	res, err := sb.Replay(ctx, req)
-	return replayOutcome(row, traj, res, err)
-}
-
-// replayOutcome compares a replay's result (res, err) with traj, the trajectory of row.
-func replayOutcome(row schemas.Row, traj debugger.Trajectory, res *sandbox.Result, err error) (schemas.ReplayOutcome, error) {
+// Outcome compares a replay's result (res, err) with traj, the trajectory of row. Its error is the
+// sandbox's, when the replay broke it: whose fault that is, the caller says.
+func Outcome(row schemas.Row, traj debugger.Trajectory, res *sandbox.Result, err error) (schemas.ReplayOutcome, error) {
 	if err != nil && (res == nil || res.Status == schemas.StatusSandboxError) {
-		return schemas.ReplayOutcome{}, itemError(fmt.Errorf("replay row %s: %w", row.ID, err))
+		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
 	}
 	if err != nil {
-		return schemas.ReplayOutcome{Replayed: true, Kind: ReplayMismatch, Detail: "the replay could not run: " + err.Error()}, nil
+		return schemas.ReplayOutcome{Replayed: true, Kind: Mismatch, Detail: "the replay could not run: " + err.Error()}, nil
 	}
-	return CompareReplay(traj, res.Events, res.Status, res.Detail), nil
+	return Compare(traj, res.Events, res.Status, res.Detail), nil
 }
 
-// actionsOf is the [action, argument] list of a trajectory's steps.
-func actionsOf(traj debugger.Trajectory) ([][2]string, error) {
+// Actions is the [action, argument] list of a trajectory's steps.
+func Actions(traj debugger.Trajectory) ([][2]string, error) {
 	out := make([][2]string, 0, len(traj.Steps))
 	for i, s := range traj.Steps {
 		if s.Action == "" {
@@ -120,10 +82,10 @@ func actionsOf(traj debugger.Trajectory) ([][2]string, error) {
 	return out, nil
 }
 
-// ReplayRequestOf is the sandbox request that replays traj, a forward function-level trajectory
+// RequestOf is the sandbox request that replays traj, a forward function-level trajectory
 // of item it: the item's code, the main() wrapper from the end of traj's CODE context, and its
 // actions.
-func ReplayRequestOf(it crawl.Item, traj debugger.Trajectory) (sandbox.ReplayRequest, error) {
+func RequestOf(it crawl.Item, traj debugger.Trajectory) (sandbox.ReplayRequest, error) {
 	if traj.Direction != debugger.Forward {
 		return sandbox.ReplayRequest{}, errors.New("not a forward trajectory")
 	}
@@ -131,7 +93,7 @@ func ReplayRequestOf(it crawl.Item, traj debugger.Trajectory) (sandbox.ReplayReq
 	if err != nil {
 		return sandbox.ReplayRequest{}, err
 	}
-	actions, err := actionsOf(traj)
+	actions, err := Actions(traj)
 	if err != nil {
 		return sandbox.ReplayRequest{}, err
 	}
@@ -168,11 +130,11 @@ var addrOrdinal = regexp.MustCompile(`0x[0-9a-f]+`)
 
 func normValue(s string) string { return addrOrdinal.ReplaceAllString(s, "0x?") }
 
-// ReplayState is the state a replay stop shows, as the trajectory would show it: kind, SRC, the
+// State is the state a replay stop shows, as the trajectory would show it: kind, SRC, the
 // value of a return or exception state, else LOCALS full at a call, at the first stop, after a
 // breakpoint and when the previous stop was in another frame, otherwise the diff against the
 // previous stop (docs/debugger.md, "LOCALS shown").
-func ReplayState(cur schemas.Event, prev *schemas.Event, a debugger.Action) debugger.State {
+func State(cur schemas.Event, prev *schemas.Event, a debugger.Action) debugger.State {
 	st := debugger.State{Kind: debugger.Kind(cur.Event), Src: cur.Src, Func: cur.Func, Lineno: cur.Lineno,
 		Depth: cur.Depth, Frame: cur.Frame, Locals: cur.Locals}
 	if st.Kind.HasArgs() {
@@ -224,14 +186,14 @@ func exitOf(st schemas.Status) (debugger.Exit, bool) {
 	return "", false
 }
 
-// CompareReplay compares a forward trajectory with the stops of its replay on bdb (stops[0] is
+// Compare compares a forward trajectory with the stops of its replay on bdb (stops[0] is
 // the state the trajectory starts at, stops[i] the landing of action i) and the replay's end
 // status: Agreed when every landing state and the exit match, else the first difference,
-// classified (ReplayKinds). A tampered replay is never an agreement.
-func CompareReplay(traj debugger.Trajectory, stops []schemas.Event, status schemas.Status, detail string) schemas.ReplayOutcome {
+// classified (Kinds). A tampered replay is never an agreement.
+func Compare(traj debugger.Trajectory, stops []schemas.Event, status schemas.Status, detail string) schemas.ReplayOutcome {
 	out := schemas.ReplayOutcome{Replayed: true}
 	if status == schemas.StatusTampered {
-		out.Kind, out.Detail = ReplayTampered, "the replay was tampered with: "+detail
+		out.Kind, out.Detail = Tampered, "the replay was tampered with: "+detail
 		return out
 	}
 	n := len(traj.Steps)
@@ -251,7 +213,7 @@ func CompareReplay(traj debugger.Trajectory, stops []schemas.Event, status schem
 			if j > 0 {
 				prev = &stops[j-1]
 			}
-			g := ReplayState(stops[j], prev, a)
+			g := State(stops[j], prev, a)
 			got = &g
 		}
 		switch {
@@ -265,9 +227,9 @@ func CompareReplay(traj debugger.Trajectory, stops []schemas.Event, status schem
 				out.Agreed = true
 				return out
 			}
-			out.Kind = ReplayMismatch
+			out.Kind = Mismatch
 			if traj.Exit == debugger.ExitNever || ex == debugger.ExitNever {
-				out.Kind = ReplayLimit
+				out.Kind = Limit
 			}
 			out.Detail = fmt.Sprintf("action %d (%s): the row exits %s; pdb's run ended %s %s", j-1, actionText(a, traj, j),
 				traj.Exit, status, detail)
@@ -277,7 +239,7 @@ func CompareReplay(traj debugger.Trajectory, stops []schemas.Event, status schem
 		if want == nil && traj.Exit == debugger.ExitNever {
 			// The row was cut off by a limit where pdb went on: the replay has no output or
 			// trace-size limit, and a repository replay counts only the entry's scope's events.
-			out.Kind = ReplayLimit
+			out.Kind = Limit
 		}
 		out.Detail = fmt.Sprintf("state %d, after action %d (%s): the row shows %s; pdb %s", j, j-1, actionText(a, traj, j),
 			showState(want, "the exit "+string(traj.Exit)), pdbShows(got, status, detail))
@@ -335,25 +297,25 @@ func isGeneratorStep(s *debugger.State) bool {
 // row shows want (nil: the exit) and pdb got (nil: the end of the run).
 func classify(code string, a debugger.Action, from, want, got *debugger.State, stops []schemas.Event, j int) string {
 	if a == debugger.Breakpoint && want != nil && want.Kind != debugger.KindLine {
-		return ReplayBreakpointNonLine
+		return BreakpointNonLine
 	}
 	if a == debugger.StepOver || a == debugger.StepReturn {
 		if isGeneratorStep(from) || isGeneratorStep(want) || isGeneratorStep(got) {
-			return ReplayGenerator
+			return Generator
 		}
 		if j > 0 && j-1 < len(stops) && generatorFunc(code, stops[j-1].Func) {
-			return ReplayGenerator
+			return Generator
 		}
 	}
 	if want != nil && got != nil && want.Kind == got.Kind && want.Src == got.Src {
 		if differOnlyBy(*want, *got, valueCut) {
-			return ReplayValueRender
+			return ValueRender
 		}
 		if differOnlyBy(*want, *got, wrapperScoped) {
-			return ReplayWrapperScope
+			return WrapperScope
 		}
 	}
-	return ReplayMismatch
+	return Mismatch
 }
 
 // differOnlyBy reports whether the row's state r and pdb's p show the same names and differ only
@@ -381,7 +343,7 @@ func differOnlyBy(r, p debugger.State, excuse func(rv, pv string) bool) bool {
 	return excused
 }
 
-// valueCut excuses a pair of values one of which was cut or whose repr failed (ReplayValueRender).
+// valueCut excuses a pair of values one of which was cut or whose repr failed (ValueRender).
 func valueCut(rv, pv string) bool {
 	odd := func(v string) bool { return strings.HasSuffix(v, "...") || strings.Contains(v, " object (repr ") }
 	return odd(rv) || odd(pv)
@@ -392,7 +354,7 @@ func valueCut(rv, pv string) bool {
 const wrapperScope = "main.<locals>."
 
 // wrapperScoped excuses pdb's value showing wrapperScope where the row's is the same without it
-// (ReplayWrapperScope).
+// (WrapperScope).
 func wrapperScoped(rv, pv string) bool {
 	return strings.Contains(pv, wrapperScope) && normValue(rv) == normValue(strings.ReplaceAll(pv, wrapperScope, ""))
 }

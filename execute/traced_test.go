@@ -1,4 +1,4 @@
-package pipeline
+package execute
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-// TestTracedItemLine checks that a chunk line written by appendTracedItem reads back as the item
+// TestTracedItemLine checks that a chunk line written by AppendJSON reads back as the item
 // encoding/json would have written, with and without a compact trace.
 func TestTracedItemLine(t *testing.T) {
 	b := debugger.NewTraceBuilder()
@@ -29,7 +29,7 @@ func TestTracedItemLine(t *testing.T) {
 		{Item: crawl.Item{Key: "k2"}, Status: schemas.StatusTimeout, Detail: "timed out"},
 		{Trace: tr},
 	} {
-		line, err := appendTracedItem([]byte("prefix\n"), item)
+		line, err := item.AppendJSON([]byte("prefix\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,18 +51,18 @@ func TestTracedItemLine(t *testing.T) {
 		if !reflect.DeepEqual(got, exp) {
 			t.Errorf("read back\n%+v\nwant\n%+v", got, exp)
 		}
-		if fast, err := decodeTracedItem(line); err != nil || !reflect.DeepEqual(fast, exp) {
-			t.Errorf("decodeTracedItem: %v\n%+v\nwant\n%+v", err, fast, exp)
+		if fast, err := DecodeTracedItem(line); err != nil || !reflect.DeepEqual(fast, exp) {
+			t.Errorf("DecodeTracedItem: %v\n%+v\nwant\n%+v", err, fast, exp)
 		}
 	}
 }
 
-// FuzzDecodeTracedItem checks decodeTracedItem, the chunk reader, against json.Unmarshal: the same
+// FuzzDecodeTracedItem checks DecodeTracedItem, the chunk reader, against json.Unmarshal: the same
 // lines accepted, the same item read.
 func FuzzDecodeTracedItem(f *testing.F) {
 	tr := debugger.NewTrace([]schemas.Event{{Event: "call", Frame: 1, Func: "f", File: "<item>", Lineno: 1,
 		Locals: schemas.Locals{{Name: "n", Value: "3"}}}})
-	line, err := appendTracedItem(nil, TracedItem{Item: crawl.Item{Key: "k"}, Status: schemas.StatusOK, Trace: tr})
+	line, err := TracedItem{Item: crawl.Item{Key: "k"}, Status: schemas.StatusOK, Trace: tr}.AppendJSON(nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -71,14 +71,14 @@ func FuzzDecodeTracedItem(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		got, err := decodeTracedItem(line)
+		got, err := DecodeTracedItem(line)
 		var want TracedItem
 		werr := json.Unmarshal(line, &want)
 		if werr == nil && bytes.Equal(bytes.TrimSpace(line), []byte("null")) {
 			return // json.Unmarshal takes null as no change; a chunk line is an object
 		}
 		if (err == nil) != (werr == nil) {
-			t.Fatalf("%q: decodeTracedItem error %v, json error %v", line, err, werr)
+			t.Fatalf("%q: DecodeTracedItem error %v, json error %v", line, err, werr)
 		}
 		if err == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q:\n%+v\nwant\n%+v", line, got, want)

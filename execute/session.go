@@ -1,4 +1,4 @@
-package pipeline
+package execute
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/replay"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -17,6 +18,12 @@ import (
 // Replay on bdb of a repository's rows (docs/debugger.md, "Replay on bdb"): they need the
 // repository's checkout and environment, so they are replayed while its re-execution keeps them
 // in place (Tracer.TraceRepo, a RepoSession).
+
+// RowReplayer replays one row's actions on Python's own debugger (bdb) in the sandbox, given the
+// row's input item and the run's spec (*Tracer and *RepoSession implement it).
+type RowReplayer interface {
+	Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error)
+}
 
 // RepoReplayer re-executes a repository-level item as ItemTracer.Trace does and, before its
 // checkout and environment are removed, hands within its trace and a RowReplayer for its rows
@@ -37,11 +44,11 @@ func (trc *Tracer) TraceRepo(ctx context.Context, it crawl.Item, spec schemas.Sp
 	}
 	lim, err := LimitsOf(spec)
 	if err != nil {
-		return TracedItem{}, badInput("%v", err)
+		return TracedItem{}, BadInput("%v", err)
 	}
 	co, err := checkoutLimitsOf(spec)
 	if err != nil {
-		return TracedItem{}, badInput("%v", err)
+		return TracedItem{}, BadInput("%v", err)
 	}
 	return trc.forSpec(spec).traceRepo(ctx, it, lim, co, alive, func(t TracedItem, s *RepoSession) error { return within(t, s) })
 }
@@ -70,7 +77,7 @@ func (s *RepoSession) close() {
 // tests (it, the function item found again) as Tracer.Replay does, with the checkout importable.
 func (s *RepoSession) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
 	if row.Direction != string(debugger.Forward) {
-		return notInverse, nil
+		return replay.NotInverse, nil
 	}
 	if row.Level == "repository" {
 		return s.replayRepoRow(ctx, row, spec)
@@ -90,7 +97,7 @@ func (s *RepoSession) Replay(ctx context.Context, it crawl.Item, row schemas.Row
 // SampleEntry, as the row was built: the row names the entry's file and function, the trace
 // which of its calls), taking the row's actions from there.
 func (s *RepoSession) replayRepoRow(ctx context.Context, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
-	k := slices.IndexFunc(s.traced.Repo.Traces, func(tt TestTrace) bool { return tt.Test == row.SourceID })
+	k := slices.IndexFunc(s.traced.Repo.Traces, func(tt schemas.TestTrace) bool { return tt.Test == row.SourceID })
 	if k < 0 {
 		return schemas.ReplayOutcome{Kind: schemas.NotReplayedNotReExecuted,
 			Detail: fmt.Sprintf("test %s gave no trace on re-execution: its entry call is not known", row.SourceID)}, nil
@@ -113,7 +120,7 @@ func (s *RepoSession) replayRepoRow(ctx context.Context, row schemas.Row, spec s
 	if traj.Direction != debugger.Forward {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: not a forward trajectory", row.ID)
 	}
-	actions, err := actionsOf(traj)
+	actions, err := replay.Actions(traj)
 	if err != nil {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
 	}
@@ -130,4 +137,57 @@ func (s *RepoSession) replayRepoRow(ctx context.Context, row schemas.Row, spec s
 		Paths: s.imports, Options: s.options, Actions: actions, Limits: lim,
 		Entry: sandbox.ReplayEntry{File: file, QualName: entry.QualName, Occurrence: entry.Occurrence}})
 	return replayOutcome(row, traj, res, err)
+}
+
+// Replay replays a forward function-level row's actions on Python's bdb in a sandbox
+// (sandbox.Replay) and compares every landing state with the row's next state (replay.Compare).
+// Inverse rows are not replayed (Replayed false, Detail says why), nor are the rows of a
+// repository (repository-level rows and function-level rows of its functions): they need its
+// checkout and environment, and are replayed by the RepoSession of its re-execution
+// (TraceRepo). The error is non-nil only when the sandbox failed (ErrItem when the replayed item
+// broke it), the spec's limits are unusable or the row's text does not parse.
+func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
+	if row.Direction != string(debugger.Forward) {
+		return replay.NotInverse, nil
+	}
+	if row.Level == "repository" || it.Repo != nil || it.RepoURL != "" {
+		return schemas.ReplayOutcome{Detail: "a row of a repository is replayed only with the repository's re-execution " +
+			"(Tracer.TraceRepo), which has its checkout and environment"}, nil
+	}
+	if t.Sandboxes == nil {
+		return schemas.ReplayOutcome{}, errors.New("this worker has no sandboxes")
+	}
+	sb, release, err := t.Sandboxes.Get(ctx)
+	if err != nil {
+		return schemas.ReplayOutcome{}, err
+	}
+	defer release()
+	return replayFunction(ctx, sb, it, row, spec)
+}
+
+// replayFunction replays a forward function-level row of item it in sandbox sb.
+func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
+	traj, err := tokenize.Parse(row.Text)
+	if err != nil {
+		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
+	}
+	req, err := replay.RequestOf(it, traj)
+	if err != nil {
+		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
+	}
+	if req.Limits, err = LimitsOf(spec); err != nil {
+		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
+	}
+	res, err := sb.Replay(ctx, req)
+	return replayOutcome(row, traj, res, err)
+}
+
+// replayOutcome compares a replay's result with the row's trajectory; a replay that broke its
+// sandbox is the item's error (ErrItem).
+func replayOutcome(row schemas.Row, traj debugger.Trajectory, res *sandbox.Result, err error) (schemas.ReplayOutcome, error) {
+	out, err := replay.Outcome(row, traj, res, err)
+	if err != nil {
+		return out, itemError(err)
+	}
+	return out, nil
 }

@@ -1,9 +1,7 @@
-package pipeline
+package execute
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,21 +11,14 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
-	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/crawl/testcalls"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-// Repository tracing: limits that are not in the spec.
-const (
-	// collectTimeout bounds the collection of a repository's tests.
-	collectTimeout = 2 * time.Minute
-	// maxInputsPerFunction caps the distinct inputs kept per function found in a repository, and
-	// maxFunctionItems the function-level items one repository gives.
-	maxInputsPerFunction = 4
-	maxFunctionItems     = 200
-)
+// collectTimeout bounds the collection of a repository's tests (a limit that is not in the spec).
+const collectTimeout = 2 * time.Minute
 
 // RepoTrace is what tracing one repository gives: its tests' traces and the function-level items
 // found in them, already TracedItem.
@@ -49,21 +40,11 @@ type RepoTrace struct {
 	// writes: counters keyed by it would grow with every name repositories invent.
 	MissingModule string `json:"missing_module,omitempty"`
 	// Traces are the TracedItem tests that kept their outcome.
-	Traces []TestTrace `json:"traces,omitempty"`
+	Traces []schemas.TestTrace `json:"traces,omitempty"`
 	// Functions are function-level items found in the traces, TracedItem on their own.
 	Functions []TracedItem `json:"functions,omitempty"`
 	// Counts are per-repository counters (tests by outcome and status).
 	Counts map[string]int64 `json:"counts,omitempty"`
-}
-
-// TestTrace is one TracedItem test.
-type TestTrace struct {
-	Test      string               `json:"test"`
-	Outcome   string               `json:"outcome"`
-	Status    schemas.Status       `json:"status"`
-	Detail    string               `json:"detail,omitempty"`
-	Events    []schemas.Event      `json:"events,omitempty"`
-	Functions []schemas.FuncSource `json:"functions,omitempty"`
 }
 
 // traceRepo checks out the repository of a repository-level item and runs each of its tests
@@ -95,8 +76,8 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		}
 	}()
 	checkout := "" // the checkout's folder, once made: reasons name files relative to it
-	bad := func(format string, args ...any) (TracedItem, error) {
-		t.Status, t.Detail = schemas.StatusInvalid, fmt.Sprintf(format, args...)
+	bad := func(stage schemas.YieldStage, format string, args ...any) (TracedItem, error) {
+		t.Status, t.Stage, t.Detail = schemas.StatusInvalid, stage, fmt.Sprintf(format, args...)
 		if checkout != "" {
 			t.Detail = strings.ReplaceAll(t.Detail, checkout+"/", "")
 		}
@@ -117,7 +98,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	var re *crawl.RepoError
 	switch {
 	case errors.As(err, &re) && !re.Transient:
-		return bad("checkout: %s", re.Reason)
+		return bad(schemas.YieldCheckout, "checkout: %s", re.Reason)
 	case err != nil:
 		return t, fmt.Errorf("check out %s: %w", it.Key, err)
 	}
@@ -129,7 +110,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	// its setup code.
 	roots, err := crawl.ImportRoots(w.Dir)
 	if err != nil {
-		return bad("import layout: %v", err)
+		return bad(schemas.YieldLayout, "import layout: %v", err)
 	}
 	// They are the repository's own code: on sys.path after the checkout, traced like it (never
 	// PythonPath, which is never traced).
@@ -140,7 +121,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	if it.Repo.Venv != "" {
 		sp, err := sandbox.VenvSitePackages(it.Repo.Venv)
 		if err != nil {
-			return bad("venv: %v", err)
+			return bad(schemas.YieldMounts, "venv: %v", err)
 		}
 		paths = append(paths, sp)
 	}
@@ -149,13 +130,13 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		if err != nil {
 			return t, err
 		}
-		return bad("%s", reason)
+		return bad(schemas.YieldEnvironment, "%s", reason)
 	} else if sp != "" {
 		paths = append(paths, sp)
 	}
 	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
-			return bad("python_path: %v", err)
+			return bad(schemas.YieldMounts, "python_path: %v", err)
 		}
 	}
 	// A slot of the pool bounds this worker's sandboxes; the repository gets sandboxes of its own.
@@ -174,7 +155,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		}
 		// The pool's sandboxes start on this worker, so what fails is this repository's mounts
 		// (python_path, venv, the checkout).
-		return bad("sandbox with this repository's mounts: %v", err)
+		return bad(schemas.YieldMounts, "sandbox with this repository's mounts: %v", err)
 	}
 	defer sb.Close()
 
@@ -185,13 +166,13 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	}
 	switch {
 	case col.MissingModule != "" && len(col.Tests) == 0:
-		return bad("missing module %s", col.MissingModule)
+		return bad(schemas.YieldMissing, "missing module %s", col.MissingModule)
 	case col.Status != schemas.StatusOK:
-		return bad("test collection failed: %s: %s", col.Status, col.Detail)
+		return bad(schemas.YieldCollection, "test collection failed: %s: %s", col.Status, col.Detail)
 	case len(col.Tests) == 0 && len(col.Errors) > 0:
-		return bad("no tests collected: %s", col.Errors[0])
+		return bad(schemas.YieldCollection, "no tests collected: %s", col.Errors[0])
 	case len(col.Tests) == 0:
-		return bad("no tests found")
+		return bad(schemas.YieldNoTests, "no tests found")
 	}
 	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}, Neutralised: col.Neutralised}
 	for _, n := range col.Neutralised {
@@ -255,7 +236,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 			rt.Quarantined = append(rt.Quarantined, test)
 			continue
 		}
-		rt.Traces = append(rt.Traces, TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
+		rt.Traces = append(rt.Traces, schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
 			Detail: tr.Result.Detail, Events: tr.Result.Events, Functions: tr.Result.Functions})
 	}
 	// A function's module imports its package as the tests do: the import roots too.
@@ -288,7 +269,7 @@ func functionConfig(cfg sandbox.Config, dir string) sandbox.Config {
 }
 
 // relativize makes the file names of a test trace relative to the checkout dir.
-func relativize(tt *TestTrace, dir string) {
+func relativize(tt *schemas.TestTrace, dir string) {
 	rel := func(f string) string {
 		if r, ok := strings.CutPrefix(f, dir+"/"); ok {
 			return r
@@ -302,89 +283,6 @@ func relativize(tt *TestTrace, dir string) {
 		tt.Functions[i].File = rel(tt.Functions[i].File)
 	}
 	tt.Detail = strings.ReplaceAll(tt.Detail, dir+"/", "")
-}
-
-// repoRows builds the repository-level rows of a TracedItem repository: for every TracedItem test, every
-// direction and draw, an entry call sampled from the test's trace and a trajectory in its scope.
-// It returns the reason when the repository gives no row.
-func repoRows(t TracedItem, spec schemas.Spec, p debugger.Policy, o RowOptions, counts map[string]int64) ([]schemas.Row, string) {
-	rt := t.Repo
-	if rt == nil {
-		return nil, "repository: no trace"
-	}
-	for k, v := range rt.Counts {
-		counts[k] += v
-	}
-	counts["tests"] += int64(rt.Tests)
-	counts["tests_run"] += int64(rt.Run)
-	counts["quarantined"] += int64(len(rt.Quarantined))
-	var rows []schemas.Row
-	last := "no test gave a trajectory"
-	for _, tt := range rt.Traces {
-		if _, err := debugger.ExitFor(tt.Status); err != nil {
-			counts["skipped:test_"+string(tt.Status)]++
-			continue
-		}
-		for _, dir := range spec.Directions {
-			for k := 0; k < spec.TrajectoriesPerTrace; k++ {
-				seed := trajectorySeed(spec.Seed, t.Item.Key+"#"+tt.Test, dir, k)
-				row, err := repoRow(t.Item, tt, debugger.Direction(dir), seed, p, o)
-				var tree *treeError
-				switch {
-				case errors.As(err, &tree):
-					counts["skipped:"+dir+":"+reasonKey(tree.err)]++
-					last = tree.err.Error()
-					continue
-				case err != nil:
-					counts["dropped:"+reasonKey(err)]++
-					last = err.Error()
-					continue
-				}
-				rows = append(rows, row)
-			}
-		}
-	}
-	if len(rows) == 0 {
-		return nil, last
-	}
-	return rows, ""
-}
-
-// treeError is an error of building a test's state tree (its entry call, its direction), as
-// opposed to one of building the row.
-type treeError struct{ err error }
-
-func (e *treeError) Error() string { return e.err.Error() }
-func (e *treeError) Unwrap() error { return e.err }
-
-// repoRow builds the repository-level row of test tt of repository it in direction dir with seed,
-// which also picks the entry call. An error of the tree is a *treeError.
-func repoRow(it crawl.Item, tt TestTrace, dir debugger.Direction, seed uint64, p debugger.Policy, o RowOptions) (schemas.Row, error) {
-	item := debugger.RepoItem{Events: tt.Events, Status: tt.Status, Functions: tt.Functions}
-	tree, code, entry, err := item.Tree(dir, seed)
-	if err != nil {
-		return schemas.Row{}, &treeError{err}
-	}
-	src := Source{Level: "repository", RepoURL: it.Path, Commit: pin(it.Repo.Resolved), Path: entry.File,
-		QualName: entry.QualName, SourceID: tt.Test}
-	return buildRow(src, tree, code, treeCounts(tree), p, seed, o)
-}
-
-// treeCounts counts the events of a tree's states by type.
-func treeCounts(t *debugger.Tree) func(*schemas.Row) {
-	return func(r *schemas.Row) {
-		for _, n := range t.Order {
-			countEvent(r, n.EventKind())
-		}
-	}
-}
-
-// pin is a repository's commit, or its content hash if it is not a git repository.
-func pin(r crawl.Resolved) string {
-	if r.Commit != "" {
-		return r.Commit
-	}
-	return r.ContentHash
 }
 
 // outcomeKey is a test run's outcome, or its status when it did not finish.
@@ -401,8 +299,8 @@ func outcomeKey(r *sandbox.TestResult) string {
 // (so that the module's imports of its own package work). Arguments whose rendering is not a
 // Python literal (objects, cut values) and functions with * or ** parameters are skipped, and so
 // are the items that could only give an empty trace (functionItems; counted in counts).
-func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []TestTrace, counts map[string]int64, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
-	cands := functionItems(w.Dir, it, traces, counts)
+func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []schemas.TestTrace, counts map[string]int64, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
+	cands := testcalls.Items(w.Dir, it, traces, counts)
 	if len(cands) == 0 {
 		return nil, nil
 	}
@@ -427,240 +325,6 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 		alive()
 	}
 	return out, nil
-}
-
-// functionItems lists the function-level items found in a repository's test traces, in order of
-// first call, without repeating a function and input. An item is a call of a module-level function
-// of a non-test file with the arguments its first call event shows: the values of the def's
-// parameters, in order (a call event shows the frame's locals, which at a frame's first call are
-// its parameters). Left out, with the reason counted in counts ("functions_skipped:REASON"):
-//   - resume: a generator's later call events, one per resumption, which show every current local
-//     (the frame was already called; its first call event gave the item);
-//   - async: async def functions, whose call returns a coroutine or an asynchronous generator that
-//     the tracer does not drive (the trace could only be empty);
-//   - context_manager: functions decorated with contextmanager (or asynccontextmanager), whose
-//     call returns a context manager that runs none of the body (only `with` would);
-//   - params: parameters that cannot be passed back positionally (*args, **kwargs, keyword-only)
-//     or that the call event does not show;
-//   - arguments: an argument whose rendering is not a plain literal.
-//
-// Generator functions are kept: the tracer consumes the generator their call returns.
-func functionItems(dir string, it crawl.Item, traces []TestTrace, counts map[string]int64) []crawl.Item {
-	skip := func(reason string) {
-		if counts != nil {
-			counts["functions_skipped:"+reason]++
-		}
-	}
-	sources := map[[2]string]schemas.FuncSource{}
-	for _, tt := range traces {
-		for _, f := range tt.Functions {
-			sources[[2]string{f.File, f.QualName}] = f
-		}
-	}
-	modules := map[string]string{}
-	perFunc := map[[2]string]int{}
-	seen := map[string]bool{}
-	var items []crawl.Item
-	for _, tt := range traces {
-		called := map[int]bool{} // the frames of this trace whose first call event was seen
-		for _, ev := range tt.Events {
-			if ev.Event != schemas.EventCall {
-				continue
-			}
-			if called[ev.Frame] {
-				if !strings.ContainsAny(ev.Func, ".<>") && !debugger.IsTestFile(ev.File) {
-					skip("resume")
-				}
-				continue
-			}
-			called[ev.Frame] = true
-			if strings.ContainsAny(ev.Func, ".<>") || debugger.IsTestFile(ev.File) {
-				continue
-			}
-			k := [2]string{ev.File, ev.Func}
-			src, ok := sources[k]
-			if !ok || perFunc[k] >= maxInputsPerFunction || len(items) >= maxFunctionItems {
-				continue
-			}
-			d, ok := parseDef(src.Source, ev.Func)
-			switch {
-			case !ok:
-				skip("params")
-				continue
-			case d.async:
-				skip("async")
-				continue
-			case d.contextManager:
-				skip("context_manager")
-				continue
-			}
-			args, ok := paramArgs(d.params, ev.Locals)
-			if !ok {
-				skip("arguments")
-				continue
-			}
-			call := ev.Func + "(" + args + ")"
-			rel, err := filepath.Rel(dir, ev.File)
-			if err != nil || strings.HasPrefix(rel, "..") {
-				continue
-			}
-			if seen[rel+"\x00"+call] {
-				continue
-			}
-			code, ok := modules[ev.File]
-			if !ok {
-				data, err := os.ReadFile(ev.File)
-				if err != nil {
-					continue
-				}
-				code = string(data)
-				modules[ev.File] = code
-			}
-			seen[rel+"\x00"+call] = true
-			perFunc[k]++
-			sum := sha256.Sum256([]byte(call))
-			items = append(items, crawl.Item{
-				Key:      fmt.Sprintf("%s#%s:%s:%s", it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
-				Path:     rel,
-				SourceID: tt.Test,
-				Code:     code,
-				Filename: filepath.Base(rel),
-				Call:     call,
-				QualName: ev.Func,
-				Func:     src.Source,
-				RepoURL:  it.Path,
-				Commit:   pin(it.Repo.Resolved),
-			})
-		}
-	}
-	return items
-}
-
-// funcDef is what functionItems reads of a function's def.
-type funcDef struct {
-	params         []string // the parameter names, in order
-	async          bool     // async def
-	contextManager bool     // decorated with contextmanager or asynccontextmanager
-}
-
-// parseDef reads the def of name in src (the function's source, decorators included): its
-// parameter names, and whether it is async or a context manager. It reports false when there is no
-// such def or a parameter cannot be passed back positionally (*args, **kwargs, keyword-only ones).
-func parseDef(src, name string) (funcDef, bool) {
-	var d funcDef
-	head := "def " + name + "("
-	i := strings.Index(src, head)
-	if i < 0 {
-		return d, false
-	}
-	before := src[:i]
-	d.async = strings.HasSuffix(strings.TrimRight(before, " \t"), "async")
-	for _, l := range strings.Split(before, "\n") {
-		if l = strings.TrimSpace(l); strings.HasPrefix(l, "@") && strings.Contains(l, "contextmanager") {
-			d.contextManager = true
-		}
-	}
-	rest := src[i+len(head):]
-	depth := 1
-	var cur strings.Builder
-	var parts []string
-	for j := 0; j < len(rest) && depth > 0; j++ {
-		c := rest[j]
-		switch {
-		case c == '#':
-			for j < len(rest) && rest[j] != '\n' {
-				j++
-			}
-			continue
-		case c == '\'' || c == '"':
-			// a string in a default value: copied whole, escapes included
-			k := j + 1
-			for k < len(rest) && rest[k] != c {
-				if rest[k] == '\\' {
-					k++
-				}
-				k++
-			}
-			if k >= len(rest) {
-				return d, false
-			}
-			cur.WriteString(rest[j : k+1])
-			j = k
-			continue
-		case c == '(' || c == '[' || c == '{':
-			depth++
-		case c == ')' || c == ']' || c == '}':
-			depth--
-		case c == ',' && depth == 1:
-			parts = append(parts, cur.String())
-			cur.Reset()
-			continue
-		}
-		if depth > 0 {
-			cur.WriteByte(c)
-		}
-	}
-	if depth != 0 {
-		return d, false
-	}
-	parts = append(parts, cur.String())
-	for _, p := range parts {
-		p = strings.TrimSpace(p)
-		if p == "" || p == "/" {
-			continue
-		}
-		if strings.HasPrefix(p, "*") {
-			return d, false
-		}
-		if k := strings.IndexAny(p, ":="); k >= 0 {
-			p = strings.TrimSpace(p[:k])
-		}
-		if !isIdentifier(p) {
-			return d, false
-		}
-		d.params = append(d.params, p)
-	}
-	return d, true
-}
-
-// isIdentifier reports whether s is an ASCII Python identifier (a non-ASCII one is refused: the
-// call is rebuilt from it).
-func isIdentifier(s string) bool {
-	for i, c := range s {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// paramArgs renders the values of params in a call event's locals as a positional argument list,
-// or reports false if a parameter is missing or a value is not a plain literal rendering.
-func paramArgs(params []string, locals schemas.Locals) (string, bool) {
-	vals := make(schemas.Locals, 0, len(params))
-	for _, p := range params {
-		v, ok := locals.Get(p)
-		if !ok {
-			return "", false
-		}
-		vals = append(vals, schemas.Var{Name: p, Value: v})
-	}
-	return literalArgs(vals)
-}
-
-// literalArgs renders the locals of a call event (the arguments, in order) as a positional
-// argument list, or reports false if a value is not a plain literal rendering.
-func literalArgs(locals schemas.Locals) (string, bool) {
-	parts := make([]string, 0, len(locals))
-	for _, v := range locals {
-		s := v.Value
-		if s == "" || strings.HasPrefix(s, "<") || strings.HasSuffix(s, "...") || strings.Contains(s, " object at 0x") ||
-			strings.Contains(s, "<") && strings.Contains(s, ">") {
-			return "", false
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, ", "), true
 }
 
 // neutralisedClasses are the classes of runner options the sandbox neutralises, by option name

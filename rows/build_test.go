@@ -1,56 +1,24 @@
-package pipeline_test
+package rows_test
 
 import (
-	"context"
 	"errors"
-	"github.com/ndtrace/ndtrace/dataset"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
-	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/internal/rowtest"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
-var (
-	sbOnce sync.Once
-	sb     *sandbox.Sandbox
-	sbErr  error
-)
-
-func item(t testing.TB, code, call string) debugger.Item {
-	t.Helper()
-	sbOnce.Do(func() { sb, sbErr = sandbox.New(context.Background(), sandbox.Config{}) })
-	if sbErr != nil {
-		t.Fatal(sbErr)
-	}
-	res, err := sb.Run(context.Background(), sandbox.Request{Code: code, Call: call})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return debugger.Item{Code: code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status}
-}
-
-const loopCode = "def f(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n    return total\n"
-
-func buildRow(t *testing.T, it debugger.Item, dir debugger.Direction, seed uint64, o pipeline.RowOptions) (schemas.Row, error) {
-	t.Helper()
-	tree, code, err := it.Tree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := pipeline.Source{Level: "function", Path: "test.jsonl", QualName: "f", SourceID: "loop"}
-	return pipeline.BuildRow(src, tree, code, it.Events, debugger.PaperPolicy(), seed, o)
-}
-
 func TestBuildRow(t *testing.T) {
-	it := item(t, loopCode, "f(6)")
-	opts := pipeline.RowOptions{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
+	it := rowtest.Item(t, rowtest.LoopCode, "f(6)")
+	opts := rows.Options{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
 	for _, dir := range []debugger.Direction{debugger.Forward, debugger.Inverse} {
-		row, err := buildRow(t, it, dir, 3, opts)
+		row, err := rowtest.Row(t, it, dir, 3, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,8 +43,8 @@ func TestBuildRow(t *testing.T) {
 		if row.EvCall != 1 || row.EvReturn != 1 || row.EvLine == 0 || row.Direction != string(dir) || row.Tokenizer != "bytes" {
 			t.Fatalf("row %+v", row)
 		}
-		again, _ := buildRow(t, it, dir, 3, opts)
-		other, _ := buildRow(t, it, dir, 4, opts)
+		again, _ := rowtest.Row(t, it, dir, 3, opts)
+		other, _ := rowtest.Row(t, it, dir, 4, opts)
 		if again.ID != row.ID || len(row.ID) != 64 || other.ID == row.ID && other.Text == row.Text && other.Seed == row.Seed {
 			t.Fatalf("ids: %s %s %s", row.ID, again.ID, other.ID)
 		}
@@ -84,14 +52,14 @@ func TestBuildRow(t *testing.T) {
 }
 
 func TestBuildRowTooLong(t *testing.T) {
-	it := item(t, loopCode, "f(200)")
-	base := pipeline.RowOptions{Tokenizer: tokenize.Bytes()}
+	it := rowtest.Item(t, rowtest.LoopCode, "f(200)")
+	base := rows.Options{Tokenizer: tokenize.Bytes()}
 	// Long enough for the CODE context and a few states, far too short for the whole trace.
 	base.MaxTokens = 1200
 	step := debugger.StepIntoPolicy()
 	tree, code, _ := it.Tree(debugger.Forward)
-	src := pipeline.Source{Level: "function"}
-	row, err := pipeline.BuildRow(src, tree, code, it.Events, step, 0, base)
+	src := rows.Source{Level: "function"}
+	row, err := rows.Build(src, tree, code, it.Events, step, 0, base)
 	if err != nil {
 		t.Fatalf("resample: %v", err)
 	}
@@ -99,14 +67,14 @@ func TestBuildRowTooLong(t *testing.T) {
 		t.Fatalf("re-sampled row: %d tokens, exit %s, %d continue", row.NumTokens, row.Exit, row.ActContinue)
 	}
 	drop := base
-	drop.TooLong = pipeline.Drop
-	if _, err := pipeline.BuildRow(src, tree, code, it.Events, step, 0, drop); !errors.Is(err, pipeline.ErrTooLong) {
+	drop.TooLong = rows.Drop
+	if _, err := rows.Build(src, tree, code, it.Events, step, 0, drop); !errors.Is(err, rows.ErrTooLong) {
 		t.Fatalf("drop: %v", err)
 	}
 	// A CODE context longer than the limit cannot be re-sampled short enough.
 	tiny := base
 	tiny.MaxTokens = 50
-	if _, err := pipeline.BuildRow(src, tree, code, it.Events, step, 0, tiny); !errors.Is(err, pipeline.ErrTooLong) {
+	if _, err := rows.Build(src, tree, code, it.Events, step, 0, tiny); !errors.Is(err, rows.ErrTooLong) {
 		t.Fatalf("tiny limit: %v", err)
 	}
 }

@@ -1,0 +1,259 @@
+// Package testcalls finds function-level items in a repository's test traces: the calls its
+// tests make of the module-level functions of its non-test files, with the arguments observed at
+// each call as the item's input.
+package testcalls
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// Limits of what one repository gives.
+const (
+	// MaxInputsPerFunction caps the distinct inputs kept per function found in a repository, and
+	// MaxItems the function-level items one repository gives.
+	MaxInputsPerFunction = 4
+	MaxItems             = 200
+)
+
+// Items lists the function-level items found in a repository's test traces, in order of
+// first call, without repeating a function and input. An item is a call of a module-level function
+// of a non-test file with the arguments its first call event shows: the values of the def's
+// parameters, in order (a call event shows the frame's locals, which at a frame's first call are
+// its parameters). Left out, with the reason counted in counts ("functions_skipped:REASON"):
+//   - resume: a generator's later call events, one per resumption, which show every current local
+//     (the frame was already called; its first call event gave the item);
+//   - async: async def functions, whose call returns a coroutine or an asynchronous generator that
+//     the tracer does not drive (the trace could only be empty);
+//   - context_manager: functions decorated with contextmanager (or asynccontextmanager), whose
+//     call returns a context manager that runs none of the body (only `with` would);
+//   - params: parameters that cannot be passed back positionally (*args, **kwargs, keyword-only)
+//     or that the call event does not show;
+//   - arguments: an argument whose rendering is not a plain literal.
+//
+// Generator functions are kept: the tracer consumes the generator their call returns.
+func Items(dir string, it crawl.Item, traces []schemas.TestTrace, counts map[string]int64) []crawl.Item {
+	skip := func(reason string) {
+		if counts != nil {
+			counts["functions_skipped:"+reason]++
+		}
+	}
+	sources := map[[2]string]schemas.FuncSource{}
+	for _, tt := range traces {
+		for _, f := range tt.Functions {
+			sources[[2]string{f.File, f.QualName}] = f
+		}
+	}
+	modules := map[string]string{}
+	perFunc := map[[2]string]int{}
+	seen := map[string]bool{}
+	var items []crawl.Item
+	for _, tt := range traces {
+		called := map[int]bool{} // the frames of this trace whose first call event was seen
+		for _, ev := range tt.Events {
+			if ev.Event != schemas.EventCall {
+				continue
+			}
+			if called[ev.Frame] {
+				if !strings.ContainsAny(ev.Func, ".<>") && !debugger.IsTestFile(ev.File) {
+					skip("resume")
+				}
+				continue
+			}
+			called[ev.Frame] = true
+			if strings.ContainsAny(ev.Func, ".<>") || debugger.IsTestFile(ev.File) {
+				continue
+			}
+			k := [2]string{ev.File, ev.Func}
+			src, ok := sources[k]
+			if !ok || perFunc[k] >= MaxInputsPerFunction || len(items) >= MaxItems {
+				continue
+			}
+			d, ok := parseDef(src.Source, ev.Func)
+			switch {
+			case !ok:
+				skip("params")
+				continue
+			case d.async:
+				skip("async")
+				continue
+			case d.contextManager:
+				skip("context_manager")
+				continue
+			}
+			args, ok := paramArgs(d.params, ev.Locals)
+			if !ok {
+				skip("arguments")
+				continue
+			}
+			call := ev.Func + "(" + args + ")"
+			rel, err := filepath.Rel(dir, ev.File)
+			if err != nil || strings.HasPrefix(rel, "..") {
+				continue
+			}
+			if seen[rel+"\x00"+call] {
+				continue
+			}
+			code, ok := modules[ev.File]
+			if !ok {
+				data, err := os.ReadFile(ev.File)
+				if err != nil {
+					continue
+				}
+				code = string(data)
+				modules[ev.File] = code
+			}
+			seen[rel+"\x00"+call] = true
+			perFunc[k]++
+			sum := sha256.Sum256([]byte(call))
+			items = append(items, crawl.Item{
+				Key:      fmt.Sprintf("%s#%s:%s:%s", it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
+				Path:     rel,
+				SourceID: tt.Test,
+				Code:     code,
+				Filename: filepath.Base(rel),
+				Call:     call,
+				QualName: ev.Func,
+				Func:     src.Source,
+				RepoURL:  it.Path,
+				Commit:   it.Repo.Resolved.Pin(),
+			})
+		}
+	}
+	return items
+}
+
+// funcDef is what Items reads of a function's def.
+type funcDef struct {
+	params         []string // the parameter names, in order
+	async          bool     // async def
+	contextManager bool     // decorated with contextmanager or asynccontextmanager
+}
+
+// parseDef reads the def of name in src (the function's source, decorators included): its
+// parameter names, and whether it is async or a context manager. It reports false when there is no
+// such def or a parameter cannot be passed back positionally (*args, **kwargs, keyword-only ones).
+func parseDef(src, name string) (funcDef, bool) {
+	var d funcDef
+	head := "def " + name + "("
+	i := strings.Index(src, head)
+	if i < 0 {
+		return d, false
+	}
+	before := src[:i]
+	d.async = strings.HasSuffix(strings.TrimRight(before, " \t"), "async")
+	for _, l := range strings.Split(before, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "@") && strings.Contains(l, "contextmanager") {
+			d.contextManager = true
+		}
+	}
+	rest := src[i+len(head):]
+	depth := 1
+	var cur strings.Builder
+	var parts []string
+	for j := 0; j < len(rest) && depth > 0; j++ {
+		c := rest[j]
+		switch {
+		case c == '#':
+			for j < len(rest) && rest[j] != '\n' {
+				j++
+			}
+			continue
+		case c == '\'' || c == '"':
+			// a string in a default value: copied whole, escapes included
+			k := j + 1
+			for k < len(rest) && rest[k] != c {
+				if rest[k] == '\\' {
+					k++
+				}
+				k++
+			}
+			if k >= len(rest) {
+				return d, false
+			}
+			cur.WriteString(rest[j : k+1])
+			j = k
+			continue
+		case c == '(' || c == '[' || c == '{':
+			depth++
+		case c == ')' || c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 1:
+			parts = append(parts, cur.String())
+			cur.Reset()
+			continue
+		}
+		if depth > 0 {
+			cur.WriteByte(c)
+		}
+	}
+	if depth != 0 {
+		return d, false
+	}
+	parts = append(parts, cur.String())
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" || p == "/" {
+			continue
+		}
+		if strings.HasPrefix(p, "*") {
+			return d, false
+		}
+		if k := strings.IndexAny(p, ":="); k >= 0 {
+			p = strings.TrimSpace(p[:k])
+		}
+		if !isIdentifier(p) {
+			return d, false
+		}
+		d.params = append(d.params, p)
+	}
+	return d, true
+}
+
+// isIdentifier reports whether s is an ASCII Python identifier (a non-ASCII one is refused: the
+// call is rebuilt from it).
+func isIdentifier(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// paramArgs renders the values of params in a call event's locals as a positional argument list,
+// or reports false if a parameter is missing or a value is not a plain literal rendering.
+func paramArgs(params []string, locals schemas.Locals) (string, bool) {
+	vals := make(schemas.Locals, 0, len(params))
+	for _, p := range params {
+		v, ok := locals.Get(p)
+		if !ok {
+			return "", false
+		}
+		vals = append(vals, schemas.Var{Name: p, Value: v})
+	}
+	return literalArgs(vals)
+}
+
+// literalArgs renders the locals of a call event (the arguments, in order) as a positional
+// argument list, or reports false if a value is not a plain literal rendering.
+func literalArgs(locals schemas.Locals) (string, bool) {
+	parts := make([]string, 0, len(locals))
+	for _, v := range locals {
+		s := v.Value
+		if s == "" || strings.HasPrefix(s, "<") || strings.HasSuffix(s, "...") || strings.Contains(s, " object at 0x") ||
+			strings.Contains(s, "<") && strings.Contains(s, ">") {
+			return "", false
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", "), true
+}

@@ -1,0 +1,128 @@
+package rows
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/tokenize"
+)
+
+// Of builds every row of one traced item, or the reject that says why it gives none.
+func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts map[string]int64) ([]schemas.Row, *schemas.Reject) {
+	reject := func(class schemas.RejectClass, reason string) ([]schemas.Row, *schemas.Reject) {
+		return nil, &schemas.Reject{Source: t.Item.Origin(), Key: t.Item.Key, Class: class, Reason: reason}
+	}
+	switch {
+	case t.Poison != "":
+		return reject(schemas.RejectPoison, "poison: "+t.Poison)
+	case t.Item.Repo != nil && t.Repo == nil:
+		reason := t.Detail // the repository could not be used
+		if reason == "" {
+			reason = string(t.Status)
+		}
+		class := schemas.RejectRepository
+		if t.Stage == schemas.YieldEnvironment {
+			class = schemas.RejectEnvironment
+		}
+		return reject(class, reason)
+	case t.Item.Repo != nil:
+		rows, reason := repoRows(t, spec, p, o, counts)
+		if reason != "" {
+			return reject(schemas.RejectNoTrajectory, reason)
+		}
+		return rows, nil
+	}
+	if _, err := debugger.ExitFor(t.Status); err != nil {
+		if t.Detail != "" {
+			return reject(schemas.StatusReject(t.Status), fmt.Sprintf("%s: %s", t.Status, t.Detail))
+		}
+		return reject(schemas.StatusReject(t.Status), string(t.Status))
+	}
+	item, trace := debuggerItem(&t)
+	src := FunctionSource(t.Item)
+	var rows []schemas.Row
+	var last string
+	for _, dir := range spec.Directions {
+		tree, code, err := item.Tree(debugger.Direction(dir))
+		if err != nil {
+			counts["skipped:"+dir+":"+reasonKey(err)]++
+			last = err.Error()
+			continue
+		}
+		for k := 0; k < spec.TrajectoriesPerTrace; k++ {
+			seed := Seed(spec.Seed, t.Item.Key, dir, k)
+			row, err := build(src, tree, code, TraceCounts(trace), p, seed, o)
+			if err != nil {
+				counts["dropped:"+reasonKey(err)]++
+				last = err.Error()
+				continue
+			}
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		if last == "" {
+			last = "no trajectory"
+		}
+		return reject(schemas.RejectNoTrajectory, last)
+	}
+	return rows, nil
+}
+
+// debuggerItem is a traced function-level item as package debugger takes it, and its trace.
+func debuggerItem(t *execute.TracedItem) (debugger.Item, *debugger.Trace) {
+	trace := t.CompactTrace()
+	return debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}, trace
+}
+
+// FunctionSource is the source columns of a function-level item's rows.
+func FunctionSource(it crawl.Item) Source {
+	return Source{Level: "function", RepoURL: it.RepoURL, Commit: it.Commit, Path: it.Path,
+		QualName: it.QualName, SourceID: it.SourceID}
+}
+
+// reasonKey is a short counter key for an error.
+func reasonKey(err error) string {
+	switch {
+	case errors.Is(err, ErrTooLong):
+		return "too_long"
+	case errors.Is(err, debugger.ErrNoInverse):
+		return "run_cut_off"
+	case errors.Is(err, tokenize.ErrSpecialToken):
+		return "special_token_in_source"
+	}
+	return "error"
+}
+
+// Seed derives a trajectory's seed from the spec's seed, the item and the draw.
+func Seed(seed uint64, key, dir string, k int) uint64 {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d/%s/%s/%d", seed, key, dir, k)
+	return binary.LittleEndian.Uint64(h.Sum(nil)[:8])
+}
+
+// FunctionRow builds the row of the traced function-level item t in direction dir with seed, as Of
+// builds each of its rows; an error of the item's tree (not one of building the row) is a
+// *TreeError.
+func FunctionRow(t execute.TracedItem, dir debugger.Direction, seed uint64, p debugger.Policy, o Options) (schemas.Row, error) {
+	item, trace := debuggerItem(&t)
+	tree, code, err := item.Tree(dir)
+	if err != nil {
+		return schemas.Row{}, &TreeError{err}
+	}
+	return build(FunctionSource(t.Item), tree, code, TraceCounts(trace), p, seed, o)
+}
+
+// OptionsFor are the options the rows of spec are built with by tokenizer tok at createdAt.
+func OptionsFor(spec schemas.Spec, tok tokenize.Tokenizer, createdAt time.Time) Options {
+	return Options{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
+		TooLong: TooLong(spec.TooLong), CreatedAt: createdAt, TracerVersion: sandbox.TracerVersion}
+}

@@ -1,0 +1,62 @@
+package rows
+
+import (
+	"unicode/utf8"
+
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// maxYieldReason bounds the reason a yield report keeps.
+const maxYieldReason = 300
+
+// Yield is the yield report of a traced repository item that gave rows (rej nil) or the reject.
+func Yield(t execute.TracedItem, rows int, rej *schemas.Reject) schemas.RepoYield {
+	y := schemas.RepoYield{Source: t.Item.Path, Key: t.Item.Key, Rows: int64(rows)}
+	if rt := t.Repo; rt != nil {
+		c := rt.Counts
+		y.Runner, y.Collected, y.Run, y.Quarantined = rt.Runner, int64(rt.Tests), int64(rt.Run), int64(len(rt.Quarantined))
+		y.PassedPlain, y.PassedTraced = c["tests:passed"], c["traced:passed"]
+		y.Neutralised, y.ChangedByOptions = c["tests:runner_options_neutralised"], c["tests:changed_by_runner_options"]
+		y.ReadOnly, y.SandboxErrors = c["tests:checkout_read_only"], c["tests:sandbox_error"]
+	}
+	if rej != nil {
+		y.Rejected, y.Reason = stageOf(*rej, t.Stage), cutReason(rej.Reason)
+	}
+	return y
+}
+
+// EarlyYield is the yield report of a repository rejected before it was traced: at planning (it
+// did not resolve: schemas.YieldUnresolved) or in a batch that failed (schemas.YieldBatchFailed).
+func EarlyYield(source, key string, stage schemas.YieldStage, reason string) schemas.RepoYield {
+	return schemas.RepoYield{Source: source, Key: key, Rejected: stage, Reason: cutReason(reason)}
+}
+
+// stageOf is the stage a repository's reject stopped at: its class says it, but for a repository
+// that could not be used, whose stage traceRepo recorded (stage; YieldOther when none was).
+func stageOf(r schemas.Reject, stage schemas.YieldStage) schemas.YieldStage {
+	switch r.Class {
+	case schemas.RejectPoison:
+		return schemas.YieldPoison
+	case schemas.RejectBatchFailed:
+		return schemas.YieldBatchFailed
+	case schemas.RejectNoTrajectory:
+		return schemas.YieldNoTrajectory
+	case schemas.RejectEnvironment:
+		return schemas.YieldEnvironment
+	case schemas.RejectRepository:
+		if stage != "" {
+			return stage
+		}
+	}
+	return schemas.YieldOther
+}
+
+// cutReason keeps the first maxYieldReason characters of a reason.
+func cutReason(s string) string {
+	if utf8.RuneCountInString(s) <= maxYieldReason {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:maxYieldReason]) + "..."
+}

@@ -1,0 +1,58 @@
+package rows
+
+import (
+	"testing"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// TestRepositoryStage: a repository that could not be used is rejected with the class and yield
+// stage its tracing recorded (TracedItem.Stage), never read back from the reason's text.
+func TestRepositoryStage(t *testing.T) {
+	for _, tc := range []struct {
+		stage     schemas.YieldStage
+		reason    string
+		wantClass schemas.RejectClass
+		want      schemas.YieldStage
+	}{
+		{schemas.YieldCheckout, "checkout: symlink escapes checkout", schemas.RejectRepository, schemas.YieldCheckout},
+		{schemas.YieldLayout, "import layout: bad toml", schemas.RejectRepository, schemas.YieldLayout},
+		{schemas.YieldEnvironment, "environment: pip: ERROR", schemas.RejectEnvironment, schemas.YieldEnvironment},
+		{schemas.YieldMounts, "venv: not a virtualenv", schemas.RejectRepository, schemas.YieldMounts},
+		{schemas.YieldMissing, "missing module hypothesis", schemas.RejectRepository, schemas.YieldMissing},
+		{schemas.YieldCollection, "test collection failed: exception: x", schemas.RejectRepository, schemas.YieldCollection},
+		{schemas.YieldNoTests, "no tests found", schemas.RejectRepository, schemas.YieldNoTests},
+		// A reason that reads like a stage names none: only Stage does.
+		{"", "checkout: a stored trace from before stages", schemas.RejectRepository, schemas.YieldOther},
+	} {
+		tr := execute.TracedItem{Item: crawl.Item{Key: "r", Path: "https://example.invalid/r", Repo: &crawl.RepoTarget{}},
+			Status: schemas.StatusInvalid, Detail: tc.reason, Stage: tc.stage}
+		got, rej := Of(tr, schemas.Spec{}.WithDefaults(), debugger.Policy{}, Options{}, map[string]int64{})
+		if got != nil || rej == nil {
+			t.Fatalf("%s: rows %v, reject %v", tc.stage, got, rej)
+		}
+		if rej.Class != tc.wantClass || rej.Reason != tc.reason {
+			t.Errorf("%s: reject %+v, want class %s", tc.stage, *rej, tc.wantClass)
+		}
+		if y := Yield(tr, 0, rej); y.Rejected != tc.want || y.Reason != tc.reason {
+			t.Errorf("%s: yield %+v, want stage %s", tc.stage, y, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		class schemas.RejectClass
+		want  schemas.YieldStage
+	}{
+		{schemas.RejectNoTrajectory, schemas.YieldNoTrajectory},
+		{schemas.RejectPoison, schemas.YieldPoison},
+		{schemas.RejectBatchFailed, schemas.YieldBatchFailed},
+		{schemas.RejectEnvironment, schemas.YieldEnvironment},
+		{schemas.StatusReject(schemas.StatusTimeout), schemas.YieldOther},
+	} {
+		if got := stageOf(schemas.Reject{Class: tc.class}, schemas.YieldCheckout); got != tc.want {
+			t.Errorf("stageOf(%s) = %s, want %s", tc.class, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,12 @@
+package schemas
+
+// TestTrace is the trace of one test of a repository, as stored: its outcome under the runner,
+// how its traced run ended, its events and the source of every function they visited.
+type TestTrace struct {
+	Test      string       `json:"test"`
+	Outcome   string       `json:"outcome"`
+	Status    Status       `json:"status"`
+	Detail    string       `json:"detail,omitempty"`
+	Events    []Event      `json:"events,omitempty"`
+	Functions []FuncSource `json:"functions,omitempty"`
+}

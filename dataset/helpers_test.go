@@ -166,7 +166,7 @@ func writeTestDataset(t testing.TB, st *store.Store, shards, rowsPerShard int) *
 		Config:    []byte(`{"seed": 7, "mask": "states", "policy": {"name": "paper"}}`),
 		Versions:  testVersions,
 		Shards:    infos,
-		Counts:    map[string]int64{"rejects.syntax_error": 2, "dropped_too_long": 1},
+		Counts:    schemas.Counts{"rejects.syntax_error": 2, "dropped_too_long": 1},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ type Manifest struct {
 	// Totals sums the shards (computed).
 	Totals Totals `json:"totals"`
 	// Counts holds the caller's counters: rejects by reason, rows dropped as too long, and so on.
-	Counts map[string]int64 `json:"counts,omitempty"`
+	Counts schemas.Counts `json:"counts,omitempty"`
 	// Packing describes the dataset's packed shards, if it was written with packing on.
 	Packing *Packing `json:"packing,omitempty"`
 	// Version names the version (format 3): its objects live under VersionPrefix(Version).

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // exampleManifest is the manifest of docs/dataset.md.
@@ -19,7 +21,7 @@ func exampleManifest() Manifest {
 			{Path: "data/part-00001.parquet", Rows: 1024, Tokens: 2101760, LearnedTokens: 1310720, Bytes: 4194304, SHA256: strings.Repeat("b", 64)},
 			{Path: "data/part-00000.parquet", Rows: 1000, Tokens: 2048000, LearnedTokens: 1280000, Bytes: 4096000, SHA256: strings.Repeat("a", 64)},
 		},
-		Counts: map[string]int64{"rejects.timeout": 3, "rejects.syntax_error": 12, "dropped_too_long": 5},
+		Counts: schemas.Counts{"rejects.timeout": 3, "rejects.syntax_error": 12, "dropped_too_long": 5},
 	}
 }
 
@@ -155,7 +157,7 @@ func TestWriteManifestRejects(t *testing.T) {
 			i.SHA256 = strings.Repeat("0", 64)
 			return i
 		}()}}, "stored shard differs"},
-		{"negative count", Manifest{CreatedAt: testCreated, Shards: []ShardInfo{info}, Counts: map[string]int64{"x": -1}}, "counts"},
+		{"negative count", Manifest{CreatedAt: testCreated, Shards: []ShardInfo{info}, Counts: schemas.Counts{"x": -1}}, "counts"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ndtrace/ndtrace/store"
 
 	"github.com/ndtrace/ndtrace/internal/emulators"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -91,7 +92,7 @@ func checkServerDataset(t *testing.T, server string, urlFor func(prefix string) 
 		t.Fatalf("recommit: %v", err)
 	}
 	other := *m
-	other.Counts = map[string]int64{"x": 1}
+	other.Counts = schemas.Counts{"x": 1}
 	if _, err := WriteManifest(ctx, s, other); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("commit of another manifest: %v, want a conflict", err)
 	}

@@ -67,7 +67,7 @@ type Stats struct {
 	Totals    Totals    `json:"totals"`
 	Versions  Versions  `json:"versions"`
 	// Counts are the manifest's counts, verbatim.
-	Counts map[string]int64 `json:"counts"`
+	Counts schemas.Counts `json:"counts"`
 	// Dataset counts the whole dataset.
 	Dataset SourceStats `json:"dataset"`
 	// Groups split the trajectories by level and direction: "all", then each direction, then each

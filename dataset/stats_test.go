@@ -141,7 +141,7 @@ const statsRejects = `{"source":"corpus/a.jsonl","key":"corpus/a.jsonl#4","reaso
 
 // writeStatsDataset writes the statistics test dataset into store, with rejects.jsonl if rejects
 // is not empty, and returns its manifest.
-func writeStatsDataset(t testing.TB, st *store.Store, rejects string, counts map[string]int64) *Manifest {
+func writeStatsDataset(t testing.TB, st *store.Store, rejects string, counts schemas.Counts) *Manifest {
 	t.Helper()
 	ctx := context.Background()
 	var infos []ShardInfo
@@ -170,7 +170,7 @@ func writeStatsDataset(t testing.TB, st *store.Store, rejects string, counts map
 	return m
 }
 
-var statsCounts = map[string]int64{
+var statsCounts = schemas.Counts{
 	"items": 20, "rejects": 8, "rejects:timeout": 4, "rejects:malformed": 1, "rejects:quarantined": 1,
 	"rejects:decontaminated": 1, "rejects:duplicate": 1, "quarantined": 1, "decontaminated:cruxeval": 1,
 	"duplicates": 1, "dropped:too_long": 3,
@@ -334,7 +334,7 @@ func TestComputeStats(t *testing.T) {
 
 func TestComputeStatsWithoutRejectsFile(t *testing.T) {
 	st := openTest(t, "mem://")
-	m := writeStatsDataset(t, st, "", map[string]int64{"rejects:timeout": 2, "rejects:syntax": 5})
+	m := writeStatsDataset(t, st, "", schemas.Counts{"rejects:timeout": 2, "rejects:syntax": 5})
 	s, err := ComputeStats(context.Background(), st, m)
 	if err != nil {
 		t.Fatal(err)

@@ -222,7 +222,11 @@ func (p *StatsPart) AddRejects(rejects []schemas.Reject) {
 		if class == "" {
 			class = ReasonClass(rej.Reason)
 		}
-		pr.add(class, rej.Reason)
+		set := rejects[i].EvalSet
+		if set == "" && class == string(schemas.RejectDecontaminated) {
+			set = decontaminatedSet(rej.Reason) // a reject stored before it named its set
+		}
+		pr.add(class, validUTF8(set))
 		rej.Reason = cut(rej.Reason, maxExampleReason)
 		examples[class] = mergeExamples(examples[class], []RejectExample{rej})
 	}
@@ -236,22 +240,26 @@ func (p *StatsPart) AddRejects(rejects []schemas.Reject) {
 	p.Merge(o)
 }
 
-// add counts one reject of the source, of class.
-func (r *PartRejects) add(class, reason string) {
+// add counts one reject of the source, of class (and, for a decontaminated one, its
+// evaluation set).
+func (r *PartRejects) add(class, evalSet string) {
 	r.Classes[class]++
-	if class == "decontaminated" {
+	if class == string(schemas.RejectDecontaminated) {
 		if r.Decontaminated == nil {
 			r.Decontaminated = map[string]int64{}
 		}
-		r.Decontaminated[decontaminatedSet(reason)]++
+		if evalSet == "" {
+			evalSet = "unknown"
+		}
+		r.Decontaminated[evalSet]++
 	}
 }
 
-// decontaminatedSet returns the evaluation set a "decontaminated:<set>…" reason names ("unknown"
-// if none).
+// decontaminatedSet returns the evaluation set the reason of a decontaminated reject stored before
+// rejects named their set gives ("decontaminated: <set>", as the pipeline wrote it; "" if none).
 func decontaminatedSet(reason string) string {
 	set := strings.TrimPrefix(reason, "decontaminated")
-	set = strings.TrimPrefix(set, ":")
+	set = strings.TrimSpace(strings.TrimPrefix(set, ":"))
 	if i := strings.IndexAny(set, ": "); i >= 0 {
 		set = set[:i]
 	}
@@ -523,11 +531,9 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 	s := &Stats{
 		Format: StatsFormat, FormatVersion: StatsFormatVersion,
 		CreatedAt: m.CreatedAt.UTC(), Totals: m.Totals, Versions: m.Versions,
-		Counts: map[string]int64{}, Groups: []Group{}, Sources: []SourceStats{}, Rejects: []RejectClass{},
+		Counts: schemas.Counts{}, Groups: []Group{}, Sources: []SourceStats{}, Rejects: []RejectClass{},
 	}
-	for k, v := range m.Counts {
-		s.Counts[k] = v
-	}
+	s.Counts.Add(m.Counts)
 
 	// Sources: those with rows, then those found only in rejects. A reject's source is matched by
 	// name to a source with rows; the first level in sorted order wins.
@@ -595,9 +601,9 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 	if !p.HaveRejects {
 		ds.RejectsByClass = map[string]int64{}
 		for k, v := range m.Counts {
-			if class, ok := strings.CutPrefix(k, "rejects:"); ok && class != "" {
-				ds.RejectsByClass[class] = v
-				classes[class] = &RejectClass{Class: class, Count: v, Examples: []RejectExample{}}
+			if class, ok := k.RejectClass(); ok {
+				ds.RejectsByClass[string(class)] = v
+				classes[string(class)] = &RejectClass{Class: string(class), Count: v, Examples: []RejectExample{}}
 			}
 		}
 		ds.Rejects = 0
@@ -605,22 +611,22 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 			ds.Rejects += v
 		}
 	}
-	if v, ok := m.Counts["rejects"]; ok {
+	if v, ok := m.Counts[schemas.CountRejects]; ok {
 		ds.Rejects = v
 	}
-	if v, ok := m.Counts["quarantined"]; ok {
+	if v, ok := m.Counts[schemas.CountQuarantined]; ok {
 		ds.Quarantined = v
 	}
-	if v, ok := m.Counts["duplicates"]; ok {
+	if v, ok := m.Counts[schemas.CountDuplicates]; ok {
 		ds.Duplicates = v
 	}
 	for k, v := range m.Counts {
-		if set, ok := strings.CutPrefix(k, "decontaminated:"); ok && set != "" {
+		if set, ok := k.EvalSet(); ok {
 			ds.Decontaminated[set] = v
 		}
 	}
 	ds.Items = ds.Traces + ds.Rejects
-	if v, ok := m.Counts["items"]; ok {
+	if v, ok := m.Counts[schemas.CountItems]; ok {
 		ds.Items = v
 	}
 	s.Dataset = ds

@@ -100,7 +100,7 @@ func randomRejects(seed uint64, n int) []schemas.Reject {
 
 // writeRowsDataset writes shards of rows (and rejects.jsonl if rejects is not nil) and commits the
 // manifest with counts.
-func writeRowsDataset(t testing.TB, st *store.Store, shards [][]schemas.Row, rejects []schemas.Reject, counts map[string]int64) *Manifest {
+func writeRowsDataset(t testing.TB, st *store.Store, shards [][]schemas.Row, rejects []schemas.Reject, counts schemas.Counts) *Manifest {
 	t.Helper()
 	ctx := context.Background()
 	var infos []ShardInfo
@@ -150,7 +150,7 @@ type statsCase struct {
 	name    string
 	shards  [][]schemas.Row
 	rejects []schemas.Reject
-	counts  map[string]int64
+	counts  schemas.Counts
 }
 
 func statsCases(t testing.TB) []statsCase {
@@ -168,15 +168,15 @@ func statsCases(t testing.TB) []statsCase {
 	}
 	cases := []statsCase{
 		{"fixture", fixture, parseRejectLines(t, statsRejects), statsCounts},
-		{"fixture without rejects.jsonl", fixture, nil, map[string]int64{"rejects:timeout": 2, "rejects:syntax": 5}},
+		{"fixture without rejects.jsonl", fixture, nil, schemas.Counts{"rejects:timeout": 2, "rejects:syntax": 5}},
 		{"fixture with an empty rejects.jsonl", fixture, []schemas.Reject{}, statsCounts},
-		{"test dataset", test, nil, map[string]int64{"rejects.syntax_error": 2, "dropped_too_long": 1}},
+		{"test dataset", test, nil, schemas.Counts{"rejects.syntax_error": 2, "dropped_too_long": 1}},
 		{"empty", nil, nil, nil},
-		{"only rejects", nil, sortedByKey(randomRejects(9, 25)), map[string]int64{"items": 25}},
+		{"only rejects", nil, sortedByKey(randomRejects(9, 25)), schemas.Counts{"items": 25}},
 	}
 	for seed := range uint64(3) {
 		cases = append(cases, statsCase{fmt.Sprintf("random %d", seed), randomStatsShards(seed, 2+int(seed)*3, 20+int(seed)*30),
-			sortedByKey(randomRejects(seed, 10+int(seed)*50)), map[string]int64{"items": 1000, "decontaminated:x": 2}})
+			sortedByKey(randomRejects(seed, 10+int(seed)*50)), schemas.Counts{"items": 1000, "decontaminated:x": 2}})
 	}
 	return cases
 }
@@ -586,7 +586,7 @@ func TestStatsPartRejectExamples(t *testing.T) {
 		t.Errorf("examples differ from ComputeStats': %s", firstLineDiff(wantJSON, gotJSON))
 	}
 	// A part without rejects takes the reject counts from the manifest, one with an empty list not.
-	counts := map[string]int64{"rejects:timeout": 3}
+	counts := schemas.Counts{"rejects:timeout": 3}
 	none := (&StatsPart{}).Stats(&Manifest{Counts: counts})
 	empty := &StatsPart{}
 	empty.AddRejects(nil)
@@ -693,7 +693,7 @@ func checkPartInput(t *testing.T, data []byte) {
 	if got := partJSON(t, total); !bytes.Equal(got, out) {
 		t.Fatalf("merging into an empty part changes it:\n%s\n%s", out, got)
 	}
-	m := &Manifest{CreatedAt: testCreated, Counts: map[string]int64{"rejects:x": 1}}
+	m := &Manifest{CreatedAt: testCreated, Counts: schemas.Counts{"rejects:x": 1}}
 	if _, err := p.Stats(m).Marshal(); err != nil {
 		t.Fatal(err)
 	}
@@ -731,5 +731,23 @@ func TestStatRowOfCopiesEveryColumn(t *testing.T) {
 		if !reflect.DeepEqual(sv.Field(i).Interface(), want.Interface()) {
 			t.Errorf("column %s: stat row has %v, row %v", col, sv.Field(i).Interface(), want.Interface())
 		}
+	}
+}
+
+// TestDecontaminatedBySet: decontaminated rejects count under the evaluation set the reject names
+// (EvalSet), and a reject stored before rejects named it under the set its reason gives: never
+// once under the set and once more under "unknown".
+func TestDecontaminatedBySet(t *testing.T) {
+	p := &StatsPart{}
+	p.AddRejects([]schemas.Reject{
+		{Source: "a.jsonl", Key: "a#0", Class: schemas.RejectDecontaminated, Reason: "decontaminated: cruxeval", EvalSet: "cruxeval"},
+		{Source: "a.jsonl", Key: "a#1", Class: schemas.RejectDecontaminated, Reason: "decontaminated: cruxeval"},
+		{Source: "a.jsonl", Key: "a#2", Class: schemas.RejectDecontaminated, Reason: "decontaminated: humaneval", EvalSet: "humaneval"},
+	})
+	if len(p.Rejects) != 1 {
+		t.Fatalf("rejects %+v", p.Rejects)
+	}
+	if got, want := p.Rejects[0].Decontaminated, map[string]int64{"cruxeval": 2, "humaneval": 1}; !reflect.DeepEqual(got, want) {
+		t.Errorf("decontaminated by set %v, want %v", got, want)
 	}
 }

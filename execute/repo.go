@@ -44,7 +44,7 @@ type RepoTrace struct {
 	// Functions are function-level items found in the traces, TracedItem on their own.
 	Functions []TracedItem `json:"functions,omitempty"`
 	// Counts are per-repository counters (tests by outcome and status).
-	Counts map[string]int64 `json:"counts,omitempty"`
+	Counts schemas.Counts `json:"counts,omitempty"`
 }
 
 // traceRepo checks out the repository of a repository-level item and runs each of its tests
@@ -174,9 +174,9 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	case len(col.Tests) == 0:
 		return bad(schemas.YieldNoTests, "no tests found")
 	}
-	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: map[string]int64{}, Neutralised: col.Neutralised}
+	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: schemas.Counts{}, Neutralised: col.Neutralised}
 	for _, n := range col.Neutralised {
-		rt.Counts["neutralised:"+neutralisedClass(n)] = 1
+		rt.Counts[schemas.CountNeutralised(neutralisedClass(n))] = 1
 	}
 	// With options neutralised, each test is run once more untraced with the original ones when
 	// they can run here, else counted as run under neutralised options.
@@ -184,7 +184,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	if col.MissingModule != "" {
 		// Some test files need a dependency that is not provided; the others still run.
 		rt.MissingModule = col.MissingModule
-		rt.Counts["missing_module"]++
+		rt.Counts[schemas.CountMissingModule]++
 	}
 	tests := col.Tests
 	if n := it.Repo.MaxTests; n > 0 && len(tests) > n {
@@ -212,21 +212,21 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 			// The sandbox failed on this test (it restarts for the next one): count it and go
 			// on, so that one test cannot fail its whole repository on every retry.
 			slog.Warn("sandbox failed on a test", "repo", it.Key, "test", test, "err", err)
-			rt.Counts["tests:sandbox_error"]++
+			rt.Counts[schemas.CountTestsSandboxError]++
 			continue
 		}
-		rt.Counts["tests:"+outcomeKey(plain)]++
-		rt.Counts["traced:"+outcomeKey(tr)]++
+		rt.Counts[schemas.CountTestOutcome(outcomeKey(plain))]++
+		rt.Counts[schemas.CountTracedOutcome(outcomeKey(tr))]++
 		if plain.Writable == sandbox.WritableReadOnly {
 			// The writable view could not be made: the test saw the checkout read-only.
-			rt.Counts["tests:checkout_read_only"]++
+			rt.Counts[schemas.CountTestsReadOnly]++
 		}
 		if len(col.Neutralised) > 0 && !compare {
-			rt.Counts["tests:runner_options_neutralised"]++
+			rt.Counts[schemas.CountTestsNeutralised]++
 		}
 		if orig != nil && outcomeKey(orig) != outcomeKey(plain) {
 			// The repository's own options give another outcome: the run does not show the test.
-			rt.Counts["tests:changed_by_runner_options"]++
+			rt.Counts[schemas.CountTestsChangedByOption]++
 			rt.Quarantined = append(rt.Quarantined, test)
 			continue
 		}
@@ -299,7 +299,7 @@ func outcomeKey(r *sandbox.TestResult) string {
 // (so that the module's imports of its own package work). Arguments whose rendering is not a
 // Python literal (objects, cut values) and functions with * or ** parameters are skipped, and so
 // are the items that could only give an empty trace (functionItems; counted in counts).
-func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []schemas.TestTrace, counts map[string]int64, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
+func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
 	cands := testcalls.Items(w.Dir, it, traces, counts)
 	if len(cands) == 0 {
 		return nil, nil

@@ -253,13 +253,13 @@ def test_param(n):
 					}
 				}
 			}
-			got, rej := rows.Of(tr, spec, p, opts, map[string]int64{})
+			got, rej := rows.Of(tr, spec, p, opts, schemas.Counts{})
 			if rej != nil {
 				t.Fatalf("%s gave no rows: %+v", it.Key, rej)
 			}
 			tally(it, got)
 			for _, fi := range tr.Repo.Functions {
-				got, rej := rows.Of(fi, spec, p, opts, map[string]int64{})
+				got, rej := rows.Of(fi, spec, p, opts, schemas.Counts{})
 				if rej == nil {
 					tally(fi.Item, got)
 				}

@@ -30,7 +30,7 @@ type BatchRecord struct {
 	Items   int                `json:"items"`
 	Rows    int                `json:"rows"`
 	Rejects []schemas.Reject   `json:"rejects"`
-	Counts  map[string]int64   `json:"counts"`
+	Counts  schemas.Counts     `json:"counts"`
 	// CreatedAt is when the batch's rows were built (their created_at): a later version that
 	// reuses the batch keeps it.
 	CreatedAt time.Time `json:"created_at"`
@@ -132,7 +132,7 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		return BatchSummary{}, execute.BadInput("policy: %v", err)
 	}
 	opts := rows.OptionsFor(spec, tok, run.CreatedAt)
-	rec := &BatchRecord{Hash: tr.Hash, Counts: map[string]int64{}, CreatedAt: run.CreatedAt}
+	rec := &BatchRecord{Hash: tr.Hash, Counts: schemas.Counts{}, CreatedAt: run.CreatedAt}
 	var built []schemas.Row
 	for c := 0; c < tr.Chunks; c++ {
 		ts, err := readRunChunk(ctx, s, run, tr.Hash, c)
@@ -211,7 +211,7 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 // packBatch packs a batch's rows into sequences of n tokens (dataset.Pack, padded with the
 // tokenizer's end-of-text id) and writes them as the packed shard name. Rows longer than n are
 // counted as packing_too_long; it returns nil when no row fits.
-func packBatch(ctx context.Context, s *store.Store, tok tokenize.Tokenizer, name string, rows []schemas.Row, n int, counts map[string]int64) (*dataset.ShardInfo, error) {
+func packBatch(ctx context.Context, s *store.Store, tok tokenize.Tokenizer, name string, rows []schemas.Row, n int, counts schemas.Counts) (*dataset.ShardInfo, error) {
 	pad, ok := tok.SpecialID(tokenize.EndOfText)
 	if !ok {
 		return nil, execute.BadInput("tokenizer %s has no id for %s to pad packed sequences with", tok.Name(), tokenize.EndOfText)
@@ -221,7 +221,7 @@ func packBatch(ctx context.Context, s *store.Store, tok tokenize.Tokenizer, name
 		return nil, err
 	}
 	if len(tooLong) > 0 {
-		counts["packing_too_long"] += int64(len(tooLong))
+		counts[schemas.CountPackTooLong] += int64(len(tooLong))
 	}
 	if len(seqs) == 0 {
 		return nil, nil

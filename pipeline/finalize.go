@@ -52,7 +52,7 @@ type PageSummary struct {
 	// Repos is the version's object holding the page's repository yield reports (nil if none).
 	Repos  *dataset.ObjectRef `json:"repos,omitempty"`
 	Failed []FailedBatch      `json:"failed,omitempty"`
-	Counts map[string]int64   `json:"counts"`
+	Counts schemas.Counts     `json:"counts"`
 	// Stats is the work-area object holding the page's merged statistics.
 	Stats string `json:"stats"`
 }
@@ -72,7 +72,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 	if done, err := readDone[PageSummary](ctx, s, key, "page summary "+key); err != nil || done != nil {
 		return done, err
 	}
-	ps := &PageSummary{Counts: map[string]int64{}}
+	ps := &PageSummary{Counts: schemas.Counts{}}
 	var rejects []schemas.Reject
 	var shards, packed []dataset.ShardInfo
 	stats := &dataset.StatsPart{}
@@ -84,7 +84,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 		}
 		rejects = append(rejects, rs...)
 	}
-	ps.Counts["items"] += int64(len(rejects))
+	ps.Counts[schemas.CountItems] += int64(len(rejects))
 	pageRejects = append(pageRejects, rejects...)
 	var yields, pageYields []schemas.RepoYield // (pageYields: not in a record)
 	for _, r := range rejects {
@@ -104,8 +104,8 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 				return nil, err
 			}
 			ps.Failed = append(ps.Failed, *failed)
-			ps.Counts["items"] += int64(fb.Items)
-			ps.Counts["batches_failed"]++
+			ps.Counts[schemas.CountItems] += int64(fb.Items)
+			ps.Counts[schemas.CountBatchesFailed]++
 			b, err := ReadBatch(ctx, s, run, fb.Ref)
 			if err != nil {
 				return nil, err
@@ -125,7 +125,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 		if err != nil {
 			return nil, err
 		}
-		ps.Counts["items"] += int64(rec.Items)
+		ps.Counts[schemas.CountItems] += int64(rec.Items)
 		if rec.Shard != nil {
 			shards = append(shards, *rec.Shard)
 		}
@@ -134,9 +134,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 		}
 		rejects = append(rejects, rec.Rejects...)
 		yields = append(yields, rec.Yields...)
-		for k, v := range rec.Counts {
-			ps.Counts[k] += v
-		}
+		ps.Counts.Add(rec.Counts)
 		bs, err := statsOf(ctx, s, rec)
 		if err != nil {
 			return nil, err
@@ -173,7 +171,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 			return nil, err
 		}
 	}
-	ps.Counts["rejects"] += int64(len(rejects))
+	ps.Counts[schemas.CountRejects] += int64(len(rejects))
 	if len(rejects) > 0 {
 		ref, err := dataset.PutObject(ctx, s, fmt.Sprintf("%srejects/%s-%06d.jsonl", run.VersionPrefix(), p, page), buf.Bytes(), int64(len(rejects)))
 		if err != nil {
@@ -216,17 +214,17 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 }
 
 // countReject counts a reject by class (and the evaluation set of a decontaminated one).
-func countReject(counts map[string]int64, r schemas.Reject) {
-	class := string(r.Class)
+func countReject(counts schemas.Counts, r schemas.Reject) {
+	class := r.Class
 	if class == "" {
-		class = dataset.ReasonClass(r.Reason)
+		class = schemas.RejectClass(dataset.ReasonClass(r.Reason))
 	}
-	counts["rejects:"+class]++
+	counts[schemas.CountRejectClass(class)]++
 	switch r.Class {
 	case schemas.RejectDuplicate:
-		counts["duplicates"]++
+		counts[schemas.CountDuplicates]++
 	case schemas.RejectDecontaminated:
-		counts["decontaminated:"+strings.TrimPrefix(r.Reason, "decontaminated: ")]++
+		counts[schemas.CountDecontaminated(r.EvalSet)]++
 	}
 }
 
@@ -245,11 +243,11 @@ const maxFailedReported = 50
 
 // CommitResult is the committed version's summary.
 type CommitResult struct {
-	Manifest string           `json:"manifest"`
-	Version  string           `json:"version"`
-	Head     bool             `json:"head"`
-	Totals   dataset.Totals   `json:"totals"`
-	Counts   map[string]int64 `json:"counts"`
+	Manifest string         `json:"manifest"`
+	Version  string         `json:"version"`
+	Head     bool           `json:"head"`
+	Totals   dataset.Totals `json:"totals"`
+	Counts   schemas.Counts `json:"counts"`
 	// Failed lists the first maxFailedReported failed batches (Counts["batches_failed"] counts
 	// them all; the manifest lists them all).
 	Failed []FailedBatch `json:"failed,omitempty"`
@@ -259,7 +257,7 @@ type CommitResult struct {
 // the rejects, dedup keys and statistics it references by sha256 were written by the pages and
 // the merges, under the version's prefix or as write-once objects.
 func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok tokenize.Tokenizer, beat Beat) (CommitResult, error) {
-	counts := map[string]int64{}
+	counts := schemas.Counts{}
 	var shards, packed []dataset.ShardPage
 	var rejects, repos []dataset.ObjectRef
 	var failed []dataset.FailedBatch
@@ -287,9 +285,7 @@ func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok to
 				failed = append(failed, dataset.FailedBatch{Batch: f.Ref, Items: f.Items, Reason: f.Reason})
 				out = append(out, f)
 			}
-			for k, v := range ps.Counts {
-				counts[k] += v
-			}
+			counts.Add(ps.Counts)
 			data, err := s.ReadAll(ctx, ps.Stats)
 			if err != nil {
 				return CommitResult{}, err
@@ -311,7 +307,7 @@ func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok to
 		return CommitResult{}, err
 	}
 	man := dataset.Manifest{CreatedAt: run.CreatedAt, Config: cfg,
-		Versions:   dataset.Versions{Tracer: sandbox.TracerVersion, Pipeline: Version, Tokenizer: in.Tokenizer},
+		Versions:   dataset.Versions{Tracer: sandbox.TracerVersion, Pipeline: rows.Version, Tokenizer: in.Tokenizer},
 		ShardIndex: shards, Counts: counts, Rejects: rejects, Repos: repos, DedupKeys: keys, FailedBatches: failed}
 	if n := run.Spec.PackLength; n > 0 {
 		pad, ok := tok.SpecialID(tokenize.EndOfText)

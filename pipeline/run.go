@@ -7,10 +7,6 @@ import (
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-// Version is the pipeline's version: it changes whenever the rows built from the same traces
-// could; every row records it.
-const Version = "1"
-
 // Run is one run of a spec over its output: the version of the dataset it creates. Every object a
 // run writes before its commit lives under its work area, WorkPrefix(), except what versions share
 // (batch records, shards, which are content-addressed and reused by later runs).

@@ -78,7 +78,7 @@ func (w *pageWriter) item(it crawl.Item, traced *execute.TracedItem, o *int64) e
 		for _, s := range w.sets {
 			if s.Contains(it.Source()) {
 				return w.reject(schemas.Reject{Source: it.Origin(), Key: it.Key, Class: schemas.RejectDecontaminated,
-					Reason: "decontaminated: " + s.Name})
+					Reason: "decontaminated: " + s.Name, EvalSet: s.Name})
 			}
 		}
 	}

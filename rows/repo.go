@@ -12,22 +12,20 @@ import (
 // repoRows builds the repository-level rows of a TracedItem repository: for every TracedItem test, every
 // direction and draw, an entry call sampled from the test's trace and a trajectory in its scope.
 // It returns the reason when the repository gives no row.
-func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts map[string]int64) ([]schemas.Row, string) {
+func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts schemas.Counts) ([]schemas.Row, string) {
 	rt := t.Repo
 	if rt == nil {
 		return nil, "repository: no trace"
 	}
-	for k, v := range rt.Counts {
-		counts[k] += v
-	}
-	counts["tests"] += int64(rt.Tests)
-	counts["tests_run"] += int64(rt.Run)
-	counts["quarantined"] += int64(len(rt.Quarantined))
+	counts.Add(rt.Counts)
+	counts[schemas.CountTests] += int64(rt.Tests)
+	counts[schemas.CountTestsRun] += int64(rt.Run)
+	counts[schemas.CountQuarantined] += int64(len(rt.Quarantined))
 	var rows []schemas.Row
 	last := "no test gave a trajectory"
 	for _, tt := range rt.Traces {
 		if _, err := debugger.ExitFor(tt.Status); err != nil {
-			counts["skipped:test_"+string(tt.Status)]++
+			counts[schemas.CountSkippedTest(tt.Status)]++
 			continue
 		}
 		for _, dir := range spec.Directions {
@@ -37,11 +35,11 @@ func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Opti
 				var tree *TreeError
 				switch {
 				case errors.As(err, &tree):
-					counts["skipped:"+dir+":"+reasonKey(tree.Err)]++
+					counts[schemas.CountSkipped(dir, reasonKey(tree.Err))]++
 					last = tree.Err.Error()
 					continue
 				case err != nil:
-					counts["dropped:"+reasonKey(err)]++
+					counts[schemas.CountDropped(reasonKey(err))]++
 					last = err.Error()
 					continue
 				}

@@ -16,7 +16,7 @@ import (
 )
 
 // Of builds every row of one traced item, or the reject that says why it gives none.
-func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts map[string]int64) ([]schemas.Row, *schemas.Reject) {
+func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts schemas.Counts) ([]schemas.Row, *schemas.Reject) {
 	reject := func(class schemas.RejectClass, reason string) ([]schemas.Row, *schemas.Reject) {
 		return nil, &schemas.Reject{Source: t.Item.Origin(), Key: t.Item.Key, Class: class, Reason: reason}
 	}
@@ -53,7 +53,7 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 	for _, dir := range spec.Directions {
 		tree, code, err := item.Tree(debugger.Direction(dir))
 		if err != nil {
-			counts["skipped:"+dir+":"+reasonKey(err)]++
+			counts[schemas.CountSkipped(dir, reasonKey(err))]++
 			last = err.Error()
 			continue
 		}
@@ -61,7 +61,7 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 			seed := Seed(spec.Seed, t.Item.Key, dir, k)
 			row, err := build(src, tree, code, TraceCounts(trace), p, seed, o)
 			if err != nil {
-				counts["dropped:"+reasonKey(err)]++
+				counts[schemas.CountDropped(reasonKey(err))]++
 				last = err.Error()
 				continue
 			}

@@ -16,9 +16,9 @@ func Yield(t execute.TracedItem, rows int, rej *schemas.Reject) schemas.RepoYiel
 	if rt := t.Repo; rt != nil {
 		c := rt.Counts
 		y.Runner, y.Collected, y.Run, y.Quarantined = rt.Runner, int64(rt.Tests), int64(rt.Run), int64(len(rt.Quarantined))
-		y.PassedPlain, y.PassedTraced = c["tests:passed"], c["traced:passed"]
-		y.Neutralised, y.ChangedByOptions = c["tests:runner_options_neutralised"], c["tests:changed_by_runner_options"]
-		y.ReadOnly, y.SandboxErrors = c["tests:checkout_read_only"], c["tests:sandbox_error"]
+		y.PassedPlain, y.PassedTraced = c[schemas.CountTestOutcome("passed")], c[schemas.CountTracedOutcome("passed")]
+		y.Neutralised, y.ChangedByOptions = c[schemas.CountTestsNeutralised], c[schemas.CountTestsChangedByOption]
+		y.ReadOnly, y.SandboxErrors = c[schemas.CountTestsReadOnly], c[schemas.CountTestsSandboxError]
 	}
 	if rej != nil {
 		y.Rejected, y.Reason = stageOf(*rej, t.Stage), cutReason(rej.Reason)

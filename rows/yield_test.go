@@ -30,7 +30,7 @@ func TestRepositoryStage(t *testing.T) {
 	} {
 		tr := execute.TracedItem{Item: crawl.Item{Key: "r", Path: "https://example.invalid/r", Repo: &crawl.RepoTarget{}},
 			Status: schemas.StatusInvalid, Detail: tc.reason, Stage: tc.stage}
-		got, rej := Of(tr, schemas.Spec{}.WithDefaults(), debugger.Policy{}, Options{}, map[string]int64{})
+		got, rej := Of(tr, schemas.Spec{}.WithDefaults(), debugger.Policy{}, Options{}, schemas.Counts{})
 		if got != nil || rej == nil {
 			t.Fatalf("%s: rows %v, reject %v", tc.stage, got, rej)
 		}

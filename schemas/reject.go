@@ -11,6 +11,9 @@ type Reject struct {
 	// Class is why, as one of a fixed set (RejectClasses); Reason says it for a person.
 	Class  RejectClass `json:"class"`
 	Reason string      `json:"reason"`
+	// EvalSet names, for a reject of class decontaminated, the evaluation set whose function the
+	// item is.
+	EvalSet string `json:"eval_set,omitempty"`
 }
 
 // RejectClass is the kind of reason an item gave no rows.

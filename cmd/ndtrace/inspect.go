@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,11 +129,7 @@ func printManifestSummary(w io.Writer, url string, m *dataset.Manifest) {
 		m.FormatVersion, m.SchemaVersion, m.CreatedAt.UTC().Format(time.RFC3339), orDash(m.Versions.Tracer),
 		orDash(m.Versions.Pipeline), orDash(m.Versions.Tokenizer))
 	if len(m.Counts) > 0 {
-		keys := make([]string, 0, len(m.Counts))
-		for k := range m.Counts {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(m.Counts))
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = fmt.Sprintf("%s=%d", k, m.Counts[k])

@@ -72,7 +72,7 @@ created_at: 2026-11-22T00:00:00Z
 		t.Errorf("missing_module counted %d times, want 1", m.Counts["missing_module"])
 	}
 	for k := range m.Counts {
-		if strings.HasPrefix(k, "missing_module:") {
+		if strings.HasPrefix(string(k), "missing_module:") {
 			t.Errorf("a counter keyed by a repository's module name: %s", k)
 		}
 	}
@@ -128,7 +128,7 @@ created_at: 2026-11-22T00:00:00Z
 	if lazy["plus_one"] || lazy["tagged"] {
 		t.Errorf("rows of an async def or a context manager: %v", lazy)
 	}
-	for _, k := range []string{"functions_skipped:async", "functions_skipped:context_manager", "functions_skipped:resume"} {
+	for _, k := range []schemas.CountKey{"functions_skipped:async", "functions_skipped:context_manager", "functions_skipped:resume"} {
 		if m.Counts[k] < 1 {
 			t.Errorf("counts[%s] = %d, want at least 1", k, m.Counts[k])
 		}
@@ -142,7 +142,7 @@ created_at: 2026-11-22T00:00:00Z
 			t.Errorf("no reject saying %q:\n%s", want, rejects)
 		}
 	}
-	for k, min := range map[string]int64{"tests:timeout": 1, "tests:passed": 10, "tests:failed": 1, "duplicates": 1, "decontaminated:evalset": 1, "quarantined": 1} {
+	for k, min := range map[schemas.CountKey]int64{"tests:timeout": 1, "tests:passed": 10, "tests:failed": 1, "duplicates": 1, "decontaminated:evalset": 1, "quarantined": 1} {
 		if m.Counts[k] < min {
 			t.Errorf("counts[%s] = %d, want at least %d", k, m.Counts[k], min)
 		}
@@ -333,7 +333,7 @@ func TestRunRunnerOptions(t *testing.T) {
 	url, _ := testrepos.Git(t, "runner_options")
 	out, m := runRepoList(t, "runopts", []string{url + " main"}, "", "")
 	rows := len(repositoryRows(t, out, m))
-	want := map[string]int64{"tests:passed": 3, "tests:runner_options_neutralised": 3, "neutralised:coverage": 1,
+	want := schemas.Counts{"tests:passed": 3, "tests:runner_options_neutralised": 3, "neutralised:coverage": 1,
 		"neutralised:xdist": 1, "neutralised:plugin": 1}
 	for k, v := range want {
 		if m.Counts[k] != v {
@@ -373,7 +373,7 @@ func TestRunOriginalRunnerOptions(t *testing.T) {
 	testrepos.RunGit(t, repo, "init", "-q", "--template=", ".")
 	testrepos.Commit(t, repo, "Add covered")
 	out, m := runRepoList(t, "origopts", []string{"file://" + repo + " main"}, "    python_path: ["+env+"]\n", "")
-	want := map[string]int64{"tests:passed": 2, "tests:changed_by_runner_options": 1, "quarantined": 1,
+	want := schemas.Counts{"tests:passed": 2, "tests:changed_by_runner_options": 1, "quarantined": 1,
 		"tests:runner_options_neutralised": 0, "neutralised:coverage": 1}
 	for k, v := range want {
 		if m.Counts[k] != v {

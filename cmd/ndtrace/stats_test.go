@@ -101,7 +101,7 @@ func writeStatsCLIDataset(t *testing.T, dir, name string, scale int) string {
 	}
 	_, err = dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
 		Versions: dataset.Versions{Tracer: "t1", Pipeline: "p1", Tokenizer: "bytes"},
-		Counts: map[string]int64{"items": 20, "rejects": 5, "rejects:timeout": 2, "rejects:malformed": 1,
+		Counts: schemas.Counts{"items": 20, "rejects": 5, "rejects:timeout": 2, "rejects:malformed": 1,
 			"rejects:quarantined": 1, "rejects:decontaminated": 1, "quarantined": 1, "decontaminated:cruxeval": 1,
 			"duplicates": 3}})
 	if err != nil {

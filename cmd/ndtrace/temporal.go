@@ -488,7 +488,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func printSummary(w io.Writer, url string, res workflows.DatasetResult) {
 	p, f := res.Progress, res.Final
 	fmt.Fprintf(w, "dataset %s: %d rows in %d shards, %d tokens (%d learned), %d of %d items rejected (ndtrace stats shows why); %d batches reused\n",
-		url, f.Totals.Rows, f.Totals.Shards, f.Totals.Tokens, f.Totals.LearnedTokens, f.Counts["rejects"], f.Counts["items"], p.Reused)
+		url, f.Totals.Rows, f.Totals.Shards, f.Totals.Tokens, f.Totals.LearnedTokens, f.Counts[schemas.CountRejects], f.Counts[schemas.CountItems], p.Reused)
 	if !f.Head && f.Version != "" {
 		fmt.Fprintf(w, "version %s is committed under versions/ but a newer version is the dataset's head\n", f.Version)
 	}

@@ -82,7 +82,7 @@ func writeCLIDataset(t *testing.T, edit func(shard int, rows []schemas.Row)) str
 	}
 	_, err := dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,
 		Versions: dataset.Versions{Tracer: "t1", Pipeline: "p1", Tokenizer: "bytes"},
-		Counts:   map[string]int64{"rejects.timeout": 2}})
+		Counts:   schemas.Counts{"rejects.timeout": 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,10 +40,10 @@ const (
 //   - arguments: an argument whose rendering is not a plain literal.
 //
 // Generator functions are kept: the tracer consumes the generator their call returns.
-func Items(dir string, it crawl.Item, traces []schemas.TestTrace, counts map[string]int64) []crawl.Item {
+func Items(dir string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
 	skip := func(reason string) {
 		if counts != nil {
-			counts["functions_skipped:"+reason]++
+			counts[schemas.CountFunctionSkipped(reason)]++
 		}
 	}
 	sources := map[[2]string]schemas.FuncSource{}

@@ -107,7 +107,7 @@ func TestFunctionItems(t *testing.T) {
 		},
 	}}
 	it := crawl.Item{Key: "git:u@c", Path: "u", Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{Commit: "c"}}}
-	counts := map[string]int64{}
+	counts := schemas.Counts{}
 	items := Items(dir, it, traces, counts)
 	var calls []string
 	for _, fi := range items {
@@ -120,7 +120,7 @@ func TestFunctionItems(t *testing.T) {
 		t.Errorf("calls %q, want double(21) double(4) gen(3, 1) (test functions, *args, objects, repeats, resumptions, "+
 			"async and context managers left out)", got)
 	}
-	want := map[string]int64{"functions_skipped:params": 1, "functions_skipped:arguments": 2, "functions_skipped:resume": 2,
+	want := schemas.Counts{"functions_skipped:params": 1, "functions_skipped:arguments": 2, "functions_skipped:resume": 2,
 		"functions_skipped:async": 1, "functions_skipped:context_manager": 1}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("counts %v, want %v", counts, want)

@@ -1,0 +1,85 @@
+package schemas
+
+import "strings"
+
+// Counts are counters by key: what a batch, a page or a version counted (items, rejects by
+// class, tests by outcome, trajectories skipped by reason...). They are stored as one JSON object
+// (key: count), summed across batches and versions, and shown by statistics; a key is only ever
+// made by the constants and functions below, never built or parsed in place.
+type Counts map[CountKey]int64
+
+// CountKey names one counter.
+type CountKey string
+
+// Add adds every counter of o to c.
+func (c Counts) Add(o Counts) {
+	for k, v := range o {
+		c[k] += v
+	}
+}
+
+// Counters of a version and its batches.
+const (
+	CountItems         CountKey = "items"          // input items planned
+	CountRejects       CountKey = "rejects"        // items rejected (every class)
+	CountDuplicates    CountKey = "duplicates"     // items rejected as duplicates
+	CountBatchesFailed CountKey = "batches_failed" // batches that failed on every attempt
+	CountPackTooLong   CountKey = "packing_too_long"
+)
+
+// Counters of repositories (RepoTrace.Counts, summed into their batch's).
+const (
+	CountTests       CountKey = "tests"       // tests collected
+	CountTestsRun    CountKey = "tests_run"   // tests run (at most max_tests)
+	CountQuarantined CountKey = "quarantined" // tests whose outcome changed under tracing
+	// CountMissingModule: a repository some of whose test files could not import a module (the
+	// module's name is the repository's to choose, so it is not in the key).
+	CountMissingModule CountKey = "missing_module"
+	// Tests run in the sandbox: it failed on them, they saw the checkout read-only, they ran under
+	// neutralised runner options, or their outcome changed under the repository's own options.
+	CountTestsSandboxError    CountKey = "tests:sandbox_error"
+	CountTestsReadOnly        CountKey = "tests:checkout_read_only"
+	CountTestsNeutralised     CountKey = "tests:runner_options_neutralised"
+	CountTestsChangedByOption CountKey = "tests:changed_by_runner_options"
+)
+
+// CountTestOutcome counts the tests whose untraced run ended with outcome (passed, failed... or
+// the run's status when it did not finish).
+func CountTestOutcome(outcome string) CountKey { return CountKey("tests:" + outcome) }
+
+// CountTracedOutcome counts the tests whose traced run ended with outcome.
+func CountTracedOutcome(outcome string) CountKey { return CountKey("traced:" + outcome) }
+
+// CountRejectClass counts the rejects of class.
+func CountRejectClass(class RejectClass) CountKey { return CountKey("rejects:" + string(class)) }
+
+// CountDecontaminated counts the items removed as functions of the evaluation set named set.
+func CountDecontaminated(set string) CountKey { return CountKey("decontaminated:" + set) }
+
+// CountSkipped counts the trees (an item's, in direction dir) that could not be built, by reason.
+func CountSkipped(dir, reason string) CountKey { return CountKey("skipped:" + dir + ":" + reason) }
+
+// CountSkippedTest counts the repository tests that gave no trajectory, by their run's status.
+func CountSkippedTest(status Status) CountKey { return CountKey("skipped:test_" + string(status)) }
+
+// CountDropped counts the trajectories that were drawn and dropped, by reason.
+func CountDropped(reason string) CountKey { return CountKey("dropped:" + reason) }
+
+// CountFunctionSkipped counts the functions called by a repository's tests that gave no
+// function-level item, by reason.
+func CountFunctionSkipped(reason string) CountKey { return CountKey("functions_skipped:" + reason) }
+
+// CountNeutralised counts the repositories whose runner options of class were neutralised.
+func CountNeutralised(class string) CountKey { return CountKey("neutralised:" + class) }
+
+// RejectClass returns the class k counts, for a key of CountRejectClass.
+func (k CountKey) RejectClass() (RejectClass, bool) {
+	c, ok := strings.CutPrefix(string(k), "rejects:")
+	return RejectClass(c), ok && c != ""
+}
+
+// EvalSet returns the evaluation set k counts, for a key of CountDecontaminated.
+func (k CountKey) EvalSet() (string, bool) {
+	s, ok := strings.CutPrefix(string(k), "decontaminated:")
+	return s, ok && s != ""
+}

@@ -28,10 +28,7 @@ func (m *Metrics) traced(t execute.TracedItem, d time.Duration) {
 	if m == nil {
 		return
 	}
-	level := "function"
-	if t.Item.Repo != nil {
-		level = "repository"
-	}
+	level := t.Item.Kind().Level()
 	m.reg.Counter("ndtrace_items_traced_total", "Items traced (functions, or repositories with all their tests).", metrics.Labels{"level": level}).Inc()
 	m.reg.Histogram("ndtrace_trace_seconds", "Time to trace one item.", metrics.Labels{"level": level}).ObserveDuration(d)
 	statuses := []schemas.Status{t.Status}

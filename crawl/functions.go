@@ -36,6 +36,34 @@ type Item struct {
 	Repo *RepoTarget `json:"repo,omitempty"`
 }
 
+// ItemKind is what an item runs: exactly one of its kinds' fields is set.
+type ItemKind uint8
+
+// Item kinds.
+const (
+	// FunctionCall is one call of a function: Code is its module, Call the expression traced
+	// (RepoURL and Commit name the repository it was found in, if any).
+	FunctionCall ItemKind = iota
+	// RepositoryTests is a repository's test suite, run and traced test by test: Repo.
+	RepositoryTests
+)
+
+// Level is the level of the rows an item of kind k gives: "function" or "repository".
+func (k ItemKind) Level() string {
+	if k == RepositoryTests {
+		return "repository"
+	}
+	return "function"
+}
+
+// Kind is what the item runs.
+func (it Item) Kind() ItemKind {
+	if it.Repo != nil {
+		return RepositoryTests
+	}
+	return FunctionCall
+}
+
 // RepoTarget is a repository-level item: a pinned repository and how to run its tests.
 type RepoTarget struct {
 	Resolved Resolved `json:"resolved"`

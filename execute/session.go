@@ -36,7 +36,7 @@ type RepoReplayer interface {
 // traced, calls within with the trace and a RepoSession that replays its rows in the checkout and
 // environment the tests ran with (within is not called when the repository gave no trace).
 func (trc *Tracer) TraceRepo(ctx context.Context, it crawl.Item, spec schemas.Spec, alive func(), within func(TracedItem, RowReplayer) error) (TracedItem, error) {
-	if it.Repo == nil {
+	if it.Kind() != crawl.RepositoryTests {
 		return TracedItem{}, errors.New("trace repository: not a repository-level item")
 	}
 	if trc.Sandboxes == nil {
@@ -150,7 +150,7 @@ func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spe
 	if row.Direction != string(debugger.Forward) {
 		return replay.NotInverse, nil
 	}
-	if row.Level == "repository" || it.Repo != nil || it.RepoURL != "" {
+	if row.Level == "repository" || it.Kind() == crawl.RepositoryTests || it.RepoURL != "" {
 		return schemas.ReplayOutcome{Detail: "a row of a repository is replayed only with the repository's re-execution " +
 			"(Tracer.TraceRepo), which has its checkout and environment"}, nil
 	}

@@ -94,7 +94,7 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 	if err != nil {
 		return TracedItem{}, BadInput("%v", err)
 	}
-	if it.Repo != nil {
+	if it.Kind() == crawl.RepositoryTests {
 		co, err := checkoutLimitsOf(spec)
 		if err != nil {
 			return TracedItem{}, BadInput("%v", err)

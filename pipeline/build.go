@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/execute"
@@ -142,7 +143,7 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		for _, t := range ts {
 			rec.Items++
 			r, rej := rows.Of(t, spec, policy, opts, rec.Counts)
-			if t.Item.Repo != nil {
+			if t.Item.Kind() == crawl.RepositoryTests {
 				rec.Yields = append(rec.Yields, rows.Yield(t, len(r), rej))
 			}
 			if rej != nil {

@@ -1,5 +1,7 @@
-// Package pipeline is the dataset pipeline's core: the records that pass between its stages and
-// the stage functions themselves. It imports neither Temporal nor any storage driver: the stages
+// Package pipeline holds the stages of a dataset run that read and write the store, and the
+// records that pass between them (plan pages, batches, trace chunks, batch records, page
+// summaries). An item is traced by package execute and turned into rows by package rows; the
+// stages plan, store and gather. It imports neither Temporal nor any storage driver: the stages
 // read and write a store.Store, report progress through a Beat, and the activities package calls
 // each of them in a line or two.
 //

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/rows"
@@ -115,7 +116,7 @@ func FinalizePage(ctx context.Context, s *store.Store, run Run, p Phase, page in
 					Reason: fmt.Sprintf("batch %s failed: %s", fb.Ref, failed.Reason)}
 				rejects = append(rejects, r)
 				pageRejects = append(pageRejects, r)
-				if it.Repo != nil {
+				if it.Kind() == crawl.RepositoryTests {
 					pageYields = append(pageYields, rows.EarlyYield(it.Path, it.Key, schemas.YieldBatchFailed, r.Reason))
 				}
 			}

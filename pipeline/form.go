@@ -139,7 +139,7 @@ func FormBatches(ctx context.Context, s *store.Store, run Run, p Phase, page, pa
 			return renc.Encode(schemas.Reject{Source: l.Item.Origin(), Key: l.Item.Key, Class: schemas.RejectDuplicate,
 				Reason: "duplicate of " + first})
 		}
-		if l.Item.Repo != nil {
+		if l.Item.Kind() == crawl.RepositoryTests {
 			b := newBatch(salt, []crawl.Item{l.Item})
 			if err := put(BatchRef{Phase: p, Kind: BatchRepo, Index: res.RepoBatches}, b); err != nil {
 				return err

@@ -58,7 +58,7 @@ func itemRecord(it *crawl.Item, o uint64) keyRecord {
 	r := keyRecord{Ordinal: o, ItemKey: it.Key}
 	h, _ := hex.DecodeString(it.Hash())
 	copy(r.Ident[:], h)
-	if it.Repo != nil {
+	if it.Kind() == crawl.RepositoryTests {
 		// A repository is never deduplicated by content: only the same repository, at the same
 		// commit, listed twice.
 		r.Key = sha256.Sum256(append([]byte("repository\x00"), h...))

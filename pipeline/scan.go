@@ -74,7 +74,7 @@ func (w *pageWriter) reject(r schemas.Reject) error {
 
 // item records an item at ordinal o, unless it is a function of an evaluation set.
 func (w *pageWriter) item(it crawl.Item, traced *execute.TracedItem, o *int64) error {
-	if it.Repo == nil {
+	if it.Kind() == crawl.FunctionCall {
 		for _, s := range w.sets {
 			if s.Contains(it.Source()) {
 				return w.reject(schemas.Reject{Source: it.Origin(), Key: it.Key, Class: schemas.RejectDecontaminated,
@@ -88,7 +88,7 @@ func (w *pageWriter) item(it crawl.Item, traced *execute.TracedItem, o *int64) e
 	w.keys = append(w.keys, itemRecord(&it, uint64(*o)))
 	*o++
 	w.res.Items++
-	if it.Repo != nil {
+	if it.Kind() == crawl.RepositoryTests {
 		w.res.Repos++
 	}
 	return nil

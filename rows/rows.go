@@ -23,7 +23,7 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 	switch {
 	case t.Poison != "":
 		return reject(schemas.RejectPoison, "poison: "+t.Poison)
-	case t.Item.Repo != nil && t.Repo == nil:
+	case t.Item.Kind() == crawl.RepositoryTests && t.Repo == nil:
 		reason := t.Detail // the repository could not be used
 		if reason == "" {
 			reason = string(t.Status)
@@ -33,7 +33,7 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 			class = schemas.RejectEnvironment
 		}
 		return reject(class, reason)
-	case t.Item.Repo != nil:
+	case t.Item.Kind() == crawl.RepositoryTests:
 		rows, reason := repoRows(t, spec, p, o, counts)
 		if reason != "" {
 			return reject(schemas.RejectNoTrajectory, reason)

@@ -333,13 +333,13 @@ func findItems(ctx context.Context, f *crawl.Fetcher, spec schemas.Spec, items [
 					return nil
 				}
 				k := [2]string{e.Item.Path, e.Item.SourceID}
-				if e.Item.Repo != nil {
+				if e.Item.Kind() == crawl.RepositoryTests {
 					k[1] = e.Item.Repo.Resolved.Pin()
 					if vi := repos[e.Item.Path]; vi != nil && vi.item == nil && k[1] != vi.sourceID {
 						vi.moved = k[1]
 					}
 				}
-				if vi := want[k]; vi != nil && vi.item == nil && vi.repo == (e.Item.Repo != nil) {
+				if vi := want[k]; vi != nil && vi.item == nil && vi.repo == (e.Item.Kind() == crawl.RepositoryTests) {
 					it := *e.Item
 					vi.item = &it
 					left--

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/internal/numfmt"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
@@ -124,7 +125,7 @@ func firstShard(shards []dataset.ShardInfo) string {
 // printManifestSummary prints what the manifest says about the dataset, in a few lines.
 func printManifestSummary(w io.Writer, url string, m *dataset.Manifest) {
 	fmt.Fprintf(w, "dataset %s: %d shards, %s rows, %s tokens (%s learned)\n", url, m.Totals.Shards,
-		thousands(m.Totals.Rows), thousands(m.Totals.Tokens), thousands(m.Totals.LearnedTokens))
+		numfmt.Thousands(m.Totals.Rows), numfmt.Thousands(m.Totals.Tokens), numfmt.Thousands(m.Totals.LearnedTokens))
 	fmt.Fprintf(w, "format %s v%d, schema %s, created %s; tracer %s, pipeline %s, tokenizer %s\n", m.Format,
 		m.FormatVersion, m.SchemaVersion, m.CreatedAt.UTC().Format(time.RFC3339), orDash(m.Versions.Tracer),
 		orDash(m.Versions.Pipeline), orDash(m.Versions.Tokenizer))

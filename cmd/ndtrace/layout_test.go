@@ -78,11 +78,11 @@ func TestOldLayoutDataset(t *testing.T) {
 			}
 		})
 	}
-	d, err := loadDashboard(context.Background(), []string{dir})
+	ds, err := loadDashboardDatasets(context.Background(), []string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds := d.datasets[0]; ds.From != "from stats.json" || ds.Stats.Totals.Rows != 5 {
+	if ds := ds[0]; ds.From != "from stats.json" || ds.Stats.Totals.Rows != 5 {
 		t.Errorf("dashboard loads the old layout's statistics from %q, %d rows; want \"from stats.json\", 5", ds.From, ds.Stats.Totals.Rows)
 	}
 }

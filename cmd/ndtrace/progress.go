@@ -14,6 +14,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
+	"github.com/ndtrace/ndtrace/internal/numfmt"
 	"github.com/ndtrace/ndtrace/internal/progress"
 	"github.com/ndtrace/ndtrace/workflows"
 )
@@ -155,7 +156,7 @@ func (v *liveView) start() {
 	v.items = v.p.New(0, mpb.BarStyle(),
 		mpb.PrependDecorators(text(func(st progress.Status) string { return fmt.Sprintf("%-11s", st.Phase) })),
 		mpb.AppendDecorators(text(func(st progress.Status) string {
-			s := fmt.Sprintf("%s/%s items", thousands(int64(st.ItemsDone)), thousands(int64(st.Items)))
+			s := fmt.Sprintf("%s/%s items", numfmt.Thousands(int64(st.ItemsDone)), numfmt.Thousands(int64(st.Items)))
 			if st.Items > 0 {
 				s += fmt.Sprintf("  %d%%", 100*st.ItemsDone/st.Items)
 			}
@@ -174,11 +175,11 @@ func (v *liveView) start() {
 		},
 		func(st progress.Status) string {
 			return fmt.Sprintf("%s%s trajectories · %s tokens · %s rejects", liveIndent,
-				thousands(int64(st.Trajectories)), thousands(st.Tokens), thousands(int64(st.Rejects)))
+				numfmt.Thousands(int64(st.Trajectories)), numfmt.Thousands(st.Tokens), numfmt.Thousands(int64(st.Rejects)))
 		},
 		func(st progress.Status) string {
 			return fmt.Sprintf("%sbatches %s/%s · %d in flight · %d failed", liveIndent,
-				thousands(int64(st.BatchesDone)), thousands(int64(st.Batches)), st.InFlight, st.BatchesFailed)
+				numfmt.Thousands(int64(st.BatchesDone)), numfmt.Thousands(int64(st.Batches)), st.InFlight, st.BatchesFailed)
 		},
 	} {
 		v.lines = append(v.lines, v.p.New(0, mpb.NopStyle(), mpb.PrependDecorators(text(f))))

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/debugger"
-	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/evalset"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -51,12 +52,12 @@ func TestPromptsGolden(t *testing.T) {
 			if _, stderr, code := runCLI(t, "prompts", "--input", "testdata/count.jsonl", "--task", task, "--out", out); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			got := readJSONL[promptRow](t, out)
+			got := readJSONL[evalset.Example](t, out)
 			b, err := os.ReadFile("testdata/golden-" + task + ".json")
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want promptRow
+			var want evalset.Example
 			if err := json.Unmarshal(b, &want); err != nil {
 				t.Fatal(err)
 			}
@@ -89,8 +90,8 @@ func TestPromptsRejects(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	prompts := readJSONL[promptRow](t, out)
-	rejects := readJSONL[rejectRow](t, filepath.Join(dir, "out.rejects.jsonl"))
+	prompts := readJSONL[evalset.Example](t, out)
+	rejects := readJSONL[evalset.Reject](t, filepath.Join(dir, "out.rejects.jsonl"))
 	// Every input row ends as a prompt or a reject with a reason.
 	if len(prompts)+len(rejects) != 6 {
 		t.Fatalf("%d prompts + %d rejects for 6 rows (%s)", len(prompts), len(rejects), stdout)
@@ -108,7 +109,7 @@ func TestPromptsRejects(t *testing.T) {
 		}
 	}
 	// The raising row and the looping one still give prompts: their exits are error and never.
-	ids := map[string]promptRow{}
+	ids := map[string]evalset.Example{}
 	for _, p := range prompts {
 		ids[p.ID] = p
 	}
@@ -120,30 +121,29 @@ func TestPromptsRejects(t *testing.T) {
 	}
 }
 
-func TestNextStateSet(t *testing.T) {
+// TestPromptsNextState runs the next-state task on one row: the examples are written with their
+// task and action, and every action left without one is named on stdout. (The set itself is tested
+// in evalset.)
+func TestPromptsNextState(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "next.jsonl")
-	in := cruxeval.Path(t)
-	if _, stderr, code := runCLI(t, "prompts", "--input", in, "--task", "next-state", "--per-action", "5", "--out", out); code != 0 {
+	stdout, stderr, code := runCLI(t, "prompts", "--input", "testdata/count.jsonl", "--task", "next-state", "--per-action", "1", "--out", out)
+	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	rows := readJSONL[promptRow](t, out)
-	counts := map[string]int{}
+	rows := readJSONL[evalset.Example](t, out)
+	if want := fmt.Sprintf("%d prompts written to %s; 0 rejected rows in ", len(rows), out); len(rows) == 0 || !strings.HasPrefix(stdout, want) {
+		t.Fatalf("stdout %q, want it to start with %q", stdout, want)
+	}
+	got := map[string]bool{}
 	for _, r := range rows {
-		counts[r.Action]++
-		if !strings.HasSuffix(r.Prompt, "<|frame_sep|>") || r.Target == "" {
-			t.Fatalf("bad example %+v", r)
+		if r.ID != "count" || r.Task != "next-state" || got[r.Action] {
+			t.Errorf("example %s/%s/%s: want one per action, of row count, task next-state", r.ID, r.Task, r.Action)
 		}
-		// The prompt ends with the action named.
-		if !strings.Contains(r.Prompt[strings.LastIndex(r.Prompt, "<|action_sep|>"):], "<|"+r.Action+"|>") {
-			t.Fatalf("prompt does not end with %s", r.Action)
-		}
-		if _, err := tokenize.ParseState(r.Target); err != nil && !strings.HasPrefix(r.Target, "<|exit_") && r.Target != "<|inv_exit_entry|>" {
-			t.Fatalf("target %q does not parse: %v", r.Target, err)
-		}
+		got[r.Action] = true
 	}
 	for _, a := range append(append([]debugger.Action{}, debugger.ForwardActions...), debugger.InverseActions...) {
-		if counts[string(a)] != 5 {
-			t.Errorf("%s: %d examples, want 5", a, counts[string(a)])
+		if short := strings.Contains(stdout, "next-state: only 0 of 1 examples for "+string(a)+"\n"); short == got[string(a)] {
+			t.Errorf("%s: example %v, named short on stdout %v:\n%s", a, got[string(a)], short, stdout)
 		}
 	}
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/internal/numfmt"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/verify"
@@ -134,15 +133,15 @@ func loadDatasetStats(ctx context.Context, url string) (*dataset.Stats, string, 
 func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsources int) {
 	d := st.Dataset
 	fmt.Fprintf(w, "dataset %s: %d shards, %s rows, %s tokens (%s learned); created %s; statistics %s\n", url,
-		st.Totals.Shards, thousands(st.Totals.Rows), thousands(st.Totals.Tokens), thousands(st.Totals.LearnedTokens),
+		st.Totals.Shards, numfmt.Thousands(st.Totals.Rows), numfmt.Thousands(st.Totals.Tokens), numfmt.Thousands(st.Totals.LearnedTokens),
 		st.CreatedAt.UTC().Format(time.RFC3339), from)
 
 	statsSection(w, "Inputs")
 	tw := statsTable(w)
 	fmt.Fprintln(tw, "items\ttraces\ttrajectories\ttokens\tlearned\trejects\tquarantined\tduplicates\tdecontaminated\t")
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", thousands(d.Items), thousands(d.Traces),
-		thousands(d.Trajectories), thousands(d.Tokens), thousands(d.LearnedTokens), thousands(d.Rejects),
-		thousands(d.Quarantined), thousands(d.Duplicates), fmtKeyCounts(d.Decontaminated))
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", numfmt.Thousands(d.Items), numfmt.Thousands(d.Traces),
+		numfmt.Thousands(d.Trajectories), numfmt.Thousands(d.Tokens), numfmt.Thousands(d.LearnedTokens), numfmt.Thousands(d.Rejects),
+		numfmt.Thousands(d.Quarantined), numfmt.Thousands(d.Duplicates), fmtKeyCounts(d.Decontaminated))
 	tw.Flush()
 
 	for _, mt := range statsTableMetrics {
@@ -154,8 +153,8 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 			if m == nil {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", g.Name, thousands(m.Count), decimal1(m.Mean),
-				decimal1(m.P25), decimal1(m.P50), decimal1(m.P90), thousands(m.Min), thousands(m.Max))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", g.Name, numfmt.Thousands(m.Count), numfmt.Decimal(m.Mean),
+				numfmt.Decimal(m.P25), numfmt.Decimal(m.P50), numfmt.Decimal(m.P90), numfmt.Thousands(m.Min), numfmt.Thousands(m.Max))
 		}
 		tw.Flush()
 	}
@@ -172,7 +171,7 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	tw = statsTable(w)
 	fmt.Fprintf(tw, "group\ttraces\t%s\t\n", strings.Join(dataset.EventTypes, "\t"))
 	for _, g := range st.Groups {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", g.Name, thousands(g.Traces), fmtCountsInOrder(g.Events, dataset.EventTypes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", g.Name, numfmt.Thousands(g.Traces), fmtCountsInOrder(g.Events, dataset.EventTypes))
 	}
 	tw.Flush()
 
@@ -195,9 +194,9 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	tw = statsTable(w)
 	fmt.Fprintln(tw, "level\tsource\titems\ttraces\ttrajectories\ttokens\trejects\tquarantined\tduplicates\tdecontaminated\t")
 	for _, s := range srcs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", orDash(s.Level), orDash(s.Source), thousands(s.Items),
-			thousands(s.Traces), thousands(s.Trajectories), thousands(s.Tokens), thousands(s.Rejects),
-			thousands(s.Quarantined), thousands(s.Duplicates), fmtKeyCounts(s.Decontaminated))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", orDash(s.Level), orDash(s.Source), numfmt.Thousands(s.Items),
+			numfmt.Thousands(s.Traces), numfmt.Thousands(s.Trajectories), numfmt.Thousands(s.Tokens), numfmt.Thousands(s.Rejects),
+			numfmt.Thousands(s.Quarantined), numfmt.Thousands(s.Duplicates), fmtKeyCounts(s.Decontaminated))
 	}
 	tw.Flush()
 
@@ -215,7 +214,7 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 		if len(rc.Examples) > 0 {
 			ex = rc.Examples[0].Key + ": " + oneLine(rc.Examples[0].Reason)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", rc.Class, thousands(rc.Count), ex)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", rc.Class, numfmt.Thousands(rc.Count), ex)
 	}
 	tw.Flush()
 }
@@ -232,46 +231,13 @@ func statsTable(w io.Writer) *tabwriter.Writer {
 func fmtCountsInOrder(counts map[string]int64, keys []string) string {
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = thousands(counts[k])
+		parts[i] = numfmt.Thousands(counts[k])
 	}
 	return strings.Join(parts, "\t")
 }
 
 // fmtKeyCounts formats a map as "k=v k=v" in key order ("-" if empty).
-func fmtKeyCounts(counts map[string]int64) string { return fmtCounts(counts, "-") }
-
-// fmtCounts formats counts as "k=v k=v" in key order, the values with thousands separators, or
-// empty if there are none.
-func fmtCounts[N int | int64](counts map[string]N, empty string) string {
-	if len(counts) == 0 {
-		return empty
-	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + thousands(int64(counts[k]))
-	}
-	return strings.Join(parts, " ")
-}
-
-// decimal1 formats x with thousands separators and at most one decimal ("37.5", "1,024", "86.7").
-func decimal1(x float64) string {
-	r := math.Round(x*10) / 10
-	whole := int64(math.Trunc(r))
-	frac := math.Abs(r - float64(whole))
-	s := thousands(whole)
-	if whole == 0 && r < 0 {
-		s = "-0"
-	}
-	if frac >= 0.05 {
-		s += "." + strconv.Itoa(int(math.Round(frac*10)))
-	}
-	return s
-}
+func fmtKeyCounts(counts map[string]int64) string { return numfmt.Counts(counts, "-") }
 
 // printYields prints the repositories' yield report: the totals, why repositories gave no rows, and
 // the repositories (those with the most tests run first, nsources of them; 0 for all).
@@ -280,12 +246,12 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 	if y == nil {
 		return
 	}
-	statsSection(w, fmt.Sprintf("Repositories (%s, %s with rows)", thousands(y.Repositories), thousands(y.WithRows)))
+	statsSection(w, fmt.Sprintf("Repositories (%s, %s with rows)", numfmt.Thousands(y.Repositories), numfmt.Thousands(y.WithRows)))
 	tw := statsTable(w)
 	fmt.Fprintln(tw, "collected\trun\tpassed untraced\tpassed traced\tquarantined\trunner options neutralised\tchanged by them\tread-only checkout\tsandbox errors\trows\t")
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", thousands(y.Collected), thousands(y.Run),
-		passRate(y.PassedPlain, y.Run), passRate(y.PassedTraced, y.Run), thousands(y.Quarantined), thousands(y.Neutralised),
-		thousands(y.ChangedByOptions), thousands(y.ReadOnly), thousands(y.SandboxErrors), thousands(y.Rows))
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", numfmt.Thousands(y.Collected), numfmt.Thousands(y.Run),
+		passRate(y.PassedPlain, y.Run), passRate(y.PassedTraced, y.Run), numfmt.Thousands(y.Quarantined), numfmt.Thousands(y.Neutralised),
+		numfmt.Thousands(y.ChangedByOptions), numfmt.Thousands(y.ReadOnly), numfmt.Thousands(y.SandboxErrors), numfmt.Thousands(y.Rows))
 	tw.Flush()
 	if len(y.RejectedByClass) > 0 {
 		fmt.Fprintf(w, "without rows, by stage: %s\n", fmtKeyCounts(y.RejectedByClass))
@@ -305,8 +271,8 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 	fmt.Fprintln(tw, "repository\tcollected\trun\tpassed untraced\tpassed traced\tquarantined\trows\twithout rows\t")
 	for _, s := range repos {
 		r := s.Yield
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Source, thousands(r.Collected), thousands(r.Run),
-			thousands(r.PassedPlain), thousands(r.PassedTraced), thousands(r.Quarantined), thousands(r.Rows),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Source, numfmt.Thousands(r.Collected), numfmt.Thousands(r.Run),
+			numfmt.Thousands(r.PassedPlain), numfmt.Thousands(r.PassedTraced), numfmt.Thousands(r.Quarantined), numfmt.Thousands(r.Rows),
 			fmtKeyCounts(r.RejectedByClass))
 	}
 	tw.Flush()
@@ -315,7 +281,7 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 // passRate is n of run as "n (p%)".
 func passRate(n, run int64) string {
 	if run == 0 {
-		return thousands(n)
+		return numfmt.Thousands(n)
 	}
-	return fmt.Sprintf("%s (%.1f%%)", thousands(n), 100*float64(n)/float64(run))
+	return fmt.Sprintf("%s (%.1f%%)", numfmt.Thousands(n), 100*float64(n)/float64(run))
 }

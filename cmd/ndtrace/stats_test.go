@@ -224,15 +224,7 @@ func readFileFromStore(path, key string) ([]byte, error) {
 	return st.ReadAll(ctx, key)
 }
 
-func TestStatsDecimal(t *testing.T) {
-	for _, tc := range []struct {
-		in   float64
-		want string
-	}{{0, "0"}, {37.5, "37.5"}, {1024, "1,024"}, {86.666667, "86.7"}, {319.99, "320"}, {1234567.25, "1,234,567.3"}, {-0.4, "-0.4"}} {
-		if got := decimal1(tc.in); got != tc.want {
-			t.Errorf("decimal1(%v) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
+func TestStatsSection(t *testing.T) {
 	var buf bytes.Buffer
 	statsSection(&buf, "x")
 	if buf.String() != "\nx\n" {

@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"github.com/ndtrace/ndtrace/store"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/ndtrace/ndtrace/dataset"
+	"github.com/ndtrace/ndtrace/internal/numfmt"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -71,7 +70,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("%s: %d problem(s)%s; first: %w", url, len(rep.Problems), more, rep.Problems[0])
 	}
 	fmt.Fprintf(stdout, "ok: %s: %d shards, %s rows, %s tokens (%s learned), schema %s\n", url, rep.Shards,
-		thousands(rep.Rows), thousands(rep.Tokens), thousands(rep.LearnedTokens), rep.Manifest.SchemaVersion)
+		numfmt.Thousands(rep.Rows), numfmt.Thousands(rep.Tokens), numfmt.Thousands(rep.LearnedTokens), rep.Manifest.SchemaVersion)
 	return nil
 }
 
@@ -112,22 +111,4 @@ func parseURLArg(fs *flag.FlagSet, args []string) (string, error) {
 	default:
 		return "", usagef("unexpected argument %q (one dataset URL expected)", pos[1])
 	}
-}
-
-// thousands formats n with comma separators.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/internal/numfmt"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -156,17 +157,11 @@ func verifyVerdict(v *schemas.Verification) error {
 		return fmt.Errorf("no row could be re-executed (%d drawn; not re-executed: %s)", v.Sample.Size, fmtIntCounts(v.NotReExecuted))
 	}
 	return fmt.Errorf("agreement %s (%d of %d rows re-executed) is below --min-agreement %s; differences: %s",
-		ratioPercent(v.Agreement), v.Agreed, v.Checked, ratioPercent(v.MinAgreement), fmtIntCounts(v.Differences))
-}
-
-// ratioPercent formats a ratio as a percentage with one decimal, never rounding a shortfall up to 100%.
-func ratioPercent(x float64) string {
-	p := math.Floor(x*1000) / 10
-	return fmt.Sprintf("%.1f%%", p)
+		numfmt.RatioPercent(v.Agreement), v.Agreed, v.Checked, numfmt.RatioPercent(v.MinAgreement), fmtIntCounts(v.Differences))
 }
 
 // fmtIntCounts formats counts as "k=v k=v" in key order ("none" if empty).
-func fmtIntCounts(counts map[string]int) string { return fmtCounts(counts, "none") }
+func fmtIntCounts(counts map[string]int) string { return numfmt.Counts(counts, "none") }
 
 // printVerification prints a certificate as the verify report (also the Verification section of
 // ndtrace stats).
@@ -176,24 +171,24 @@ func printVerification(w io.Writer, url string, v *schemas.Verification) {
 		version = v.DatasetCreatedAt.UTC().Format("2006-01-02T15:04:05Z")
 	}
 	fmt.Fprintf(w, "verified %s (version %s) on %s: %s of %s rows drawn (seed %d, %d strata of level, direction and shard)\n",
-		url, version, v.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), thousands(int64(v.Sample.Size)), thousands(v.Rows), v.Sample.Seed, v.Sample.Strata)
+		url, version, v.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), numfmt.Thousands(int64(v.Sample.Size)), numfmt.Thousands(v.Rows), v.Sample.Seed, v.Sample.Strata)
 	verdict := "PASSED"
 	if !v.Passed {
 		verdict = "FAILED"
 	}
 	tw := statsTable(w)
 	fmt.Fprintln(tw, "check\trows\tagreed\tagreement\tdifferences\tnot run\t")
-	fmt.Fprintf(tw, "re-execution\t%s\t%s\t%s\t%s\t%s\t\n", thousands(int64(v.Checked)), thousands(int64(v.Agreed)),
-		ratioPercent(v.Agreement), fmtIntCounts(v.Differences), fmtIntCounts(v.NotReExecuted))
+	fmt.Fprintf(tw, "re-execution\t%s\t%s\t%s\t%s\t%s\t\n", numfmt.Thousands(int64(v.Checked)), numfmt.Thousands(int64(v.Agreed)),
+		numfmt.RatioPercent(v.Agreement), fmtIntCounts(v.Differences), fmtIntCounts(v.NotReExecuted))
 	ra := "-"
 	if v.Replay.Run > 0 {
-		ra = ratioPercent(float64(v.Replay.Agreed) / float64(v.Replay.Run))
+		ra = numfmt.RatioPercent(float64(v.Replay.Agreed) / float64(v.Replay.Run))
 	}
-	fmt.Fprintf(tw, "replay on bdb\t%s\t%s\t%s\t%s\t%s\t\n", thousands(int64(v.Replay.Run)), thousands(int64(v.Replay.Agreed)),
+	fmt.Fprintf(tw, "replay on bdb\t%s\t%s\t%s\t%s\t%s\t\n", numfmt.Thousands(int64(v.Replay.Run)), numfmt.Thousands(int64(v.Replay.Agreed)),
 		ra, fmtIntCounts(v.Replay.Differences), fmtIntCounts(v.Replay.NotReplayed))
 	tw.Flush()
 	fmt.Fprintf(w, "%s: minimum agreement %s; verified by tracer %s, pipeline %s (dataset made by tracer %s, pipeline %s)\n",
-		verdict, ratioPercent(v.MinAgreement), v.Verifier.Tracer, v.Verifier.Pipeline, v.DatasetVersions.Tracer, v.DatasetVersions.Pipeline)
+		verdict, numfmt.RatioPercent(v.MinAgreement), v.Verifier.Tracer, v.Verifier.Pipeline, v.DatasetVersions.Tracer, v.DatasetVersions.Pipeline)
 	for _, e := range v.Examples {
 		fmt.Fprintf(w, "difference: row %s (%s, %s): %s\n", e.RowID, e.Check, e.Kind, e.Detail)
 	}

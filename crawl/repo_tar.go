@@ -61,7 +61,7 @@ func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
 		}
 		key, closeStore = strings.TrimPrefix(u.Path, "/"), st.Close
 	}
-	rd, err := st.Bucket().NewReader(ctx, key, nil)
+	rd, err := st.NewRangeReader(ctx, key, 0, -1)
 	if err != nil {
 		closeStore()
 		if store.IsNotExist(err) {

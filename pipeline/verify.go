@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ndtrace/ndtrace/crawl"
@@ -698,7 +697,7 @@ func WriteVerification(ctx context.Context, s *store.Store, m *dataset.Manifest,
 		return "", fmt.Errorf("verify: encode certificate: %w", err)
 	}
 	key := VerificationKey(m)
-	if err := s.Put(ctx, key, buf.Bytes(), &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+	if err := s.Put(ctx, key, buf.Bytes(), &store.PutOptions{ContentType: "application/json"}); err != nil {
 		return "", fmt.Errorf("verify: write %s: %w", key, err)
 	}
 	return key, nil

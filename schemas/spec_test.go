@@ -46,8 +46,6 @@ func TestParseSpec(t *testing.T) {
 		{"sources:\n  - kind: examples\n    env: [a]\n", "sources[0]: url"},
 		{"sources:\n  - kind: repository\n    url: a\n    env: setup.py\n", "env"},
 		{"sources:\n  - kind: repository\n    url: a\n    env: []\n", "sources[0].env"},
-		{"sources:\n  - kind: repository\n    url: a\n    env: ['-e .']\n", "sources[0].env[0]"},
-		{"sources:\n  - kind: repository\n    url: a\n    env: ['x @ https://evil.example/x.whl']\n", "direct references"},
 		{"sources:\n  - kind: repository\n    url: a\n    env: [x]\nenvironments:\n  index_url: ftp://x\n", "environments.index_url"},
 		{"sources:\n  - kind: repository\n    url: a\n    env: [x]\nenvironments:\n  find_links: [rel]\n", "environments.find_links[0]"},
 		{"sources:\n  - kind: repository\n    url: a\n    env: [x]\nenvironments:\n  timeout: x\n", "environments.timeout"},

@@ -76,7 +76,7 @@ func TestParseSpecEnv(t *testing.T) {
 	if !s.Sources[0].Env.FromRepository || len(s.Sources[1].Env.Requirements) != 2 {
 		t.Errorf("env: %+v %+v", s.Sources[0].Env, s.Sources[1].Env)
 	}
-	if e := s.Environments; e == nil || e.IndexURL != DefaultIndexURL || e.Timeout != DefaultEnvTimeout || e.MaxBytes != DefaultEnvMaxBytes || e.AllowSdist {
+	if e := s.Environments; e == nil || e.IndexURL != DefaultIndexURL || e.Timeout.String() != DefaultEnvTimeout || e.MaxBytes != DefaultEnvMaxBytes || e.AllowSdist {
 		t.Errorf("environments defaults: %+v", e)
 	}
 	// A Spec crosses process boundaries as JSON.

@@ -3,10 +3,14 @@ package crawl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -79,6 +83,49 @@ func TestOpenAtS3(t *testing.T) {
 		t.Errorf("from 7: %q, %v; want 789", data, err)
 	}
 	if _, err := ReadFile(ctx, b.URL("in/missing.jsonl")); !store.IsNotExist(err) {
+		t.Errorf("missing object: %v; want an error for which store.IsNotExist is true", err)
+	}
+}
+
+// TestOpenAtS3Fake reads an s3:// URL from an offset against a minimal S3 endpoint on loopback (GET
+// of one object, with a Range), so the bucket path runs without versitygw too.
+func TestOpenAtS3Fake(t *testing.T) {
+	emulators.SetAWSEnv(t)
+	const content = "0123456789"
+	var ranges []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/bucket/in/corpus.jsonl" {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>no such key</Message></Error>`)
+			return
+		}
+		ranges = append(ranges, r.Header.Get("Range"))
+		off := 0
+		if rg := r.Header.Get("Range"); rg != "" {
+			fmt.Sscanf(rg, "bytes=%d-", &off)
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(content)-off))
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, len(content)-1, len(content)))
+		w.Header().Set("ETag", `"e"`)
+		w.WriteHeader(http.StatusPartialContent)
+		io.WriteString(w, content[off:])
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	u := emulators.S3URL("bucket", "in/corpus.jsonl", srv.URL)
+	r, err := OpenAt(ctx, u, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(r)
+	if cerr := r.Close(); cerr != nil {
+		t.Error(cerr)
+	}
+	if err != nil || string(data) != "789" {
+		t.Errorf("%s from 7: %q, %v; want 789 (ranges asked: %q)", u, data, err, ranges)
+	}
+	if _, err := ReadFile(ctx, emulators.S3URL("bucket", "in/missing.jsonl", srv.URL)); !store.IsNotExist(err) {
 		t.Errorf("missing object: %v; want an error for which store.IsNotExist is true", err)
 	}
 }

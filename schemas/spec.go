@@ -153,7 +153,8 @@ const (
 )
 
 // ParseSpec reads a YAML spec, rejecting unknown fields, fills in defaults and validates it. Errors
-// name the field.
+// name the field. The requirements of an env list are parsed above schemas, by
+// crawl.CheckRequirements, which a spec's loader calls next.
 func ParseSpec(data []byte) (Spec, error) {
 	var s Spec
 	dec := yaml.NewDecoder(bytes.NewReader(data))

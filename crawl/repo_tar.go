@@ -55,13 +55,12 @@ func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
 	}
 	closeStore := func() error { return nil }
 	if st == nil {
-		bucket := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: u.RawQuery}
-		if st, err = store.Open(ctx, bucket.String()); err != nil {
+		if st, key, err = openBucketOf(ctx, u); err != nil {
 			return nil, fmt.Errorf("open the bucket of %s: %w", redactURL(r.URL), err)
 		}
-		key, closeStore = strings.TrimPrefix(u.Path, "/"), st.Close
+		closeStore = st.Close
 	}
-	rd, err := st.Bucket().NewReader(ctx, key, nil)
+	rd, err := st.NewRangeReader(ctx, key, 0, -1)
 	if err != nil {
 		closeStore()
 		if store.IsNotExist(err) {

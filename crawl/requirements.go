@@ -14,6 +14,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/ndtrace/ndtrace/crawl/pyreq"
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // TestGroups are the optional-dependency groups (extras) read besides a project's dependencies:
@@ -26,6 +27,23 @@ var (
 	requirementFiles    = regexp.MustCompile(`^(requirements|(requirements[-_](test|tests|testing|dev))|((test|tests|testing|dev)[-_]requirements))\.txt$`)
 	requirementDirFiles = regexp.MustCompile(`^(base|test|tests|testing|dev)\.txt$`)
 )
+
+// CheckRequirements checks with pyreq the requirements listed in the env of s's repository
+// sources, which schemas.Spec.Validate leaves to it (package schemas imports nothing of ndtrace):
+// a pip option, a URL, a path or a direct reference is an error naming the field, "spec:
+// sources[0].env[1]: requirement ...", as Validate's errors do. Call it where a spec is loaded,
+// after schemas.ParseSpec.
+func CheckRequirements(s schemas.Spec) error {
+	for i, src := range s.Sources {
+		if src.Kind != "repository" || src.Env == nil || src.Env.FromRepository {
+			continue
+		}
+		if _, err := pyreq.ParseAll(fmt.Sprintf("sources[%d].env", i), src.Env.Requirements); err != nil {
+			return fmt.Errorf("spec: %w", err)
+		}
+	}
+	return nil
+}
 
 // DeclaredRequirements returns the requirements a checkout declares for its tests, in a fixed order
 // without repeats, reading (never running) its declarations:

@@ -5,7 +5,32 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ndtrace/ndtrace/schemas"
 )
+
+// TestCheckRequirements checks the requirements of a spec's env lists, which schemas.ParseSpec
+// leaves to CheckRequirements: the errors name the field, as ParseSpec's do.
+func TestCheckRequirements(t *testing.T) {
+	tests := []struct{ yaml, err string }{
+		{"sources:\n  - kind: repository\n    url: a\n    env: ['pytest>=7', 'numpy; python_version >= \"3.9\"']\n", ""},
+		{"sources:\n  - kind: repository\n    url: a\n    env: repository\n", ""},
+		{"sources:\n  - kind: examples\n", ""},
+		{"sources:\n  - kind: repository\n    url: a\n    env: ['-e .']\n", "spec: sources[0].env[0]: requirement \"-e .\": "},
+		{"sources:\n  - kind: repository\n    url: a\n    env: [x]\n  - kind: repository\n    url: b\n    env: [y, 'x @ https://evil.example/x.whl']\n",
+			"spec: sources[1].env[1]: requirement \"x @ https://evil.example/x.whl\": direct references"},
+	}
+	for _, tc := range tests {
+		s, err := schemas.ParseSpec([]byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		err = CheckRequirements(s)
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)) {
+			t.Errorf("%q: %v; want an error starting %q", tc.yaml, err, tc.err)
+		}
+	}
+}
 
 func TestDeclaredRequirements(t *testing.T) {
 	tests := []struct {

@@ -16,10 +16,10 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
 )
 
 // SourceCursor is a position in one source: where its next entry starts. The zero cursor is the
@@ -437,11 +437,19 @@ func ParseRepoLine(line string) (r Repo, ok bool, err error) {
 	return r, true, nil
 }
 
-// OpenAt opens a local path or a bucket URL (see ReadFile) for reading from byte offset off.
+// OpenAt opens a local path, a file URL (read from the file system) or a bucket URL (read through
+// store; see ReadFile) for reading from byte offset off.
 func OpenAt(ctx context.Context, p string, off int64) (io.ReadCloser, error) {
 	u, err := url.Parse(p)
-	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 {
-		f, err := os.Open(p)
+	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 || strings.EqualFold(u.Scheme, "file") {
+		name := p
+		if err == nil && strings.EqualFold(u.Scheme, "file") {
+			name = u.Path
+			if u.Host == "." { // file://./rel/x.jsonl: a relative path, as fileblob reads it
+				name = strings.TrimPrefix(name, "/")
+			}
+		}
+		f, err := os.Open(name)
 		if err != nil {
 			return nil, fmt.Errorf("crawl: %w", err)
 		}
@@ -451,37 +459,27 @@ func OpenAt(ctx context.Context, p string, off int64) (io.ReadCloser, error) {
 		}
 		return f, nil
 	}
-	key := strings.TrimPrefix(u.Path, "/")
-	bucketURL := *u
-	if u.Scheme == "file" {
-		bucketURL.Path = path.Dir(u.Path)
-		key = path.Base(u.Path)
-	} else {
-		bucketURL.Path = ""
-	}
-	b, err := blob.OpenBucket(ctx, bucketURL.String())
+	st, key, err := openBucketOf(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("crawl: open %s: %w", p, err)
 	}
-	r, err := b.NewRangeReader(ctx, key, off, -1, nil)
+	r, err := st.NewRangeReader(ctx, key, off, -1)
 	if err != nil {
-		b.Close()
+		st.Close()
 		return nil, fmt.Errorf("crawl: read %s: %w", p, err)
 	}
-	return &bucketReader{r, b}, nil
+	return readCloser{r, func() error { return errors.Join(r.Close(), st.Close()) }}, nil
 }
 
-type bucketReader struct {
-	*blob.Reader
-	b *blob.Bucket
-}
-
-func (r *bucketReader) Close() error {
-	err := r.Reader.Close()
-	if cerr := r.b.Close(); err == nil {
-		err = cerr
+// openBucketOf opens the store at the root of the bucket a bucket URL names (its scheme, host and
+// query) and returns it with the object's key (the URL's path). The caller closes the store.
+func openBucketOf(ctx context.Context, u *url.URL) (*store.Store, string, error) {
+	bucket := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: u.RawQuery}
+	st, err := store.Open(ctx, bucket.String())
+	if err != nil {
+		return nil, "", err
 	}
-	return err
+	return st, strings.TrimPrefix(u.Path, "/"), nil
 }
 
 // progressKey is the context key of a scan's progress function.

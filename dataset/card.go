@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"gocloud.dev/blob"
 	"gopkg.in/yaml.v3"
 
 	"github.com/ndtrace/ndtrace/schemas"
@@ -379,7 +378,7 @@ func WriteCard(ctx context.Context, st *store.Store, m *Manifest, stats *Stats) 
 	if err != nil {
 		return err
 	}
-	if err := st.Put(ctx, CardKey, card, &blob.WriterOptions{ContentType: "text/markdown; charset=utf-8"}); err != nil {
+	if err := st.Put(ctx, CardKey, card, &store.PutOptions{ContentType: "text/markdown; charset=utf-8"}); err != nil {
 		return fmt.Errorf("dataset: write %s in %s: %w", CardKey, st.URL(), err)
 	}
 	return nil

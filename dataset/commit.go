@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"gocloud.dev/blob"
-
 	"github.com/ndtrace/ndtrace/store"
 )
 
@@ -122,7 +120,7 @@ func Commit(ctx context.Context, st *store.Store, id string, m Manifest) (*Manif
 				return nil, false, err
 			}
 		}
-		if err := st.Put(ctx, ManifestKey, tipData, &blob.WriterOptions{ContentType: manifestContentType, Metadata: md}); err != nil {
+		if err := st.Put(ctx, ManifestKey, tipData, &store.PutOptions{ContentType: manifestContentType, Metadata: md}); err != nil {
 			return nil, false, fmt.Errorf("dataset: write %s in %s: %w", ManifestKey, st.URL(), err)
 		}
 		next, err := st.ReadAll(ctx, successorKey(tip))

@@ -216,7 +216,7 @@ func TestParseManifestErrors(t *testing.T) {
 func TestReadManifestLimit(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "mem://")
-	if err := s.Bucket().WriteAll(ctx, ManifestKey, bytes.Repeat([]byte(" "), MaxManifestBytes+1), nil); err != nil {
+	if err := s.Put(ctx, ManifestKey, bytes.Repeat([]byte(" "), MaxManifestBytes+1), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ReadManifest(ctx, s); err == nil || !strings.Contains(err.Error(), "limit") {

@@ -41,7 +41,7 @@ func writePackedDataset(t testing.TB, s *store.Store, n int, edit func(seqs []sc
 		t.Fatal(err)
 	}
 	pinfo.Path = PackedShardPath("part-00000")
-	if err := s.Bucket().WriteAll(ctx, pinfo.Path, data, nil); err != nil {
+	if err := s.Put(ctx, pinfo.Path, data, nil); err != nil {
 		t.Fatal(err)
 	}
 	m, err := WriteManifest(ctx, s, Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: infos,

@@ -124,7 +124,7 @@ func checkServerDataset(t *testing.T, server string, urlFor func(prefix string) 
 	}
 
 	// Corrupt a shard behind the dataset's back: Validate names it.
-	if err := s.Bucket().WriteAll(ctx, infos[0].Path, []byte("broken"), nil); err != nil {
+	if err := s.Put(ctx, infos[0].Path, []byte("broken"), nil); err != nil {
 		t.Fatal(err)
 	}
 	err = Validate(ctx, r, testLookup)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
-	"gocloud.dev/blob"
 )
 
 // Dataset statistics: stats.json and stats.parquet next to the manifest (see docs/dataset.md,
@@ -634,10 +633,10 @@ func WriteStats(ctx context.Context, st *store.Store, s *Stats) error {
 	if err != nil {
 		return err
 	}
-	if err := st.Put(ctx, StatsParquetKey, pq, &blob.WriterOptions{ContentType: ShardContentType}); err != nil {
+	if err := st.Put(ctx, StatsParquetKey, pq, &store.PutOptions{ContentType: ShardContentType}); err != nil {
 		return err
 	}
-	return st.Put(ctx, StatsKey, js, &blob.WriterOptions{ContentType: manifestContentType})
+	return st.Put(ctx, StatsKey, js, &store.PutOptions{ContentType: manifestContentType})
 }
 
 // StatsRecord is one row of stats.parquet, a long table: a distribution (kind "distribution": one

@@ -159,7 +159,7 @@ func writeStatsDataset(t testing.TB, st *store.Store, rejects string, counts sch
 		infos = append(infos, info)
 	}
 	if rejects != "" {
-		if err := st.Bucket().WriteAll(ctx, RejectsKey, []byte(rejects), nil); err != nil {
+		if err := st.Put(ctx, RejectsKey, []byte(rejects), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -116,7 +116,7 @@ func writeRowsDataset(t testing.TB, st *store.Store, shards [][]schemas.Row, rej
 		for _, r := range rejects {
 			fmt.Fprintf(&b, "{\"source\":%q,\"key\":%q,\"reason\":%q}\n", r.Source, r.Key, r.Reason)
 		}
-		if err := st.Bucket().WriteAll(ctx, RejectsKey, []byte(b.String()), nil); err != nil {
+		if err := st.Put(ctx, RejectsKey, []byte(b.String()), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

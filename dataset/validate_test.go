@@ -72,7 +72,7 @@ func tamperManifest(old, new string) func(t *testing.T, s *store.Store) {
 		if edited == string(data) {
 			t.Fatalf("%q not in the manifest", old)
 		}
-		if err := s.Bucket().WriteAll(ctx, ManifestKey, []byte(edited), nil); err != nil {
+		if err := s.Put(ctx, ManifestKey, []byte(edited), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -96,20 +96,20 @@ func TestValidateFindsProblems(t *testing.T) {
 	}{
 		{"no manifest", func(t *testing.T, s *store.Store) {}, "", -1, "", "missing: no committed dataset"},
 		{"malformed manifest", func(t *testing.T, s *store.Store) {
-			if err := s.Bucket().WriteAll(context.Background(), ManifestKey, []byte(`{"format":`), nil); err != nil {
+			if err := s.Put(context.Background(), ManifestKey, []byte(`{"format":`), nil); err != nil {
 				t.Fatal(err)
 			}
 		}, "", -1, "", "malformed manifest"},
 		{"schema version", tamperManifest(`"schema_version": "1"`, `"schema_version": "0"`), "", -1, "", `schema_version is "0"`},
 		{"missing shard", func(t *testing.T, s *store.Store) {
 			writeTestDataset(t, s, 2, 3)
-			if err := s.Bucket().Delete(context.Background(), shard1); err != nil {
+			if err := s.Delete(context.Background(), shard1); err != nil {
 				t.Fatal(err)
 			}
 		}, shard1, -1, "", "missing"},
 		{"size and sha256", func(t *testing.T, s *store.Store) {
 			writeTestDataset(t, s, 2, 3)
-			if err := s.Bucket().WriteAll(context.Background(), shard1, []byte("not parquet"), nil); err != nil {
+			if err := s.Put(context.Background(), shard1, []byte("not parquet"), nil); err != nil {
 				t.Fatal(err)
 			}
 		}, shard1, -1, "", "size is 11 bytes"},
@@ -232,7 +232,7 @@ func TestValidateIgnoresStrayShards(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "mem://")
 	writeTestDataset(t, s, 1, 2)
-	if err := s.Bucket().WriteAll(ctx, ShardPath("part-99999"), []byte("garbage"), nil); err != nil {
+	if err := s.Put(ctx, ShardPath("part-99999"), []byte("garbage"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := Validate(ctx, s, testLookup); err != nil {

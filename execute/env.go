@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/crawl/pyreq"
@@ -51,7 +50,7 @@ func (trc *Tracer) environment(ctx context.Context, it crawl.Item, dir string) (
 		es = *trc.environments
 	}
 	es = es.WithDefaults()
-	timeout, err := time.ParseDuration(es.Timeout)
+	timeout, err := es.Timeout.Value()
 	if err != nil {
 		return "", "", BadInput("environments.timeout: %v", err)
 	}

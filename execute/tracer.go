@@ -145,7 +145,7 @@ func (t *TracedItem) CompactTrace() *debugger.Trace {
 
 // checkoutLimitsOf returns the repository checkout limits of a spec.
 func checkoutLimitsOf(spec schemas.Spec) (crawl.CheckoutLimits, error) {
-	d, err := time.ParseDuration(spec.Limits.CheckoutTimeout)
+	d, err := spec.Limits.CheckoutTimeout.Value()
 	if err != nil {
 		return crawl.CheckoutLimits{}, fmt.Errorf("limits.checkout_timeout: %w", err)
 	}
@@ -154,7 +154,7 @@ func checkoutLimitsOf(spec schemas.Spec) (crawl.CheckoutLimits, error) {
 
 // LimitsOf returns the sandbox limits of one item of a spec.
 func LimitsOf(spec schemas.Spec) (sandbox.Limits, error) {
-	d, err := time.ParseDuration(spec.Limits.Timeout)
+	d, err := spec.Limits.Timeout.Value()
 	if err != nil {
 		return sandbox.Limits{}, fmt.Errorf("limits.timeout: %w", err)
 	}

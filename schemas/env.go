@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"net/url"
 	"path"
-	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/ndtrace/ndtrace/crawl/pyreq"
 )
 
 // EnvFromRepository is the value of a repository source's env that reads the dependencies from
@@ -91,8 +88,8 @@ type EnvironmentsSpec struct {
 	AllowSdist bool `yaml:"allow_sdist" json:"allow_sdist,omitempty"`
 	// Timeout bounds one environment's resolution and installation (default 10m); MaxBytes the
 	// size of its installed packages (default 512 MiB).
-	Timeout  string `yaml:"timeout" json:"timeout,omitempty"`
-	MaxBytes int64  `yaml:"max_bytes" json:"max_bytes,omitempty"`
+	Timeout  Duration `yaml:"timeout" json:"timeout,omitzero"`
+	MaxBytes int64    `yaml:"max_bytes" json:"max_bytes,omitempty"`
 }
 
 // Environment defaults.
@@ -107,8 +104,8 @@ func (e EnvironmentsSpec) WithDefaults() EnvironmentsSpec {
 	if e.IndexURL == "" && len(e.FindLinks) == 0 {
 		e.IndexURL = DefaultIndexURL
 	}
-	if e.Timeout == "" {
-		e.Timeout = DefaultEnvTimeout
+	if e.Timeout.IsZero() {
+		e.Timeout = parseDuration(DefaultEnvTimeout)
 	}
 	if e.MaxBytes == 0 {
 		e.MaxBytes = DefaultEnvMaxBytes
@@ -136,8 +133,8 @@ func (e EnvironmentsSpec) validate() error {
 			return bad(fmt.Sprintf("find_links[%d]", i), "%q is not an http(s) URL or an absolute path", l)
 		}
 	}
-	if d, err := time.ParseDuration(e.Timeout); err != nil || d <= 0 {
-		return bad("timeout", "%q is not a positive duration", e.Timeout)
+	if d, err := e.Timeout.Value(); err != nil || d <= 0 {
+		return bad("timeout", "%q is not a positive duration", e.Timeout.String())
 	}
 	if e.MaxBytes < 1 {
 		return bad("max_bytes", "must be positive")
@@ -145,16 +142,14 @@ func (e EnvironmentsSpec) validate() error {
 	return nil
 }
 
-// validateEnv checks a repository source's env.
+// validateEnv checks a repository source's env. The requirements themselves are parsed by
+// crawl.CheckRequirements where the spec is loaded (package schemas imports nothing of ndtrace).
 func validateEnv(field string, e *EnvSpec) error {
 	if e == nil || e.FromRepository {
 		return nil
 	}
 	if len(e.Requirements) == 0 {
 		return fmt.Errorf("spec: %s: an empty list (leave env out, or say %q)", field, EnvFromRepository)
-	}
-	if _, err := pyreq.ParseAll(field, e.Requirements); err != nil {
-		return fmt.Errorf("spec: %w", err)
 	}
 	return nil
 }

@@ -131,13 +131,13 @@ func (s SourceSpec) FunctionsOn() bool { return s.Functions == nil || *s.Functio
 
 // LimitsSpec bounds traced runs (see sandbox.Limits).
 type LimitsSpec struct {
-	Timeout    string `yaml:"timeout" json:"timeout"`         // default 10s
-	MaxEvents  int    `yaml:"max_events" json:"max_events"`   // default 100000
-	ValueChars int    `yaml:"value_chars" json:"value_chars"` // default 1000
+	Timeout    Duration `yaml:"timeout" json:"timeout"`         // default 10s
+	MaxEvents  int      `yaml:"max_events" json:"max_events"`   // default 100000
+	ValueChars int      `yaml:"value_chars" json:"value_chars"` // default 1000
 	// Repository checkouts: the largest repository in bytes and files, and the longest checkout.
-	RepoBytes       int64  `yaml:"repo_bytes" json:"repo_bytes,omitempty"`             // default 256 MiB
-	RepoFiles       int    `yaml:"repo_files" json:"repo_files,omitempty"`             // default 20000
-	CheckoutTimeout string `yaml:"checkout_timeout" json:"checkout_timeout,omitempty"` // default 5m
+	RepoBytes       int64    `yaml:"repo_bytes" json:"repo_bytes,omitempty"`            // default 256 MiB
+	RepoFiles       int      `yaml:"repo_files" json:"repo_files,omitempty"`            // default 20000
+	CheckoutTimeout Duration `yaml:"checkout_timeout" json:"checkout_timeout,omitzero"` // default 5m
 }
 
 // Spec defaults.
@@ -147,10 +147,14 @@ const (
 	DefaultParallelism = 4
 	// MaxPackLength is the longest pack_length.
 	MaxPackLength = 1 << 20
+	// DefaultTimeout is limits.timeout's default; DefaultCheckoutTimeout limits.checkout_timeout's.
+	DefaultTimeout         = "10s"
+	DefaultCheckoutTimeout = "5m"
 )
 
 // ParseSpec reads a YAML spec, rejecting unknown fields, fills in defaults and validates it. Errors
-// name the field.
+// name the field. The requirements of an env list are parsed above schemas, by
+// crawl.CheckRequirements, which a spec's loader calls next.
 func ParseSpec(data []byte) (Spec, error) {
 	var s Spec
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -191,8 +195,8 @@ func (s Spec) WithDefaults() Spec {
 	if s.TooLong == "" {
 		s.TooLong = "resample"
 	}
-	if s.Limits.Timeout == "" {
-		s.Limits.Timeout = "10s"
+	if s.Limits.Timeout.IsZero() {
+		s.Limits.Timeout = parseDuration(DefaultTimeout)
 	}
 	if s.Limits.MaxEvents == 0 {
 		s.Limits.MaxEvents = 100000
@@ -212,8 +216,8 @@ func (s Spec) WithDefaults() Spec {
 	if s.Limits.RepoFiles == 0 {
 		s.Limits.RepoFiles = 20000
 	}
-	if s.Limits.CheckoutTimeout == "" {
-		s.Limits.CheckoutTimeout = "5m"
+	if s.Limits.CheckoutTimeout.IsZero() {
+		s.Limits.CheckoutTimeout = parseDuration(DefaultCheckoutTimeout)
 	}
 	s.Sources = append([]SourceSpec(nil), s.Sources...)
 	for i := range s.Sources {
@@ -348,8 +352,8 @@ func (s Spec) Validate() error {
 	if s.TooLong != "resample" && s.TooLong != "drop" {
 		return bad("too_long", "%q is not resample or drop", s.TooLong)
 	}
-	if d, err := time.ParseDuration(s.Limits.Timeout); err != nil || d <= 0 {
-		return bad("limits.timeout", "%q is not a positive duration", s.Limits.Timeout)
+	if d, err := s.Limits.Timeout.Value(); err != nil || d <= 0 {
+		return bad("limits.timeout", "%q is not a positive duration", s.Limits.Timeout.String())
 	}
 	if s.Limits.MaxEvents < 1 {
 		return bad("limits.max_events", "must be positive")
@@ -363,8 +367,8 @@ func (s Spec) Validate() error {
 	if s.Limits.RepoFiles < 1 {
 		return bad("limits.repo_files", "must be positive")
 	}
-	if d, err := time.ParseDuration(s.Limits.CheckoutTimeout); err != nil || d <= 0 {
-		return bad("limits.checkout_timeout", "%q is not a positive duration", s.Limits.CheckoutTimeout)
+	if d, err := s.Limits.CheckoutTimeout.Value(); err != nil || d <= 0 {
+		return bad("limits.checkout_timeout", "%q is not a positive duration", s.Limits.CheckoutTimeout.String())
 	}
 	for i, u := range s.DedupAgainst {
 		if strings.TrimSpace(u) == "" {

@@ -162,11 +162,6 @@ func hasDotSegment(p string) bool {
 // URL returns the URL or path the store was opened with (any user:password redacted).
 func (s *Store) URL() string { return s.url }
 
-// Bucket returns the underlying gocloud.dev bucket, already scoped to the store's root. Prefer the
-// Store's methods: writes through the bucket skip the Azure work-around of Put and the local
-// folder's locking of conditional writes.
-func (s *Store) Bucket() *blob.Bucket { return s.bucket }
-
 // Close releases the store's resources.
 func (s *Store) Close() error {
 	if err := s.bucket.Close(); err != nil {
@@ -177,6 +172,10 @@ func (s *Store) Close() error {
 
 // IsNotExist reports whether err means that an object does not exist.
 func IsNotExist(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound }
+
+// IsExist reports whether err means that a conditional write (PutOptions.IfNotExist) was refused
+// because the key exists.
+func IsExist(err error) bool { return gcerrors.Code(err) == gcerrors.FailedPrecondition }
 
 func (s *Store) wrap(op, key string, err error) error {
 	return fmt.Errorf("store: %s %s in %s: %w", op, key, s.url, err)

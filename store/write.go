@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 )
 
 // uploadBuffer is the upload buffer of immutable writes: objects up to this size go up in one
@@ -56,7 +55,7 @@ func (s *Store) PutOnce(ctx context.Context, key string, data []byte, contentTyp
 	if err == nil {
 		return true, nil
 	}
-	if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+	if !IsExist(err) {
 		return false, s.wrap("write", key, err)
 	}
 	same, err := s.Holds(ctx, key, int64(len(data)), digest)
@@ -92,19 +91,38 @@ func (s *Store) PutFirst(ctx context.Context, key string, data []byte, contentTy
 	switch {
 	case err == nil:
 		return true, nil
-	case gcerrors.Code(err) == gcerrors.FailedPrecondition:
+	case IsExist(err):
 		return false, nil
 	default:
 		return false, s.wrap("write", key, err)
 	}
 }
 
+// PutOptions are the options of Put. The zero value (or a nil *PutOptions) writes with no content
+// type (the backend detects one) and no metadata.
+type PutOptions struct {
+	// ContentType is the object's MIME type, e.g. "application/json".
+	ContentType string
+	// Metadata is the object's user metadata (keys are stored lowercase).
+	Metadata map[string]string
+	// IfNotExist makes the write conditional: the backend refuses it, with an error for which
+	// IsExist is true, if the key exists. PutOnce and PutFirst are the usual way to write once;
+	// this raw conditional write is for checking a backend (store/storetest).
+	IfNotExist bool
+}
+
 // Put writes data under key, replacing what is there (for objects that are not content-addressed:
-// the manifest, statistics, rejects, the work area). opts may be nil. Use it rather than
-// Bucket().WriteAll, which panics on Azure when a write fails (see putObject). The object is
-// replaced only once the write is complete: a failed or cancelled write leaves the key as it was.
-func (s *Store) Put(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
-	if err := s.putObject(ctx, key, data, opts); err != nil {
+// the manifest, statistics, rejects, the work area). opts may be nil. The object is replaced only
+// once the write is complete: a failed or cancelled write leaves the key as it was.
+func (s *Store) Put(ctx context.Context, key string, data []byte, opts *PutOptions) error {
+	var wo *blob.WriterOptions
+	if opts != nil {
+		wo = &blob.WriterOptions{ContentType: opts.ContentType, Metadata: opts.Metadata, IfNotExist: opts.IfNotExist}
+		if opts.IfNotExist {
+			wo.BufferSize = uploadBuffer // as PutOnce and PutFirst write
+		}
+	}
+	if err := s.putObject(ctx, key, data, wo); err != nil {
 		return s.wrap("write", key, err)
 	}
 	return nil

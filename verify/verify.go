@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ndtrace/ndtrace/crawl"
@@ -687,7 +686,7 @@ func Write(ctx context.Context, s *store.Store, m *dataset.Manifest, v *schemas.
 		return "", fmt.Errorf("verify: encode certificate: %w", err)
 	}
 	key := Key(m)
-	if err := s.Put(ctx, key, buf.Bytes(), &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+	if err := s.Put(ctx, key, buf.Bytes(), &store.PutOptions{ContentType: "application/json"}); err != nil {
 		return "", fmt.Errorf("verify: write %s: %w", key, err)
 	}
 	return key, nil

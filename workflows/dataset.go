@@ -518,7 +518,7 @@ func BatchWorkflow(ctx workflow.Context, in BatchInput) (pipeline.BatchSummary, 
 // batch traces and builds a batch.
 func batch(ctx workflow.Context, in activities.BatchInput) (pipeline.BatchSummary, error) {
 	spec := in.Run.Spec
-	timeout, err := time.ParseDuration(spec.Limits.Timeout)
+	timeout, err := spec.Limits.Timeout.Value()
 	if err != nil {
 		return pipeline.BatchSummary{}, temporal.NewNonRetryableApplicationError("limits.timeout", activities.ErrBadInput, err)
 	}
@@ -558,7 +558,9 @@ func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
 			if tests == 0 {
 				tests = 500
 			}
-			checkout, _ := time.ParseDuration(spec.Limits.CheckoutTimeout)
+			// Parsed and validated with the spec; a spec recorded before checkout_timeout existed
+			// has none, and 0 here, as it always had.
+			checkout := spec.Limits.CheckoutTimeout.Duration()
 			if d := time.Duration(2*tests+maxFunctionRuns)*(perRun+5*time.Second) + checkout + 2*time.Minute; d > time.Duration(runs)*(perRun+5*time.Second) {
 				runs = int(d / (perRun + 5*time.Second))
 			}

@@ -96,7 +96,7 @@ func writeStatsCLIDataset(t *testing.T, dir, name string, scale int) string {
 		}
 		infos = append(infos, info)
 	}
-	if err := st.Bucket().WriteAll(ctx, dataset.RejectsKey, []byte(statsCLIRejects), nil); err != nil {
+	if err := st.Put(ctx, dataset.RejectsKey, []byte(statsCLIRejects), nil); err != nil {
 		t.Fatal(err)
 	}
 	_, err = dataset.WriteManifest(ctx, st, dataset.Manifest{CreatedAt: cliCreated, Shards: infos,

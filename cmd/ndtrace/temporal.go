@@ -290,6 +290,9 @@ func loadSpec(path, out string) (schemas.Spec, error) {
 		if spec, err = schemas.ParseSpec(data); err != nil {
 			return spec, usageError{err.Error()}
 		}
+		if err := crawl.CheckRequirements(spec); err != nil {
+			return spec, usageError{err.Error()}
+		}
 	}
 	if out != "" {
 		spec.Output = out

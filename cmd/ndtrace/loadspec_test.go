@@ -1,0 +1,23 @@
+package main
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestLoadSpecErrors checks that a bad spec is a usage error naming the field, whether
+// schemas.ParseSpec finds it or crawl.CheckRequirements (an env's requirements) does.
+func TestLoadSpecErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, msg string }{
+		{"sources:\n  - kind: examples\nlimits:\n  timeout: soon\n", `spec: limits.timeout: "soon" is not a positive duration`},
+		{"sources:\n  - kind: repository\n    url: a\n    env: ['-e .']\n", `spec: sources[0].env[0]: requirement "-e .": `},
+		{"sources:\n  - kind: repository\n    url: a\n    env: ['x @ https://evil.example/x.whl']\n",
+			`spec: sources[0].env[0]: requirement "x @ https://evil.example/x.whl": direct references (name @ url) are refused`},
+	} {
+		_, err := loadSpec(writeSpec(t, t.TempDir(), tc.yaml), "")
+		var ue usageError
+		if !errors.As(err, &ue) || len(ue.msg) < len(tc.msg) || ue.msg[:len(tc.msg)] != tc.msg {
+			t.Errorf("%q: %v; want a usage error starting %q", tc.yaml, err, tc.msg)
+		}
+	}
+}

@@ -2,18 +2,19 @@ package dataset
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
-	"github.com/ndtrace/ndtrace/store"
+	"fmt"
 	"regexp"
 	"strconv"
 
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
+	"github.com/ndtrace/ndtrace/tokenize"
 )
 
 // Pack lays rows end to end into sequences of exactly seqLen tokens, in order: a row goes into the
@@ -60,17 +61,6 @@ func Pack(rows []schemas.Row, seqLen int, padID int32) (packed []schemas.PackedR
 	}
 	flush()
 	return packed, tooLong, nil
-}
-
-// LearnedTokens counts the true entries of a loss mask: the tokens learned.
-func LearnedTokens(mask []bool) int64 {
-	n := int64(0)
-	for _, m := range mask {
-		if m {
-			n++
-		}
-	}
-	return n
 }
 
 // packedID is a packed sequence's id: the hex SHA-256 of its rows' ids, each followed by a zero byte.
@@ -148,7 +138,7 @@ func EncodePackedShard(seqs []schemas.PackedRow, seqLen int) ([]byte, ShardInfo,
 			return nil, ShardInfo{}, fmt.Errorf("dataset: encode packed shard: sequence %d column %s: %s", i, col, msg)
 		}
 		info.Tokens += int64(seqs[i].NumTokens)
-		info.LearnedTokens += LearnedTokens(seqs[i].LossMask)
+		info.LearnedTokens += tokenize.LearnedTokens(seqs[i].LossMask)
 	}
 	// Sequences have the same size: row groups of ~64 MiB of ids, at most MaxRowsPerRowGroup rows.
 	perGroup := max(1, min(MaxRowsPerRowGroup, MaxRowGroupBytes/(5*seqLen+64)))

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -14,6 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -336,7 +336,7 @@ func (c *checker) packedShard(ctx context.Context, m *Manifest, s ShardInfo) err
 	}
 	rows, tokens, learned, err := scanShard(ctx, c, s.Path, f, func(i int64, p *schemas.PackedRow) (int64, int64) {
 		c.packed(s.Path, i, p, m)
-		return int64(p.NumTokens), LearnedTokens(p.LossMask)
+		return int64(p.NumTokens), tokenize.LearnedTokens(p.LossMask)
 	})
 	if rows < 0 || err != nil {
 		return err
@@ -437,7 +437,7 @@ func rowProblem(r *schemas.Row) (column, msg string) {
 	case len(r.LossMask) != int(r.NumTokens):
 		return "loss_mask", fmt.Sprintf("%d entries, num_tokens says %d", len(r.LossMask), r.NumTokens)
 	}
-	if learned := LearnedTokens(r.LossMask); learned != int64(r.NumLearned) {
+	if learned := tokenize.LearnedTokens(r.LossMask); learned != int64(r.NumLearned) {
 		return "num_learned", fmt.Sprintf("%d, loss_mask has %d true entries", r.NumLearned, learned)
 	}
 	return "", ""

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -144,7 +143,7 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 		CodeChars: int32(len([]rune(traj.Code))), TracerVersion: o.TracerVersion, PipelineVersion: Version,
 		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
 	}
-	row.NumLearned = int32(dataset.LearnedTokens(mask))
+	row.NumLearned = int32(tokenize.LearnedTokens(mask))
 	countActions(&row, traj)
 	count(&row)
 	row.ID = ID(row)

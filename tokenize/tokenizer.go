@@ -136,3 +136,14 @@ func LossMask(tok Tokenizer, ids []int32, mode MaskMode) ([]bool, error) {
 	}
 	return mask, nil
 }
+
+// LearnedTokens counts the true entries of a loss mask: the tokens learned.
+func LearnedTokens(mask []bool) int64 {
+	n := int64(0)
+	for _, m := range mask {
+		if m {
+			n++
+		}
+	}
+	return n
+}

@@ -235,7 +235,7 @@ func alterOneRow(t *testing.T, out string) (string, int) {
 					t.Fatal(err)
 				}
 				r.NumTokens = int32(len(r.InputIDs))
-				r.NumLearned = int32(dataset.LearnedTokens(r.LossMask))
+				r.NumLearned = int32(tokenize.LearnedTokens(r.LossMask))
 				r.ID = rows.ID(*r)
 				rewriteShard(t, st, m, sh.Path, shard)
 				return r.ID, k

@@ -17,8 +17,14 @@ import (
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-// collectTimeout bounds the collection of a repository's tests (a limit that is not in the spec).
-const collectTimeout = 2 * time.Minute
+// Limits of tracing a repository that are not in the spec.
+const (
+	// collectTimeout bounds the collection of a repository's tests.
+	collectTimeout = 2 * time.Minute
+	// maxFunctionBreaks is how many of a repository's functions in a row may break their sandbox
+	// before the rest of its functions are given up (counted as functions_skipped:sandbox_error).
+	maxFunctionBreaks = 3
+)
 
 // RepoTrace is what tracing one repository gives: its tests' traces and the function-level items
 // found in them, already TracedItem.
@@ -91,7 +97,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	if scratch == "" {
 		var err error
 		if scratch, err = userdirs.ScratchDir(); err != nil {
-			return t, err
+			return t, InfraError(err)
 		}
 	}
 	w, err := fetcher.Checkout(ctx, it.Repo.Resolved, scratch, co)
@@ -128,7 +134,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	// The dependencies the source declares (env:), installed into an environment of their own.
 	if sp, reason, err := trc.environment(ctx, it, w.Dir); err != nil || reason != "" {
 		if err != nil {
-			return t, err
+			return t, InfraError(err)
 		}
 		return bad(schemas.YieldEnvironment, "%s", reason)
 	} else if sp != "" {
@@ -142,7 +148,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	// A slot of the pool bounds this worker's sandboxes; the repository gets sandboxes of its own.
 	_, release, err := trc.Sandboxes.Get(ctx)
 	if err != nil {
-		return t, err
+		return t, InfraError(err)
 	}
 	defer release()
 	cfg := trc.Sandboxes.Config()
@@ -298,28 +304,56 @@ func outcomeKey(r *sandbox.TestResult) string {
 // own: the module's source as the code, the call as the expression, with the checkout importable
 // (so that the module's imports of its own package work). Arguments whose rendering is not a
 // Python literal (objects, cut values) and functions with * or ** parameters are skipped, and so
-// are the items that could only give an empty trace (functionItems; counted in counts).
+// are the items that could only give an empty trace (testcalls.Items; counted in counts). A
+// function whose run breaks its sandbox is its own reject (status sandbox_error), never the
+// repository's error: the only error returned is the context's.
 func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
 	cands := testcalls.Items(w.Dir, it, traces, counts)
-	if len(cands) == 0 {
-		return nil, nil
-	}
-	sb, err := sandbox.New(ctx, functionConfig(cfg, w.Dir))
-	if err != nil {
-		return nil, fmt.Errorf("sandbox for the functions of %s: %w", it.Key, err)
-	}
-	defer sb.Close()
 	var out []TracedItem
-	for _, c := range cands {
-		res, err := sb.Run(ctx, sandbox.Request{Code: c.Code, Filename: c.Filename, Call: c.Call, Limits: lim})
-		if err != nil && (res == nil || res.Status == schemas.StatusSandboxError) {
-			return nil, fmt.Errorf("trace %s: %w", c.Key, err)
+	var sb *sandbox.Sandbox
+	defer func() {
+		if sb != nil {
+			sb.Close()
 		}
+	}()
+	broke := 0 // functions in a row whose run broke its sandbox
+	for i, c := range cands {
+		if sb == nil {
+			var err error
+			if sb, err = sandbox.New(ctx, functionConfig(cfg, w.Dir)); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				// The repository's own files (a .pth that exits, say) keep the functions' sandbox
+				// from starting: the functions are lost, counted, and the repository's rows stay.
+				slog.Warn("no sandbox for a repository's functions", "repo", it.Key, "err", err)
+				counts[schemas.CountFunctionSkipped("sandbox_error")] += int64(len(cands) - i)
+				return out, nil
+			}
+		}
+		res, err := sb.Run(ctx, sandbox.Request{Code: c.Code, Filename: c.Filename, Call: c.Call, Limits: lim})
 		t := TracedItem{Item: c, Status: schemas.StatusInvalid}
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil && (res == nil || res.Status == schemas.StatusSandboxError):
+			// The function's run broke its sandbox: that is the function item's reject (status
+			// sandbox_error), and the sandbox starts again for the next one. Functions that break
+			// it maxFunctionBreaks times in a row end the repository's functions.
+			t.Status, t.Detail = schemas.StatusSandboxError, err.Error()
+			sb.Close()
+			sb = nil
+			if broke++; broke >= maxFunctionBreaks {
+				out = append(out, t)
+				counts[schemas.CountFunctionSkipped("sandbox_error")] += int64(len(cands) - i - 1)
+				return out, nil
+			}
+		case err != nil:
 			t.Detail = err.Error()
-		} else {
+			broke = 0
+		default:
 			t.Status, t.Detail, t.Trace, t.Blocks, t.Consume = res.Status, res.Detail, compactTrace(res.Events), res.Blocks, res.Consume
+			broke = 0
 		}
 		out = append(out, t)
 		alive()

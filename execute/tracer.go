@@ -17,13 +17,31 @@ import (
 // make them non-retryable.
 var ErrBadInput = errors.New("bad input")
 
-// ErrItem marks a tracing error the item itself caused (its run broke the sandbox): only those
-// count towards giving the item up as poison. Errors of the worker or the network (no sandbox to
-// be had, a store or a clone that fails) do not.
-var ErrItem = errors.New("the item broke its sandbox")
+// Errors of tracing an item come in three classes. ErrItem marks those the item itself caused (its
+// run broke the sandbox); ErrInfra those of the worker that no item can cause (no sandbox to be
+// had, the worker's scratch folder, the environments' store or disk), which a retry may fix and
+// which never count against the item. Any other error is of no known class: it counts towards
+// giving the item up as poison like ErrItem, so that no item is retried past a bound whatever it
+// does (pipeline.TraceBatch).
+var (
+	ErrItem  = errors.New("the item broke its sandbox")
+	ErrInfra = errors.New("the worker failed")
+)
 
 // itemError wraps err as caused by the item.
 func itemError(err error) error { return fmt.Errorf("%w: %w", ErrItem, err) }
+
+// InfraError marks err as the worker's (ErrInfra), its message unchanged.
+func InfraError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return infraError{err}
+}
+
+type infraError struct{ error }
+
+func (e infraError) Unwrap() []error { return []error{ErrInfra, e.error} }
 
 // BadInput is an ErrBadInput error with a message.
 func BadInput(format string, args ...any) error {
@@ -88,7 +106,7 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 		}
 	}()
 	if trc.Sandboxes == nil {
-		return TracedItem{}, errors.New("this worker has no sandboxes")
+		return TracedItem{}, InfraError(errors.New("this worker has no sandboxes"))
 	}
 	lim, err := LimitsOf(spec)
 	if err != nil {
@@ -103,7 +121,7 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 	}
 	sb, release, err := trc.Sandboxes.Get(ctx)
 	if err != nil {
-		return TracedItem{}, err
+		return TracedItem{}, InfraError(err)
 	}
 	defer release()
 	// The events go into their compact form as they are decoded: the whole decoded trace (full

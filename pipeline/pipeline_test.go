@@ -203,7 +203,11 @@ var errStubSandbox = errors.New("stub: sandbox exhausted")
 func (st *stubTracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, alive func()) (execute.TracedItem, error) {
 	if it.Call == st.poisonCall {
 		if st.die == "infra" {
-			return execute.TracedItem{}, errors.New("stub: no sandbox to be had")
+			return execute.TracedItem{}, execute.InfraError(errors.New("stub: no sandbox to be had"))
+		}
+		if st.die == "unknown" {
+			// An error of no known class (a plain one, as a failed extraction gives): it counts.
+			return execute.TracedItem{}, errors.New("stub: extract: file name too long")
 		}
 		if st.die == "kill" {
 			st.cancel()
@@ -216,14 +220,15 @@ func (st *stubTracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spe
 }
 
 // TestPoisonItem runs TraceBatch's attempts with a stubbed sandbox (a unit test of the poison
-// logic) on a batch whose fourth item kills every attempt, by an error or by cutting the attempt
+// logic) on a batch whose fourth item kills every attempt, by an error of its own, an error of no
+// known class (which counts as well: no item is retried without bound) or by cutting the attempt
 // off: after PoisonAfter attempts in a row died on it (and, when the first attempt left no record,
 // one more), it is stored as poison and the batch completes; BuildShard makes it a poison reject.
 func TestPoisonItem(t *testing.T) {
 	for _, tc := range []struct {
 		die      string
 		attempts int // the attempt that completes
-	}{{"error", 3}, {"kill", 4}} {
+	}{{"error", 3}, {"unknown", 3}, {"kill", 4}} {
 		t.Run(tc.die, func(t *testing.T) {
 			path := corpus(t, 12)
 			spec := schemas.Spec{Name: "p", Sources: []schemas.SourceSpec{{Kind: "jsonl", Path: path}}, BatchSize: 12}.WithDefaults()

@@ -160,8 +160,9 @@ func (r Run) poisonKey(ref BatchRef) string {
 // (and skips the chunks it finds stored). beat is called with the cursor after every chunk stored
 // and whenever an item makes progress.
 //
-// An item on which PoisonAfter attempts in a row died (an error, a crash of the worker, a hang
-// past the heartbeat timeout) is not traced again: it is stored with its Poison reason, which
+// An item on which PoisonAfter attempts in a row died (an error of the item's or of no known
+// class, a crash of the worker, a hang past the heartbeat timeout; not an execute.ErrInfra error,
+// which no item can cause) is not traced again: it is stored with its Poison reason, which
 // BuildShard makes a `poison` reject, and the batch goes on.
 func TraceBatch(ctx context.Context, s *store.Store, run Run, ref BatchRef, trc execute.ItemTracer, attempt int, from TraceCursor, beat Beat) (TraceResult, error) {
 	b, err := ReadBatch(ctx, s, run, ref)
@@ -215,12 +216,20 @@ func TraceBatch(ctx context.Context, s *store.Store, run Run, ref BatchRef, trc 
 					}
 					t, err := trc.Trace(gctx, it, run.Spec, hb.alive)
 					if err != nil {
-						if errors.Is(err, execute.ErrItem) && gctx.Err() == nil {
-							// Tell the next attempt which item this one died on, and why.
+						switch {
+						case gctx.Err() != nil:
+							// Cut off: the mark (if any) stands, as for a worker that died.
+						case errors.Is(err, execute.ErrInfra):
+							// The worker's fault, which no item can cause: take back the mark, so
+							// that it counts no death.
+							if marking {
+								_ = s.Delete(context.WithoutCancel(ctx), run.attemptKey(ref, attempt))
+							}
+						default:
+							// The item's (ErrItem) or of no known class: either counts towards
+							// giving the item up. Tell the next attempt which item this one died
+							// on, and why.
 							_ = mark(context.WithoutCancel(ctx), attemptMark{Item: i, Err: err.Error()})
-						} else if marking && gctx.Err() == nil {
-							// Not the item's fault: take back the mark, so that it counts no death.
-							_ = s.Delete(context.WithoutCancel(ctx), run.attemptKey(ref, attempt))
 						}
 						return err
 					}

@@ -1,0 +1,75 @@
+package execute_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// TestExitingPthIsTheRepositorysOwn (issue 26, endless retries): a repository holding a .pth file
+// that exits the interpreter (`import os; os._exit(97)`) breaks the sandbox of the functions
+// found in its tests, which sees the checkout on its path. That was an error of its whole
+// repository, of no class a retry could not fix, so the repository was traced again on every
+// attempt until the activity's deadline. It now gives its trace, with its functions given up and
+// counted, and no error.
+func TestExitingPthIsTheRepositorysOwn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a repository's tests in the sandbox; run without -short")
+	}
+	ctx := context.Background()
+	dir := filepath.Join(sandboxtest.HostDir(t), "pthexit")
+	sandboxtest.WriteTree(t, dir, map[string]string{
+		"calc.py":            "def double(x):\n    return 2 * x\n",
+		"zz.pth":             "import os; os._exit(97)\n",
+		"tests/test_calc.py": "from calc import double\n\n\ndef test_double():\n    assert double(21) == 42\n",
+	})
+	f, done, err := crawl.NewFetcher(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	items, _, err := f.Items(ctx, schemas.SourceSpec{Kind: "repository", URL: dir})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("items: %v %+v", err, items)
+	}
+	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
+	defer pool.Close()
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
+	tr, err := trc.Trace(ctx, items[0], schemas.Spec{}.WithDefaults(), func() {})
+	if err != nil {
+		t.Fatalf("an error (retried): %v", err)
+	}
+	if tr.Repo == nil {
+		t.Fatalf("no trace of the repository: %s %s", tr.Status, tr.Detail)
+	}
+	lost := tr.Repo.Counts[schemas.CountFunctionSkipped("sandbox_error")]
+	for _, fi := range tr.Repo.Functions {
+		if fi.Status == schemas.StatusSandboxError {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Errorf("functions %+v, counts %v: none given up, yet the .pth exits every interpreter that sees the checkout",
+			tr.Repo.Functions, tr.Repo.Counts)
+	}
+}
+
+// TestInfraErrorKeepsItsMessage: marking an error as the worker's changes neither its text nor
+// what it wraps.
+func TestInfraErrorKeepsItsMessage(t *testing.T) {
+	base := errors.New("no sandbox to be had")
+	err := execute.InfraError(base)
+	if err.Error() != base.Error() || !errors.Is(err, execute.ErrInfra) || !errors.Is(err, base) || errors.Is(err, execute.ErrItem) {
+		t.Errorf("%v", err)
+	}
+	if execute.InfraError(nil) != nil {
+		t.Error("InfraError(nil) is not nil")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/crawl/pyreq"
@@ -15,6 +16,16 @@ import (
 // envReason starts the detail of a repository whose environment cannot be built (its stage is
 // schemas.YieldEnvironment).
 const envReason = "environment: "
+
+// envTimeout is how long building a repository's environment may take (environments.timeout).
+func (trc *Tracer) envTimeout() time.Duration {
+	es := schemas.EnvironmentsSpec{}
+	if trc.environments != nil {
+		es = *trc.environments
+	}
+	d, _ := es.WithDefaults().Timeout.Value() // a bad one is the spec's error, found by environment
+	return d
+}
 
 // forSpec returns the tracer with the spec's configuration of environments.
 func (trc *Tracer) forSpec(spec schemas.Spec) *Tracer {

@@ -21,6 +21,10 @@ import (
 const (
 	// collectTimeout bounds the collection of a repository's tests.
 	collectTimeout = 2 * time.Minute
+	// layoutTimeout bounds reading a repository's package declarations (its import roots).
+	layoutTimeout = time.Minute
+	// beatEvery is how often a repository's tracing heartbeats while its step is on time.
+	beatEvery = 10 * time.Second
 	// maxFunctionBreaks is how many of a repository's functions in a row may break their sandbox
 	// before the rest of its functions are given up (counted as functions_skipped:sandbox_error).
 	maxFunctionBreaks = 3
@@ -63,24 +67,15 @@ type RepoTrace struct {
 // within, when not nil, is called once the repository is traced, with its trace and a
 // RepoSession that replays its rows on bdb while the checkout, its environment and the tests'
 // sandbox are still in place (verify); its error is returned as is.
-func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Limits, co crawl.CheckoutLimits, alive func(),
-	within func(TracedItem, *RepoSession) error) (TracedItem, error) {
+func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.Limits, co crawl.CheckoutLimits, alive func(),
+	within func(TracedItem, *RepoSession) error) (_ TracedItem, err error) {
 	t := TracedItem{Item: it}
-	// Checkout and collection can take minutes: keep the activity's heartbeat going meanwhile.
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case <-tick.C:
-				alive()
-			case <-done:
-				return
-			}
-		}
-	}()
+	// Checkout and collection can take minutes: the activity's heartbeat goes on meanwhile while
+	// each step keeps within its own deadline, and a step that outlives it ends the repository.
+	ctx, wd := newWatchdog(parent, alive, beatEvery)
+	defer wd.release()
+	defer func() { err = stalled(parent, ctx, err) }()
+	wd.begin("checkout", co.Timeout)
 	checkout := "" // the checkout's folder, once made: reasons name files relative to it
 	bad := func(stage schemas.YieldStage, format string, args ...any) (TracedItem, error) {
 		t.Status, t.Stage, t.Detail = schemas.StatusInvalid, stage, fmt.Sprintf(format, args...)
@@ -110,6 +105,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	}
 	defer w.Remove()
 	checkout = w.Dir
+	wd.begin("reading the import layout", layoutTimeout)
 	paths := append([]string(nil), it.Repo.PythonPath...)
 	// Where the project's packages are when not at the top (src/ layout, package-dir...), as an
 	// editable install would put them on sys.path: read from its declarations, never by running
@@ -132,6 +128,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		paths = append(paths, sp)
 	}
 	// The dependencies the source declares (env:), installed into an environment of their own.
+	wd.begin("the environment", trc.envTimeout())
 	if sp, reason, err := trc.environment(ctx, it, w.Dir); err != nil || reason != "" {
 		if err != nil {
 			return t, InfraError(err)
@@ -165,6 +162,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	}
 	defer sb.Close()
 
+	wd.begin("collecting tests", collectTimeout)
 	col, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
 		Limits: sandbox.Limits{WallTime: collectTimeout, CPUTime: collectTimeout}})
 	if err != nil {
@@ -199,6 +197,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	rt.Run = len(tests)
 	for _, test := range tests {
 		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options, Paths: imports}
+		wd.begin("test "+test, 3*lim.WallTime) // untraced, with the original options, traced
 		plain, err := sb.RunTest(ctx, req)
 		var tr, orig *sandbox.TestResult
 		if err == nil && compare {
@@ -249,7 +248,10 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 	fcfg := cfg
 	fcfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), imports...)
 	if it.Repo.Functions {
-		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, rt.Traces, rt.Counts, lim, alive); err != nil {
+		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, rt.Traces, rt.Counts, lim, func() {
+			alive()
+			wd.begin("a function of its tests", lim.WallTime)
+		}); err != nil {
 			return t, err
 		}
 	}
@@ -258,6 +260,7 @@ func (trc *Tracer) traceRepo(ctx context.Context, it crawl.Item, lim sandbox.Lim
 		relativize(&rt.Traces[i], w.Dir)
 	}
 	t.Status, t.Repo = schemas.StatusOK, rt
+	wd.stopBeating()
 	if within != nil {
 		ses := &RepoSession{traced: t, dir: w.Dir, tests: sb, funcConfig: functionConfig(fcfg, w.Dir),
 			imports: imports, runner: col.Runner, options: col.Options}

@@ -15,9 +15,10 @@ import (
 )
 
 // pthSpy is a module a .pth file of the PythonPath imports: it looks for the item's key in the
-// frames below it (tracer.py's _prepare held it in a local) and replaces sys._getframe, which
-// tracer.py's _tracer_codes walks to find the code it trusts, with a wrapper that records its
-// callers. Both would be the environment's, before the tracer's audit hook and trusted code exist.
+// frames below it (the tracer module's _prepare held it in a local) and replaces sys._getframe,
+// which the tracer module's _tracer_codes walks to find the code it trusts, with a wrapper that
+// records its callers. Both would be the environment's, before the tracer's audit hook and
+// trusted code exist.
 const pthSpy = `import builtins, sys
 seen = []
 f = sys._getframe()
@@ -37,7 +38,7 @@ builtins._ndtrace_attack = (seen, calls)
 
 // TestPthBeforeTracerSetup (an attacker's review): a function item's PythonPath is processed
 // (site.addsitedir runs its .pth files) after the tracer has its key and before its audit hook
-// and trusted code: a .pth file that ran there could read the key from tracer.py's frames (and
+// and trusted code: a .pth file that ran there could read the key from the tracer module's frames (and
 // seal a trace of its own) or decide which code the tracer trusts. The PythonPath is now added
 // after the tracer is set up, sealed and has dropped the key: the .pth file finds no key, and
 // _tracer_codes never calls its sys._getframe.

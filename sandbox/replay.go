@@ -55,7 +55,7 @@ func (s *Sandbox) Replay(ctx context.Context, req ReplayRequest) (*Result, error
 	}
 	if strings.HasPrefix(req.Filename, "<") {
 		// The driver picks the frames it replays by file name: "<string>" is the driver's own
-		// (tracer.py is compiled under the name -c gives), "<ndtrace-main>" the wrapper's,
+		// (the tracer module is compiled under the name -c gives), "<ndtrace-main>" the wrapper's,
 		// "<ndtrace-replay>" its helper's.
 		return nil, fmt.Errorf("sandbox: replay: the item's file may not be named %q (a pseudo-file name like the driver's own)", req.Filename)
 	}

@@ -196,7 +196,7 @@ def f(x):
 }
 
 // TestReplayPseudoFilename: an item may not be named like one of the driver's own pseudo-files
-// ("<string>" is tracer.py's): its frames would become replayed frames.
+// ("<string>" is the tracer module's): its frames would become replayed frames.
 func TestReplayPseudoFilename(t *testing.T) {
 	sb := shared(t)
 	for _, name := range []string{"<string>", sandbox.ReplayWrapperFile, "<ndtrace-replay>"} {

@@ -49,7 +49,7 @@ func TestCheckOptions(t *testing.T) {
 	}
 }
 
-// addoptsDriver loads tracer.py's definitions (not its main) and judges the addopts of one config
+// addoptsDriver loads the tracer's definitions (its files joined, without main) and judges the addopts of one config
 // file per case, printing what _runner_options gives and whether its invariants hold.
 const addoptsDriver = `
 import json, os, shlex, sys, tempfile, types
@@ -106,7 +106,7 @@ func judgeAddopts(t *testing.T, cases [][3]string) []addoptsResult {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("/usr/bin/python3", "-I", "-B", "-c", addoptsDriver, dir+"/cases.json")
-	cmd.Stdin = strings.NewReader(tracerSource)
+	cmd.Stdin = strings.NewReader(tracerSource())
 	cmd.Env = []string{"NDTRACE_ADDOPTS_DIR=" + dir, "PATH=/usr/bin:/bin"}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -2,9 +2,10 @@
 //
 // A Sandbox is one isolated interpreter (the zygote) that forks a fresh, unprivileged, rlimited child
 // for every Run, so the cost of building the sandbox and starting Python is paid once per RecycleAfter
-// runs rather than per item. The tracer (native/tracer.c, driven by tracer.py; both embedded) records
-// call, line, return and exception events of the target code and streams them, sealed, over a
-// dedicated file descriptor; Run rebuilds them into schemas.Event values with full locals.
+// runs rather than per item. The tracer (native/tracer.c, driven by the Python files of tracer/,
+// compiled as one module; all embedded) records call, line, return and exception events of the
+// target code and streams them, sealed, over a dedicated file descriptor; Run rebuilds them into
+// schemas.Event values with full locals.
 //
 // Isolation is done by a Backend: "namespaces" (default; Linux user, mount, PID, network, IPC, UTS
 // and cgroup namespaces built by this binary) or "bwrap" (bubblewrap). Either way the code sees no

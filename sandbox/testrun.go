@@ -227,7 +227,7 @@ func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (
 	}
 	if c.Status == schemas.StatusOK && dec.collect == nil {
 		// The tracer writes the record with its end record; only the run's own code (rebinding
-		// what tracer.py computes it from) can leave it out: that is the item's doing, not a
+		// what the tracer module computes it from) can leave it out: that is the item's doing, not a
 		// failure of the sandbox to retry.
 		c.Status, c.Detail = schemas.StatusTampered, "tampering: the collection record is missing"
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // TestTracerInterpreters runs the tracer on every CPython at hand (3.11 and later), in this
-// process's namespace rather than the sandbox (tracer.py --unsandboxed-item, with programs of our
+// process's namespace rather than the sandbox (the tracer's --unsandboxed-item, with programs of our
 // own: the sandbox can only use an interpreter its uid can read, which pyenv builds under /root
 // are not), and checks each trace with the Go decoder and verifier. The C tracer declares the
 // CPython API by hand and harden_frames checks the frame tables it patches: every supported
@@ -85,6 +85,14 @@ def f():
 			"    def __next__(self):\n        self.i += 1\n        if self.i > 2:\n            raise StopIteration\n        return self.i\n" +
 			"def f():\n    return C()\n", "f()", "ok", "[1, 2]"},
 	}
+	// The tracer's files, run by the zygote's own -c program (from another folder).
+	dir := t.TempDir()
+	for i, name := range tracerFiles {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(tracerParts[i]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bootstrap := bootstrapFor(dir)
 	ran := 0
 	for _, py := range pythons {
 		out, err := exec.Command(py, "-c", "import sys; print(sys.version_info >= (3, 11))").Output()
@@ -100,7 +108,7 @@ def f():
 				Targets: []string{"main.py"}})
 			evR, evW, _ := os.Pipe()
 			reqR, reqW, _ := os.Pipe()
-			cmd := exec.Command(py, "-s", "-B", "-P", "-c", tracerSource, "--unsandboxed-item", `{"id":1}`, "--native", helper)
+			cmd := exec.Command(py, "-s", "-B", "-P", "-c", bootstrap, "--unsandboxed-item", `{"id":1}`, "--native", helper)
 			cmd.ExtraFiles = []*os.File{evW, reqR}
 			cmd.Dir = t.TempDir()
 			var stderr strings.Builder

@@ -3,18 +3,20 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	_ "embed"
+	"embed"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,19 +25,83 @@ import (
 	"github.com/ndtrace/ndtrace/sandbox/seccomp"
 )
 
-// tracerSource is the Python tracer and zygote, run inside the sandbox (docs/tracer-protocol.md).
-//
-//go:embed tracer.py
-var tracerSource string
+// tracerFiles are the tracer's Python files (sandbox/tracer/: the zygote, the item's processes,
+// the C tracer's driver, the test runners, the replay driver), in the one order the zygote's -c
+// program joins them before it compiles them, as one module (docs/sandbox.md, "The tracer's
+// files"). Every file of sandbox/tracer/ is listed exactly once, or the package does not load.
+var tracerFiles = [...]string{"common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "zygote.py"}
+
+//go:embed tracer/*.py
+var tracerFS embed.FS
+
+// tracerParts holds the source of each of tracerFiles, in that order; the support directory of
+// every zygote gets them as they are here.
+var tracerParts = loadTracerParts(tracerFS)
 
 // TracerVersion identifies the tracer's behaviour; it changes whenever its output could.
 const TracerVersion = "6"
 
-// tracerBootstrap is the interpreter's -c program: it runs tracer.py from the support directory,
-// compiled under the name -c gives ("<string>", which the tracer's checks of frames rely on). The
-// source itself is not an argument: the kernel bounds one argument at 128 KiB (MAX_ARG_STRLEN),
-// and a tracer that outgrew it would stop every sandbox from starting.
-const tracerBootstrap = "exec(compile(open(" + `'` + supportMount + "/tracer.py', 'rb').read(), '<string>', 'exec'))"
+// tracerBootstrap is the interpreter's -c program: it joins the tracer's files in the support
+// directory, in tracerFiles' order, and compiles them as one module under the name -c gives
+// ("<string>", which the tracer's checks of frames rely on). The source itself is not an
+// argument: the kernel bounds one argument at 128 KiB (MAX_ARG_STRLEN), and a tracer that
+// outgrew it would stop every sandbox from starting.
+var tracerBootstrap = bootstrapFor(supportMount)
+
+// loadTracerParts reads tracerFiles from fsys's tracer/ folder and checks them: no file of the
+// folder left out of tracerFiles or listed twice, and each part a whole number of lines, so that
+// no statement runs across the border of two parts once they are joined.
+func loadTracerParts(fsys fs.FS) []string {
+	entries, err := fs.ReadDir(fsys, "tracer")
+	if err != nil {
+		panic(fmt.Sprintf("sandbox: tracer files: %v", err))
+	}
+	listed := map[string]bool{}
+	for _, name := range tracerFiles {
+		if listed[name] || strings.ContainsAny(name, `'\/`) || !strings.HasSuffix(name, ".py") {
+			panic(fmt.Sprintf("sandbox: tracer file %q listed twice or not a plain .py name", name))
+		}
+		listed[name] = true
+	}
+	for _, e := range entries {
+		if !listed[e.Name()] {
+			panic(fmt.Sprintf("sandbox: sandbox/tracer/%s is not in tracerFiles", e.Name()))
+		}
+	}
+	parts := make([]string, len(tracerFiles))
+	for i, name := range tracerFiles {
+		b, err := fs.ReadFile(fsys, "tracer/"+name)
+		if err != nil || len(b) == 0 || b[len(b)-1] != '\n' {
+			panic(fmt.Sprintf("sandbox: tracer file %s: missing, empty or not ending with a newline (%v)", name, err))
+		}
+		parts[i] = string(b)
+	}
+	return parts
+}
+
+// bootstrapFor is the -c program that runs the tracer from the files of tracerFiles in dir.
+// It holds no code object but its own (a list, not a generator expression: the tracer trusts
+// whatever code the bootstrap's holds).
+func bootstrapFor(dir string) string {
+	if strings.ContainsAny(dir, "'\\\n") {
+		panic(fmt.Sprintf("sandbox: tracer directory %q", dir))
+	}
+	var b strings.Builder
+	b.WriteString("exec(compile(b''.join([")
+	for i, name := range tracerFiles {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("open('" + dir + "/" + name + "', 'rb').read()")
+	}
+	b.WriteString("]), '<string>', 'exec'))")
+	return b.String()
+}
+
+// tracerSource is the tracer's files joined as the bootstrap joins them (tests).
+func tracerSource() string {
+	return strings.Join(tracerParts, "")
+}
 
 // sandboxEnv is the whole environment of the sandboxed interpreter.
 var sandboxEnv = []string{
@@ -378,8 +444,11 @@ func newSupportDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("sandbox: support directory: %w", err)
 	}
-	for name, data := range map[string][]byte{"_ndtrace_native.so": lib, "seccomp.bpf": prog, "seccomp-nosysv.bpf": progNoSysV,
-		"tracer.py": []byte(tracerSource)} {
+	files := map[string][]byte{"_ndtrace_native.so": lib, "seccomp.bpf": prog, "seccomp-nosysv.bpf": progNoSysV}
+	for i, name := range tracerFiles {
+		files[name] = []byte(tracerParts[i])
+	}
+	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			os.RemoveAll(dir)
 			return "", fmt.Errorf("sandbox: support directory: %w", err)

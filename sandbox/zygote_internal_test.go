@@ -2,22 +2,31 @@ package sandbox
 
 import (
 	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // TestTracerSourceNotAnArgument checks that the tracer's size is not bounded by the kernel's bound
-// on one argument (MAX_ARG_STRLEN, 128 KiB): a tracer 200 KiB longer than ours starts its
-// sandboxes and traces, on each backend.
+// on one argument (MAX_ARG_STRLEN, 128 KiB): a tracer each of whose files is 200 KiB longer than
+// ours starts its sandboxes and traces, on each backend.
 func TestTracerSourceNotAnArgument(t *testing.T) {
 	if len(tracerBootstrap) > 1024 || strings.Contains(tracerBootstrap, "def ") {
 		t.Fatalf("the -c program is the tracer itself: %.80q", tracerBootstrap)
 	}
-	saved := tracerSource
-	tracerSource += "\n" + strings.Repeat("# padding: a tracer past MAX_ARG_STRLEN\n", 200<<10/40)
-	t.Cleanup(func() { tracerSource = saved })
+	saved := tracerParts
+	tracerParts = slices.Clone(tracerParts)
+	for i := range tracerParts {
+		tracerParts[i] += "\n" + strings.Repeat("# padding: a tracer past MAX_ARG_STRLEN\n", 200<<10/40)
+	}
+	t.Cleanup(func() { tracerParts = saved })
 	for _, backend := range Backends() {
 		t.Run(backend, func(t *testing.T) {
 			sb, err := New(context.Background(), Config{Backend: backend})
@@ -30,5 +39,70 @@ func TestTracerSourceNotAnArgument(t *testing.T) {
 				t.Fatalf("run: %v %+v", err, res)
 			}
 		})
+	}
+}
+
+// TestTracerFiles checks how the tracer's files are joined: each one compiles on its own (so no
+// statement runs across the border of two files), the bootstrap holds no code object but its own
+// (the tracer trusts all the code the bottom frames' code holds), and the joined files are one
+// module whose docstring is common.py's and whose main() runs last.
+func TestTracerFiles(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	dir := t.TempDir()
+	for i, name := range tracerFiles {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(tracerParts[i]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const check = `
+import ast, os, sys, types
+d, bootstrap, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+for name in names:
+    compile(open(os.path.join(d, name), "rb").read(), name, "exec")
+code = compile(bootstrap.replace("/.ndtrace/", d + "/"), "<string>", "exec")
+assert not any(isinstance(c, types.CodeType) for c in code.co_consts), code.co_consts
+joined = b"".join(open(os.path.join(d, name), "rb").read() for name in names)
+tree = ast.parse(joined)
+assert ast.get_docstring(tree).startswith("ndtrace sandbox zygote"), ast.get_docstring(tree)
+assert isinstance(tree.body[-1], ast.If) and "__main__" in ast.unparse(tree.body[-1].test)
+print("ok")
+`
+	out, err := exec.Command("/usr/bin/python3", append([]string{"-I", "-B", "-c", check, dir, tracerBootstrap},
+		tracerFiles[:]...)...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.HasPrefix(tracerBootstrap, "exec(compile(b''.join([open('"+supportMount+"/"+tracerFiles[0]+"', 'rb').read(), ") {
+		t.Fatalf("bootstrap %q", tracerBootstrap)
+	}
+}
+
+// TestLoadTracerPartsRefuses checks the package's check of sandbox/tracer/: a file tracerFiles
+// does not list, a listed file missing, and a file not ending with a newline each stop it.
+func TestLoadTracerPartsRefuses(t *testing.T) {
+	whole := fstest.MapFS{}
+	for _, name := range tracerFiles {
+		whole["tracer/"+name] = &fstest.MapFile{Data: []byte("x = 1\n")}
+	}
+	if got := loadTracerParts(whole); len(got) != len(tracerFiles) {
+		t.Fatalf("parts %q", got)
+	}
+	extra := maps.Clone(whole)
+	extra["tracer/new.py"] = &fstest.MapFile{Data: []byte("y = 2\n")}
+	missing := maps.Clone(whole)
+	delete(missing, "tracer/"+tracerFiles[3])
+	unterminated := maps.Clone(whole)
+	unterminated["tracer/"+tracerFiles[1]] = &fstest.MapFile{Data: []byte("x = (1,")}
+	for name, fsys := range map[string]fstest.MapFS{"extra": extra, "missing": missing, "unterminated": unterminated} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: loaded", name)
+				}
+			}()
+			loadTracerParts(fsys)
+		}()
 	}
 }

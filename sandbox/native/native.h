@@ -25,7 +25,8 @@ typedef struct {
 int codeset_fill(codeset *s, PyObject *seq);
 int codeset_has(const codeset *s, PyObject *obj);
 
-/* The tracer's own code (tracer.py): only it may call the tracer's control functions. */
+/* The tracer's own code (the tracer module, sandbox/tracer/): only it may call the tracer's control
+ * functions. */
 extern codeset trusted_codes;
 /* Set by the audit hook on tampering; trusted callers are refused from then on. */
 extern int tampered;

@@ -310,7 +310,7 @@ int codeset_has(const codeset *s, PyObject *code) {
     return code && s->n && bsearch(&code, s->v, s->n, sizeof(PyObject *), ptrcmp) != NULL;
 }
 
-codeset trusted_codes;        /* all of the tracer's Python code (tracer.py) */
+codeset trusted_codes;        /* all of the tracer's Python code (the tracer module, sandbox/tracer/) */
 static codeset import_codes;  /* importlib, zipimport, types.coroutine: the only code that may
                                  load bytecode or build code objects */
 

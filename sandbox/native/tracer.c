@@ -7,8 +7,9 @@
  * a signal handler), and from those frames traced code can reach its locals, its buffer and its
  * key, or steer it (f_trace, f_lineno). This tracer is a C trace function (PyEval_SetTrace): it
  * has no Python frame, its state lives in C memory, and the only Python objects it shares with
- * traced code are the values it renders. Python code of the item (tracer.py) drives it through
- * the functions at the end of this file, which check that tracer.py is their caller.
+ * traced code are the values it renders. Python code of the item (the tracer module,
+ * sandbox/tracer/) drives it through the functions at the end of this file, which check that the
+ * tracer module is their caller.
  *
  * What it writes: one JSON line per event of a traced frame, locals diffed against the frame's
  * previous event, buffered and sealed per chunk with an HMAC chain under the item's key, written
@@ -254,7 +255,7 @@ static struct {
      * the traced code at its next line or call */
     PyObject *pend_t, *pend_v, *pend_tb;
     PyObject *phase_starter; /* the frame that started the running phase: only it may end it */
-    codeset starters;   /* code allowed to start a phase: pluggy's callers, tracer.py's unittest run */
+    codeset starters;   /* code allowed to start a phase: pluggy's callers, the tracer module's unittest run */
     sbuf out;           /* [0, commit): whole lines; past commit: the line being built */
     size_t commit;
     long long n_events, n_bytes, flush_at;
@@ -264,7 +265,7 @@ static struct {
     /* function items whose call returned an iterator: the tracer takes values from it (consume) */
     int consuming;          /* the tracer is taking a value: depth-0 frames may be called from it */
     int consume_on;         /* a consumption started: the end record says how many values it took */
-    PyObject *consume_frame; /* the frame below the tracer's own C (tracer.py's _run_call), borrowed */
+    PyObject *consume_frame; /* the frame below the tracer's own C (the tracer module's _run_call), borrowed */
     long consumed;          /* the values taken so far */
     PyObject *addresses, *slow, *keyj, *file_is_target, *file_lines, *file_codes, *alarm_fn, *address_fn, *traceobj;
     codeset own_codes;  /* function items: the code objects of the item's own file */
@@ -274,7 +275,7 @@ static struct {
     ptrmap frames;      /* frame -> FrameState, traced frames only */
     PyObject *nt_cache[NT_CACHE]; /* code objects known not to be traced */
     void *ballast;      /* released on MemoryError so the end record can be written */
-    /* test runs: the phase generator (tracer.py's _phase) being watched */
+    /* test runs: the phase generator (the tracer module's _phase) being watched */
     PyObject *phase_frame;
     int phase_state; /* 0 none, 1 starting, 2 recording, 3 ending */
     long phases;
@@ -1237,8 +1238,9 @@ static int starts_at(PyObject *line) {
     return *lstrip(s) == '@';
 }
 
-/* helper(arg), one of tracer.py's helpers that read files: with a descriptor free for them (the
- * traced code may have used up its own) and as any Python call of the tracer's (py_enter). */
+/* helper(arg), one of the tracer module's helpers that read files: with a descriptor free for
+ * them (the traced code may have used up its own) and as any Python call of the tracer's
+ * (py_enter). */
 static PyObject *call_helper(PyObject *helper, PyObject *arg) {
     py_enter();
     if (T.spare_fd >= 0) {
@@ -1449,7 +1451,7 @@ static int genuine(PyObject *code, PyObject *fn) {
         if (PyList_GetItem(list, i) == code) return 1;
     }
     /* Equal to one of them: the same bytecode, names, line table and constants (compared by
-     * type and value, a NaN equal to a NaN: tracer.py's same_code). */
+     * type and value, a NaN equal to a NaN: the tracer module's same_code). */
     py_enter();
     PyObject *r = PyObject_CallFunctionObjArgs(cfg.same_code, code, list, NULL);
     py_leave();
@@ -2080,14 +2082,14 @@ static int traced_on_stack(PyObject *frame) {
     return hit;
 }
 
-/* Test runs: events of tracer.py's _phase generator mark the test's phases. Its first suspension
- * (the `yield`) starts recording, its resumption ends it. */
+/* Test runs: events of the tracer module's _phase generator mark the test's phases. Its first
+ * suspension (the `yield`) starts recording, its resumption ends it. */
 static void phase_event(PyObject *frame, int what) {
     if (what == PyTrace_CALL) {
         PyObject *back = PyFrame_GetBack(frame);
         if (!T.phase_frame) {
-            /* A phase starts from pluggy's hook caller (pytest) or tracer.py's unittest run, with
-             * no recorded frame on the stack; the very frame that started it ends it. */
+            /* A phase starts from pluggy's hook caller (pytest) or the tracer module's unittest
+             * run, with no recorded frame on the stack; the very frame that started it ends it. */
             PyObject *bc = back ? PyFrame_GetCode(back) : NULL;
             int ok = codeset_has(&T.starters, bc);
             xdecref(bc);
@@ -2282,14 +2284,14 @@ static void at_fork_child(void) {
 
 /* ------------------------------------------------------------------ control functions */
 
-/* The tracer's functions run only for tracer.py's code, on the item's main thread, in the item
- * process itself, never after tampering. */
+/* The tracer's functions run only for the tracer module's code, on the item's main thread, in
+ * the item process itself, never after tampering. */
 static int refuse_untrusted(void) {
     int ok = !tampered && T.ready && !T.dead && PyThread_get_thread_ident() == cfg.main_thread &&
              getpid() == cfg.main_pid;
-    /* Every frame on the stack is tracer.py's own code running with tracer.py's globals: nothing
-     * of the traced code's (a __repr__ the tracer renders, a function of tracer.py called by
-     * traced code, one of its code objects given other globals) is between the caller and the
+    /* Every frame on the stack is the tracer module's own code running with its globals: nothing
+     * of the traced code's (a __repr__ the tracer renders, a function of the tracer module called
+     * by traced code, one of its code objects given other globals) is between the caller and the
      * item's bottom frame. */
     PyObject *f = PyEval_GetFrame(), *globals = NULL;
     if (f) Py_IncRef(f);
@@ -2609,7 +2611,7 @@ static PyObject *nd_tracer_start(PyObject *self, PyObject *args) {
 }
 
 /* tracer_phases(starters): the code objects that may start a test phase, once the runner is
- * imported (pluggy's hook callers, wherever pluggy came from; tracer.py's unittest run). */
+ * imported (pluggy's hook callers, wherever pluggy came from; the tracer module's unittest run). */
 static PyObject *nd_tracer_phases(PyObject *self, PyObject *starters) {
     if (refuse_untrusted()) return NULL;
     if (T.starters.v || !T.start_used || !IS_TYPE(starters, PyList_Type)) tracer_tamper("the test phases were declared twice");

@@ -10,9 +10,9 @@ import (
 	"strings"
 )
 
-// zygoteMarker is on every zygote's command line: the -c program that runs the tracer from the
-// sandbox's support directory (sandbox.tracerBootstrap).
-const zygoteMarker = "open('/.ndtrace/tracer.py', 'rb')"
+// zygoteMarker is on every zygote's command line: the -c program that runs the tracer's files
+// from the sandbox's support directory (sandbox.tracerBootstrap).
+const zygoteMarker = "exec(compile(b''.join([open('/.ndtrace/"
 
 // hostProcs maps every host pid to its parent.
 func hostProcs() map[int]int {

@@ -116,7 +116,7 @@ def f():
 		}
 	}},
 	{"steer_bottom_frame", func(e *Env) {
-		// The item's bottom frames (tracer.py) given a trace function that rewrites their locals
+		// The item's bottom frames (the tracer module's) given a trace function that rewrites their locals
 		// (the call expression, its result), or a jump: frames' tracing attributes are read-only.
 		for _, code := range []string{`import sys
 def hook(frame, event, arg):
@@ -300,7 +300,7 @@ def f():
 		}
 	}},
 	{"replay_bottom_code", func(e *Env) {
-		// The item's own code (tracer.py, reachable through the bottom frame's globals) run again,
+		// The item's own code (the tracer module, reachable through the bottom frame's globals) run again,
 		// or the tracer's functions called directly: tampering.
 		res := e.Trace(`import sys
 def f():
@@ -344,11 +344,13 @@ def f():
 	}},
 	{"bootstrap_code", func(e *Env) {
 		// An attacker's review of the -c bootstrap (sandbox.tracerBootstrap), whose code is
-		// trusted with tracer.py's: the bottom frames' code objects (the bootstrap's, tracer.py's
-		// module) run again under tracer.py's globals, from the traced code and as the __repr__
-		// of the returned value (which the tracer renders with only its own frames below), steered
-		// by sys.argv into main()'s unsandboxed item (which would write a run of its choosing);
-		// and /.ndtrace/tracer.py compiled again under "<string>", given the helper, and called.
+		// trusted with the tracer module's: the bottom frames' code objects (the bootstrap's, the
+		// tracer module's) run again under the tracer's globals, from the traced code and as the
+		// __repr__ of the returned value (which the tracer renders with only its own frames below),
+		// steered by sys.argv into main()'s unsandboxed item (which would write a run of its
+		// choosing);
+		// and the tracer's files in /.ndtrace (sandbox.tracerFiles) joined and compiled again
+		// under "<string>", given the helper, and called.
 		// Each reaches the helper only through code that is not trusted, or imports it: tampering.
 		prelude := `import sys, types
 def bottom():
@@ -357,6 +359,7 @@ def bottom():
         fs.append(f)
         f = f.f_back
     return fs[::-1]
+TRACER_FILES = ("common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "zygote.py")
 def steer():
     sys.argv = ["-c", "--unsandboxed-item", '{"kind":"call","code":"def f():\\n    return 42\\n","filename":"main.py","call":"f()"}',
                 "--native", "/.ndtrace/_ndtrace_native.so"]
@@ -365,7 +368,7 @@ def steer():
 			{"bootstrap again", `def f():
     b = bottom()
     if b[0].f_code.co_filename != "<string>" or b[1].f_code.co_filename != "<string>":
-        raise AssertionError("the bottom frames are not the bootstrap's and tracer.py's")
+        raise AssertionError("the bottom frames are not the bootstrap's and the tracer's")
     steer()
     exec(b[0].f_code, b[0].f_globals)
     return 1
@@ -382,10 +385,11 @@ def steer():
     exec(b[1].f_code, b[1].f_globals)
     return 1
 `},
-			{"tracer.py compiled again", `def f():
+			{"tracer compiled again", `def f():
     g = bottom()[0].f_globals
     ns = {"__name__": "ndtrace_copy"}
-    exec(compile(open("/.ndtrace/tracer.py", "rb").read(), "<string>", "exec"), ns)
+    src = b"".join(open("/.ndtrace/" + name, "rb").read() for name in TRACER_FILES)
+    exec(compile(src, "<string>", "exec"), ns)
     ns["_N"] = g["_N"]
     ns["_run_call"]({"code": "def f():\n    return 42\n", "filename": "main.py", "call": "f()"})
     return 1
@@ -424,16 +428,19 @@ def f():
 		}
 	}},
 	{"support_dir_readonly", func(e *Env) {
-		// The support directory (the tracer the zygote runs, the helper, the seccomp programs) is
-		// out of the item's reach: nothing a later item or a restarted zygote reads from it can
-		// be changed (nor is it read: Landlock).
+		// The support directory (the tracer's files the zygote runs, the helper, the seccomp
+		// programs) is out of the item's reach: nothing a later item or a restarted zygote reads
+		// from it can be changed (nor is it read: Landlock).
 		res := e.Trace(`import os
 def f():
     out = []
-    for fn in (lambda: open("/.ndtrace/tracer.py", "r+b"), lambda: open("/.ndtrace/new.py", "w"),
-               lambda: os.rename("/.ndtrace/tracer.py", "/.ndtrace/old.py"), lambda: os.unlink("/.ndtrace/tracer.py"),
-               lambda: os.chmod("/.ndtrace/tracer.py", 0o666), lambda: os.mkdir("/.ndtrace/d"),
-               lambda: os.symlink("/tmp/x", "/.ndtrace/x"), lambda: os.utime("/.ndtrace/tracer.py")):
+    fns = [lambda: open("/.ndtrace/new.py", "w"), lambda: os.mkdir("/.ndtrace/d"),
+           lambda: os.symlink("/tmp/x", "/.ndtrace/x")]
+    for name in ("common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "zygote.py"):
+        p = "/.ndtrace/" + name
+        fns += [lambda p=p: open(p, "r+b"), lambda p=p: os.rename(p, "/.ndtrace/old.py"), lambda p=p: os.unlink(p),
+                lambda p=p: os.chmod(p, 0o666), lambda p=p: os.utime(p)]
+    for fn in fns:
         try:
             fn()
             out.append("done")

@@ -117,9 +117,9 @@ class TestDouble(unittest.TestCase):
 `,
 }
 
-// PhaseSuite is a repository whose tests attack the tracer's phase markers (tracer.py's _phase,
-// whose events turn recording on and off in a traced test run) and the state tracer.py writes the
-// test record from, and honest tests that once looked like tampering.
+// PhaseSuite is a repository whose tests attack the tracer's phase markers (the tracer module's
+// _phase, whose events turn recording on and off in a traced test run) and the state the tracer
+// module writes the test record from, and honest tests that once looked like tampering.
 var PhaseSuite = map[string]string{
 	"nanmod.py": "def g():\n    return 1e400 * 0\n",
 	"fdutil.py": "def report(n):\n    return \"opened %d files\" % n\n",
@@ -216,7 +216,7 @@ def test_recompiled_file():
 
 
 def test_record_state():
-    # What tracer.py writes the test record from, changed by the test: never a sandbox error.
+    # What the tracer module writes the test record from, changed by the test: never a sandbox error.
     f = sys._getframe()
     while f is not None and "req" not in f.f_locals:
         f = f.f_back

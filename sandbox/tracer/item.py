@@ -1,0 +1,488 @@
+# The sandbox's tracer, part 3 of 7: the item's processes (keeper, init, item), their isolation,
+# the request and a function call. Not a module of its own: the zygote's -c program compiles the 7
+# parts as one module, in the order of sandbox.tracerFiles (common.py says how).
+
+
+# --------------------------------------------------------------------------------------------
+# The item child
+# --------------------------------------------------------------------------------------------
+
+def _set_limit(which, soft, hard=None):
+    """Lower a resource limit; never try to raise above the inherited hard limit."""
+    hard = soft if hard is None else hard
+    _, cur_hard = resource.getrlimit(which)
+    if cur_hard != resource.RLIM_INFINITY:
+        soft, hard = min(soft, cur_hard), min(hard, cur_hard)
+    resource.setrlimit(which, (soft, hard))
+
+
+def _write_file(path, data):
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, data.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+def _map_ids(inside, outside_uid, outside_gid):
+    """Map one uid/gid of a user namespace this process just created (no privilege needed)."""
+    _write_file("/proc/self/uid_map", "%d %d 1\n" % (inside, outside_uid))
+    _write_file("/proc/self/setgroups", "deny")
+    _write_file("/proc/self/gid_map", "%d %d 1\n" % (inside, outside_gid))
+
+
+def _report_setup_failure(fds, what, exc):
+    """Best effort: the reason an item could not be set up, on its stderr pipe."""
+    try:
+        os.write(fds[2], ("ndtrace: %s failed: %r\n" % (what, exc)).encode("utf-8", "replace"))
+    except BaseException:
+        pass
+
+
+def _mirror_exit(status):
+    """End this process the way the process with wait status `status` ended."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
+        except BaseException:
+            pass
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else EXIT_SETUP)
+
+
+def _keeper(sock, hdr, fds, opts):
+    """The first process of an item (forked by the zygote): it leaves the zygote's identity and
+    creates the item's own user, mount, PID and IPC namespaces, then waits for the item's init
+    and ends the way the item did, so the zygote sees the item's exit status and resources.
+    Never returns."""
+    try:
+        sock.close()                 # the control socket is the zygote's alone
+        os.setsid()                  # own process group: the zygote kills it as a whole
+        if opts.cgroup_fd is not None:
+            # cgroup v2: the item group's cgroup.procs, opened by Go; "0" moves this process.
+            os.write(opts.cgroup_fd, b"0")
+        if opts.drop_uid is not None:
+            os.setgroups([])
+            os.setresgid(opts.drop_gid, opts.drop_gid, opts.drop_gid)
+            os.setresuid(opts.drop_uid, opts.drop_uid, opts.drop_uid)
+        _N.set_dumpable(1)           # our /proc/self/*_map stay ours to write
+        uid, gid = os.geteuid(), os.getegid()
+        _N.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC)
+        _map_ids(0, uid, gid)
+        _N.set_dumpable(0)
+        r, w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                _item_init(hdr, fds, opts, w)
+            finally:
+                os._exit(EXIT_SETUP)
+        os.close(w)
+        _close_all(fds)
+        _, status = os.waitpid(pid, 0)
+        data = os.read(r, 32)
+    except BaseException as e:
+        _report_setup_failure(fds, "item namespaces", e)
+        os._exit(EXIT_SETUP)
+    try:
+        _mirror_exit(int(data) if data.strip().lstrip(b"-").isdigit() else status)
+    finally:
+        os._exit(EXIT_SETUP)
+
+
+def _item_init(hdr, fds, opts, status_w):
+    """PID 1 of the item's PID namespace and root of its user namespace: mounts the item's own
+    /proc, /tmp and /dev/shm (fresh per item, gone with it), bounds its System V IPC objects,
+    then forks the item, reaps everything the item leaves, and reports the item's wait status
+    to the keeper.  When it exits the kernel kills whatever is left in the namespace.  Never
+    returns."""
+    try:
+        _N.mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+        flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+        try:
+            _N.mount("proc", "/proc", "proc", flags, None)
+            have_proc = True
+        except OSError:
+            # A container runtime that masks parts of /proc forbids a fresh one in a user
+            # namespace (docs/sandbox.md): the item then gets none.
+            have_proc = False
+        # Limits of this item's IPC namespace (sysctls apply to the writer's namespaces, through
+        # whichever /proc is there): segments go away once detached, and at most shm_bytes of
+        # SysV shared memory and a few small message queues exist at a time.  Where they cannot
+        # be set, the item may not create System V IPC objects at all (its seccomp filter).
+        shm = max(4096, opts.shm_bytes)
+        try:
+            if "ro-sysctl" in opts.simulate:
+                raise PermissionError("simulated: sysctls that cannot be written")
+            for name, value in (("kernel/shm_rmid_forced", "1"), ("kernel/shmmax", str(shm)),
+                                ("kernel/shmall", str(shm // 4096)), ("kernel/shmmni", "64"),
+                                ("kernel/msgmni", "16"), ("kernel/msgmnb", "65536"),
+                                ("kernel/msgmax", "8192")):
+                _write_file("/proc/sys/" + name, value)
+            opts.ipc_limited = True
+        except OSError:
+            opts.ipc_limited = False
+        for name, value in (("user/max_user_namespaces", "1"), ("vm/memfd_noexec", "2")):
+            try:
+                _write_file("/proc/sys/" + name, value)   # seccomp refuses both anyway
+            except OSError:
+                pass
+        _N.mount("tmpfs", "/tmp", "tmpfs", flags, "size=%d,mode=1777" % opts.tmp_bytes)
+        _N.mount("tmpfs", "/dev/shm", "tmpfs", flags, "size=%d,mode=1777" % shm)
+        opts.rw, opts.rw_mode = [], ""
+        if hdr["writable"]:
+            try:
+                opts.rw_mode = _writable_view(hdr["writable"], hdr["writable_bytes"], opts)
+                opts.rw = [hdr["writable"]]
+            except OSError as e:
+                opts.rw_mode = "read-only"
+                _report_setup_failure(fds, "writable view of the checkout (read-only instead)", e)
+        if have_proc:
+            _N.mount("/proc/sys", "/proc/sys", None, MS_BIND | MS_REC, None)
+            _N.mount(None, "/proc/sys", None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, None)
+        to_item, from_init = os.pipe2(os.O_CLOEXEC)
+        to_init, from_item = os.pipe2(os.O_CLOEXEC)
+    except BaseException as e:
+        _report_setup_failure(fds, "item mounts", e)
+        os._exit(EXIT_SETUP)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(status_w)
+            os.close(from_init)
+            os.close(to_init)
+            opts.sync = (to_item, from_item)
+            _item(hdr, fds, opts)
+        finally:
+            os._exit(EXIT_SETUP)
+    _close_all(fds)
+    os.close(to_item)
+    os.close(from_item)
+    try:
+        # The item has created its own user namespace: map its uid, as root of the parent one
+        # (the item needs no /proc for it), then hide /proc where the item may not have it.
+        if os.read(to_init, 1) == b"u":
+            _write_file("/proc/%d/uid_map" % pid, "%d 0 1\n" % CODE_UID)
+            _write_file("/proc/%d/setgroups" % pid, "deny")
+            _write_file("/proc/%d/gid_map" % pid, "%d 0 1\n" % CODE_UID)
+            if not (have_proc and opts.landlock):
+                # Without Landlock nothing would keep the item from its own /proc/self/mem (the
+                # tracer's memory); without a /proc of its own, the sandbox's would show the
+                # zygote.  Either way it gets no /proc at all.
+                _N.mount("tmpfs", "/proc", "tmpfs", flags | MS_RDONLY, "size=4096,mode=0555")
+            os.write(from_init, b"g")
+    except BaseException as e:
+        _report_setup_failure(fds, "item user namespace", e)
+        os.kill(pid, signal.SIGKILL)
+    os.close(to_init)
+    os.close(from_init)
+    status = (EXIT_SETUP << 8)
+    while True:
+        try:
+            p, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if p == pid:
+            status = st
+            break
+    try:
+        os.write(status_w, b"%d" % status)
+    finally:
+        os._exit(0)
+
+
+# A writable checkout copied file by file holds at most this many entries and bytes (the
+# checkout's own limits are far below; this bounds the init's work and the memory the copy takes,
+# which no rlimit counts, whatever the folder holds: a sparse file's holes are copied as zeros).
+_COPY_MAX_ENTRIES = 200_000
+_COPY_MAX_BYTES = 1 << 30
+
+
+def _writable_view(d, writes, opts):
+    """Give the item a writable view of the read-only folder d (a repository checkout), private
+    to this item and gone with it; returns how: "overlay" or "copy".
+
+    overlay: an overlayfs over d whose upper layer is a fresh tmpfs of `writes` bytes.  The item
+    may then create and change files wherever the checkout's owner could: it needs the checkout
+    to be owned by the uid the item runs as (an unprivileged worker's own checkout).  copy: the
+    folder is copied into a fresh tmpfs (checkout size plus `writes`) that is bound over d; the
+    copy's files belong to the item.  Used where overlay is refused or the item would not own
+    the files (a root worker's checkouts belong to host root, which the item's user namespace
+    does not map).  The staging tmpfs is detached once the view is mounted, so the item sees
+    only d; the view is size-bounded, counted in the item's memory cgroup, and nosuid, nodev."""
+    flags = MS_NOSUID | MS_NODEV
+    stage = "/tmp/.ndtrace-writable"
+    os.mkdir(stage, 0o700)
+    try:
+        owned = os.stat(d).st_uid == 0      # the item's uid, seen from this user namespace
+        plain = not any(c in d for c in ",:\\\n")  # overlay's option syntax
+        if owned and plain and "no-overlay" not in opts.simulate:
+            _N.mount("tmpfs", stage, "tmpfs", flags, "size=%d,mode=0700" % max(writes, 4096))
+            os.mkdir(stage + "/upper", 0o755)
+            os.mkdir(stage + "/work", 0o700)
+            os.chmod(stage + "/upper", os.stat(d).st_mode & 0o7777)
+            base = "lowerdir=%s,upperdir=%s/upper,workdir=%s/work" % (d, stage, stage)
+            for data in (base + ",userxattr", base):
+                try:
+                    _N.mount("overlay", d, "overlay", flags, data)
+                    return "overlay"
+                except OSError:
+                    pass
+            _N.umount(stage, MNT_DETACH)
+        size = _tree_size(d)
+        _N.mount("tmpfs", stage, "tmpfs", flags, "size=%d,mode=0700" % (size + max(writes, 4096)))
+        _copy_tree(d, stage + "/copy")
+        _N.mount(stage + "/copy", d, None, MS_BIND | MS_REC, None)
+        _N.mount(None, d, None, MS_BIND | MS_REMOUNT | flags, None)
+        return "copy"
+    finally:
+        try:
+            _N.umount(stage, MNT_DETACH)
+        except OSError:
+            pass
+        os.rmdir(stage)
+
+
+def _tree_size(d):
+    """Bytes the copy of folder d takes: its regular files' sizes plus a block per entry."""
+    total, n, todo = 0, 0, [d]
+    while todo:
+        with os.scandir(todo.pop()) as it:
+            for e in it:
+                n += 1
+                if n > _COPY_MAX_ENTRIES:
+                    raise OSError("the checkout has more than %d entries" % _COPY_MAX_ENTRIES)
+                st = e.stat(follow_symlinks=False)
+                total += 4096
+                if e.is_dir(follow_symlinks=False):
+                    todo.append(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    total += st.st_size
+                    if total > _COPY_MAX_BYTES:
+                        raise OSError("the checkout has more than %d bytes" % _COPY_MAX_BYTES)
+    return total
+
+
+def _copy_tree(src, dst):
+    """Copy folder src to dst (which must not exist): directories, regular files with their
+    permission bits, symbolic links as links; anything else (fifos, sockets, devices) is left
+    out.  Iterative, so no depth of nesting can exhaust the stack."""
+    os.mkdir(dst, os.stat(src).st_mode & 0o777)
+    todo = [(src, dst)]
+    while todo:
+        s, t = todo.pop()
+        with os.scandir(s) as it:
+            for e in it:
+                target = os.path.join(t, e.name)
+                st = e.stat(follow_symlinks=False)
+                mode = st.st_mode & 0o777
+                if e.is_symlink():
+                    os.symlink(os.readlink(e.path), target)
+                elif e.is_dir(follow_symlinks=False):
+                    os.mkdir(target, mode | 0o700)
+                    todo.append((e.path, target))
+                elif e.is_file(follow_symlinks=False):
+                    try:
+                        fin = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    except PermissionError:
+                        continue        # the item could not read it either
+                    try:
+                        fout = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                                       mode | 0o600)
+                        try:
+                            while os.sendfile(fout, fin, None, 1 << 20):
+                                pass
+                        finally:
+                            os.close(fout)
+                    finally:
+                        os.close(fin)
+        os.chmod(t, os.stat(s).st_mode & 0o777 | 0o700)
+
+
+def _landlock_rules(opts):
+    """What the item may touch: the read-only mounts (read, execute), its /tmp and /dev/shm,
+    the harmless devices, directory listings anywhere, and a few global /proc files; no /proc
+    file of any process (its own memory is the tracer's)."""
+    n = _N
+    ro = n.LL_EXECUTE | n.LL_READ_FILE | n.LL_READ_DIR
+    rw = (n.LL_READ_FILE | n.LL_WRITE_FILE | n.LL_READ_DIR | n.LL_REMOVE_DIR | n.LL_REMOVE_FILE
+          | n.LL_MAKE_DIR | n.LL_MAKE_REG | n.LL_MAKE_SOCK | n.LL_MAKE_FIFO | n.LL_MAKE_SYM
+          | n.LL_REFER | n.LL_TRUNCATE)
+    dev = n.LL_READ_FILE | n.LL_WRITE_FILE | n.LL_TRUNCATE | n.LL_IOCTL_DEV
+    rules = [("/", n.LL_READ_DIR), ("/tmp", rw), ("/dev/shm", rw)]
+    rules += [(p, ro) for p in opts.ro]
+    rules += [(p, ro | rw) for p in getattr(opts, "rw", ())]    # its writable checkout view
+    rules += [("/dev/" + d, dev) for d in ("null", "zero", "full", "random", "urandom")]
+    rules += [("/proc/" + f, n.LL_READ_FILE) for f in
+              ("cpuinfo", "meminfo", "stat", "uptime", "loadavg", "version", "filesystems")]
+    return rules
+
+
+def _item(hdr, fds, opts):
+    """The item process (PID 2 of its namespace).  It gives up everything before any of its
+    request is even read: rlimits, a user namespace of its own that owns nothing (so the
+    read-only mounts stay locked), no capabilities in any set, no_new_privs, Landlock and the
+    seccomp filter.  Then it reads its request and runs it.  Never returns."""
+    try:
+        os.setsid()
+        # Move everything out of the way first so the dup2s below cannot clobber each other.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in fds + list(opts.sync)]
+        null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+        high.append(fcntl.fcntl(null, fcntl.F_DUPFD_CLOEXEC, 100))
+        os.dup2(high[1], EVENTS_FD, inheritable=False)   # user-exec'd programs don't inherit it
+        os.dup2(high[2], 1)
+        os.dup2(high[3], 2)
+        os.dup2(high[6], 0)
+        os.dup2(high[0], REQUEST_FD, inheritable=False)
+        os.dup2(high[4], SYNC_FDS[0], inheritable=False)
+        os.dup2(high[5], SYNC_FDS[1], inheritable=False)
+        nofile_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if nofile_hard == resource.RLIM_INFINITY or nofile_hard > (1 << 20):
+            nofile_hard = 1 << 20
+        os.closerange(SYNC_FDS[1] + 1, max(nofile_hard, 4096))
+
+        lim = hdr["limits"]
+        _set_limit(resource.RLIMIT_CORE, 0)
+        if lim["as_bytes"] > 0:
+            _set_limit(resource.RLIMIT_AS, lim["as_bytes"])
+        if lim["cpu_s"] > 0:
+            _set_limit(resource.RLIMIT_CPU, lim["cpu_s"], lim["cpu_s"] + 1)
+        if lim["nproc"] > 0:
+            _set_limit(resource.RLIMIT_NPROC, lim["nproc"])
+        if lim["fsize_bytes"] > 0:
+            _set_limit(resource.RLIMIT_FSIZE, lim["fsize_bytes"])
+        if lim["nofile"] > 0:
+            _set_limit(resource.RLIMIT_NOFILE, max(lim["nofile"], SYNC_FDS[1] + 1))
+
+        # A user namespace of the item's own (its parent, the item init's, owns the mounts, PID
+        # and IPC namespaces): it is uid CODE_UID there (the init writes the map) and keeps no
+        # capability anywhere.
+        to_item, from_item = SYNC_FDS
+        _N.set_dumpable(1)            # the init writes our /proc/PID/*_map
+        _N.unshare(CLONE_NEWUSER)
+        os.write(from_item, b"u")
+        if os.read(to_item, 1) != b"g":
+            raise OSError("the item's init did not map its user namespace")
+        os.close(to_item)
+        os.close(from_item)
+        _N.set_dumpable(0)
+        _N.drop_capabilities()
+        if opts.landlock:
+            _N.landlock(_landlock_rules(opts))
+        _N.seccomp(opts.seccomp if opts.ipc_limited else opts.seccomp_nosysv)
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # ordinary Python behaviour
+    except BaseException as e:
+        _report_setup_failure((0, 1, 2), "item isolation", e)
+        os._exit(EXIT_SETUP)
+    req = _prepare(hdr, opts)
+    try:
+        if req["kind"] == "call":
+            _run_call(req)
+        elif req["kind"] == "replay":
+            try:
+                _run_replay(req)
+            except BaseException as e:     # the driver's own failure: say what it was
+                os.write(2, ("\nreplay driver failed: %r\n" % (e,)).encode("ascii", "replace"))
+                raise
+        else:
+            _run_tests(req)
+    finally:
+        os._exit(EXIT_TRACER_BUG)
+
+
+def _prepare(hdr, opts):
+    """Read the item's request from its own pipe (the zygote never sees it) and hand the
+    tracer its configuration and key.  No frame that outlives this function holds the key."""
+    try:
+        chunks = []
+        size = 0
+        while True:
+            b = os.read(REQUEST_FD, 1 << 20)
+            if not b:
+                break
+            size += len(b)
+            if size > MAX_MESSAGE:
+                raise ProtocolError("request too large")
+            chunks.append(b)
+        os.close(REQUEST_FD)
+        body = json.loads(b"".join(chunks))
+        del chunks
+        key = bytes.fromhex(body.pop("key"))
+        if len(key) < 16:
+            raise ProtocolError("request: key too short")
+        req = validate_body(hdr, body)
+        req["writable"] = getattr(opts, "rw_mode", "")      # how the checkout is writable
+        req["pyc_roots"] = tuple(p.rstrip("/") + "/" for p in opts.pyc_root)
+        # the standard library's extension modules (lib-dynload) and the configured mounts
+        req["ext_roots"] = tuple(os.path.realpath(p).rstrip("/") + "/" for p in
+                                 [p for p in sys.path if p.endswith("lib-dynload")] + opts.ext_root)
+        sys.argv = [req["filename"] or req["runner"] or "python"]
+        random.seed(req["seed"])
+        function_item = req["kind"] == "call" or (req["kind"] == "replay" and not req["dir"])
+        if function_item:
+            os.chdir("/tmp")
+        if req["kind"] == "replay":
+            # No C tracer: the replay driver seals its own stream (docs/tracer-protocol.md).
+            req["key"] = key
+        else:
+            _setup_tracer(req, key)
+        del key, body
+        _N.seal()
+        # The PythonPath's .pth files are code of the environment's: they run only once the
+        # tracer is set up and sealed (its audit hook on, the code it trusts fixed) and no frame
+        # holds the key (an attacker's review: a .pth file read the key from this frame and
+        # replaced the sys._getframe _tracer_codes walks).
+        # (A function replay adds it itself, once its driver has sealed its first chunk and its
+        # audit hook is on, as a repository replay does.)
+        if req["kind"] == "call" and req["pythonpath"]:
+            _extend_path(None, req["pythonpath"])
+    except BaseException as e:
+        _report_setup_failure((0, 1, 2), "item request", e)
+        os._exit(EXIT_SETUP)
+    return req
+
+
+def _run_call(req):
+    """Body of a function-level item: compile, then hand the module body (run untraced) and the
+    call (traced) to the tracer, which writes the end record and exits."""
+    N = _N
+    try:
+        tree = ast.parse(req["code"], req["filename"])
+        code = compile(tree, req["filename"], "exec", dont_inherit=True)
+        call = compile(req["call"], "<call>", "eval", dont_inherit=True)
+    except MemoryError:
+        N.tracer_end("memory", "MemoryError")
+    except Exception as e:
+        N.tracer_end("invalid", _qualname(type(e)), str(e))
+
+    # The file's top-level statements (decorators included), statements sharing a line merged:
+    # the debugger's CODE context is made of the blocks that contain visited lines.
+    blocks = []
+    for n in tree.body:
+        first = min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", ())])
+        if blocks and first <= blocks[-1][1]:
+            blocks[-1][1] = max(blocks[-1][1], n.end_lineno)
+        else:
+            blocks.append([first, n.end_lineno])
+    record = ('{"event":"blocks","file":%s,"blocks":%s}\n'
+              % (_enc(req["filename"]), json.dumps(blocks, separators=(",", ":"))))
+    lines = [line + "\n" for line in _NEWLINE_RE.split(req["code"])]
+    linecache.cache[req["filename"]] = (len(req["code"]), None, lines, req["filename"])
+
+    # A fresh __main__ module: user classes pickle and dataclasses resolve against the user's
+    # namespace, and `import __main__` does not reach the tracer's globals.
+    module = types.ModuleType("__main__")
+    namespace = module.__dict__
+    namespace["__builtins__"] = builtins
+    sys.modules["__main__"] = module
+    own = _code_objects([code])     # the only code objects of this file that may be traced
+    entry = _code_objects([call])   # depth-0 frames are called from these
+    del tree, blocks, lines, module
+    N.tracer_call(code, call, namespace, record, own, entry)    # never returns

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -85,7 +86,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(stdout, text+"\n")
+		_, err = io.WriteString(stdout, terminalText(stdout, text)+"\n")
 		return err
 	}
 	traj, err := item.Sample(direction, pol, seed, nil)
@@ -97,7 +98,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(stdout, text+"\n")
+		_, err = io.WriteString(stdout, terminalText(stdout, text)+"\n")
 		return err
 	}
 	out := renderedTrajectory{Direction: traj.Direction, Policy: pol.Name, Seed: seed, Code: traj.Code, Exit: traj.Exit}
@@ -111,6 +112,16 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// terminalText is text as render prints it on w: escaped for a terminal (termsafe.Text) when w is
+// one, since the trace's values come from the traced code; exact when w is a file or a pipe, where
+// the grammar text is data.
+func terminalText(w io.Writer, text string) string {
+	if isTerminal(w) {
+		return termsafe.Text(text)
+	}
+	return text
 }
 
 func nonNil(l schemas.Locals) schemas.Locals {

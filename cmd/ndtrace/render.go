@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -108,10 +109,24 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			Value: s.State.Value, Action: string(s.Action), ActionArg: s.Arg})
 	}
 	out.States = append(out.States, renderedState{Event: string(traj.Exit), Locals: schemas.Locals{}})
-	enc := json.NewEncoder(stdout)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err = stdout.Write(terminalJSON(stdout, buf.Bytes()))
+	return err
+}
+
+// terminalJSON is the JSON text data as a command prints it on w: escaped for a terminal
+// (termsafe.JSON, the same JSON value) when w is one; exact when w is a file or a pipe.
+func terminalJSON(w io.Writer, data []byte) []byte {
+	if isTerminal(w) {
+		return termsafe.JSON(data)
+	}
+	return data
 }
 
 // terminalText is text as render prints it on w: escaped for a terminal (termsafe.Text) when w is

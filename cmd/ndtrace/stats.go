@@ -62,7 +62,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		_, err = stdout.Write(data)
+		_, err = stdout.Write(terminalJSON(stdout, data))
 		return err
 	}
 	printStats(stdout, url, st, from, *nsources)

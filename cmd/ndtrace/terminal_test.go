@@ -360,3 +360,30 @@ func TestHostileFixtures(t *testing.T) {
 		t.Errorf("escaped fixture %q", termsafe.String(hostileText))
 	}
 }
+
+// TestTerminalJSON: the JSON outputs (stats --json, verify --json, trace, render --format json)
+// are escaped on a terminal into the same JSON value, and exact to a file or a pipe.
+func TestTerminalJSON(t *testing.T) {
+	data, err := json.MarshalIndent(map[string]any{"reason": hostileText, "sources": []string{hostileRaw}}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if got := terminalJSON(&buf, data); !bytes.Equal(got, data) {
+		t.Errorf("to a buffer: %q, want the JSON as it is", got)
+	}
+	tty, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0) // a character device, as a terminal is
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	got := terminalJSON(tty, data)
+	checkTerminalSafe(t, "JSON to a terminal", string(got), false)
+	var want, have map[string]any
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(got, &have); err != nil || have["reason"] != hostileText || fmt.Sprint(have) != fmt.Sprint(want) {
+		t.Errorf("to a terminal: %q decodes to %v (%v), want %v", got, have, err, want)
+	}
+}

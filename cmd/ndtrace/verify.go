@@ -128,9 +128,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := stdout.Write(terminalJSON(stdout, append(data, '\n'))); err != nil {
 			return err
 		}
 	} else {

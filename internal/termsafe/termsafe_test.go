@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode"
@@ -169,4 +170,58 @@ func (e errString) Error() string { return string(e) }
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+func TestJSON(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"plain", `{"a": "café 👩‍💻", "b": [1, 2]}` + "\n", `{"a": "café 👩‍💻", "b": [1, 2]}` + "\n"},
+		{"encoded C0 kept", `{"r": "\u001b]0;t\u0007"}`, `{"r": "\u001b]0;t\u0007"}`},
+		{"C1 rune", "{\"r\": \"a\u009b2J\"}", `{"r": "a\u009b2J"}`},
+		{"bidi", "[\"x\u202ey\u2066\u2069\u200f\u061c\"]", `["x\u202ey\u2066\u2069\u200f\u061c"]`},
+		{"line separators", "\"a\u2028b\u2029\"", `"a\u2028b\u2029"`},
+		{"invalid byte", "\"a\x9bb\xff\"", `"a\ufffdb\ufffd"`},
+		{"raw controls", "\"a\x1b[2J\x7f\r\"", `"a\u001b[2J\u007f\u000d"`},
+		{"indent kept", "{\n\t\"a\": 1\n}", "{\n\t\"a\": 1\n}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(JSON([]byte(tc.in))); got != tc.want {
+				t.Errorf("JSON(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+	in := []byte(`{"a": "plain"}`)
+	if out := JSON(in); &out[0] != &in[0] {
+		t.Error("safe JSON was copied")
+	}
+}
+
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x1b]0;t\x07", "\x9b2J", "\u009b2J", "a\u202eb", "\u2066x\u2069\u2028",
+		"\xed\xa0\x80", "é\xe2\x80", "\\u001b", "\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		// As ndtrace prints it: s in a JSON value, encoded by encoding/json.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "\t")
+		if err := enc.Encode(map[string]any{"s": s, "list": []string{s, "x"}}); err != nil {
+			t.Fatal(err)
+		}
+		out := JSON(buf.Bytes())
+		checkSafe(t, s, string(out), true)
+		var want, got any
+		if err := json.Unmarshal(buf.Bytes(), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("JSON(%q) = %q: %v", buf.Bytes(), out, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("JSON changed the value: %q decodes to %#v, want %#v", out, got, want)
+		}
+		// Any bytes at all come out safe.
+		checkSafe(t, s, string(JSON([]byte(s))), true)
+	})
 }

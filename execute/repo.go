@@ -59,10 +59,11 @@ type RepoTrace struct {
 
 // traceRepo checks out the repository of a repository-level item and runs each of its tests
 // (up to MaxTests) untraced and traced in a sandbox where each test sees a private writable view
-// of the checkout; alive is
-// called after every test. A repository that cannot be used (checkout refused, missing dependency,
-// no tests) gives a TracedItem item with status invalid and the reason as its detail; an error is
-// returned only for what a retry may fix.
+// of the checkout; alive is called after every test, and every 10 s while the current step keeps
+// within its deadline (watchdog). A repository that cannot be used (checkout refused, missing
+// dependency, no tests) gives a TracedItem with status invalid, the stage it stopped at and the
+// reason as its detail. An error is ErrInfra for the worker's own failures; any other (a stalled
+// step, a collection that broke its sandbox, a checkout that failed) counts against the item.
 //
 // within, when not nil, is called once the repository is traced, with its trace and a
 // RepoSession that replays its rows on bdb while the checkout, its environment and the tests'

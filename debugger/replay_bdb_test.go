@@ -119,7 +119,7 @@ func TestReplayOnBdb(t *testing.T) {
 // mismatch or tampering is not.
 func TestReplayCruxEvalOnBdb(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	rows := cruxeval.Rows(t)
 	n := len(rows)

@@ -125,6 +125,9 @@ def test_scaled():
 // the functions found in their tests. Every row agrees or differs by a named kind (no mismatch),
 // and a repository-level row whose text was altered is caught.
 func TestReplayRepositoryRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("repository rows replayed on bdb: long integration test; run without -short")
+	}
 	ctx := context.Background()
 	f, done, err := crawl.NewFetcher(ctx)
 	if err != nil {

@@ -256,13 +256,16 @@ def test_param(n):
 					}
 				}
 			}
-			got, rej := rows.Of(tr, spec, p, opts, schemas.Counts{})
-			if rej != nil {
-				t.Fatalf("%s gave no rows: %+v", it.Key, rej)
+			got, rej, err := rows.Of(tr, spec, p, opts, schemas.Counts{})
+			if rej != nil || err != nil {
+				t.Fatalf("%s gave no rows: %+v %v", it.Key, rej, err)
 			}
 			tally(it, got)
 			for _, fi := range tr.Repo.Functions {
-				got, rej := rows.Of(fi, spec, p, opts, schemas.Counts{})
+				got, rej, err := rows.Of(fi, spec, p, opts, schemas.Counts{})
+				if err != nil {
+					t.Fatal(err)
+				}
 				if rej == nil {
 					tally(fi.Item, got)
 				}

@@ -3,6 +3,7 @@ package crawl
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path"
@@ -25,8 +26,15 @@ import (
 //   - otherwise a src/ folder that holds a package or a module (the src layout's convention).
 //
 // A declared folder that does not exist, or that escapes dir, is left out. A malformed
-// pyproject.toml or setup.cfg is an error naming the file.
-func ImportRoots(dir string) ([]string, error) {
+// pyproject.toml or setup.cfg, one larger than MaxConfigBytes, one that is not a regular file or
+// that links out of dir is an error naming the file. The files are read inside dir only, and
+// the work is linear in their size; ctx stops it.
+func ImportRoots(ctx context.Context, dir string) ([]string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	defer root.Close()
 	var roots []string
 	add := func(p string) {
 		p = path.Clean(strings.TrimSpace(filepath.ToSlash(p)))
@@ -40,11 +48,11 @@ func ImportRoots(dir string) ([]string, error) {
 			roots = append(roots, p)
 		}
 	}
-	declared, err := pyprojectRoots(filepath.Join(dir, "pyproject.toml"))
+	declared, err := pyprojectRoots(ctx, root)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := setupCfgRoots(filepath.Join(dir, "setup.cfg"))
+	cfg, err := setupCfgRoots(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -58,14 +66,17 @@ func ImportRoots(dir string) ([]string, error) {
 	return roots, nil
 }
 
-// pyprojectRoots reads the import roots a pyproject.toml declares (none if it is missing).
-func pyprojectRoots(p string) ([]string, error) {
-	data, err := os.ReadFile(p)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("crawl: %w", err)
+// MaxConfigBytes is the largest configuration file (pyproject.toml, setup.cfg) read from a
+// checkout: a larger one is an error naming the file and this cap, which makes the repository a
+// reject, before it is read (the TOML library takes some 70 times a file's size in memory).
+const MaxConfigBytes = 1 << 20
+
+// pyprojectRoots reads the import roots the pyproject.toml of root declares (none if it is
+// missing).
+func pyprojectRoots(ctx context.Context, root *os.Root) ([]string, error) {
+	data, err := readIn(ctx, root, "pyproject.toml", MaxConfigBytes)
+	if err != nil || data == nil {
+		return nil, err
 	}
 	var doc struct {
 		Tool struct {
@@ -95,6 +106,9 @@ func pyprojectRoots(p string) ([]string, error) {
 		} `toml:"tool"`
 	}
 	if err := toml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("crawl: pyproject.toml: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("crawl: pyproject.toml: %w", err)
 	}
 	var roots []string
@@ -129,10 +143,14 @@ func pyprojectRoots(p string) ([]string, error) {
 	return roots, nil
 }
 
-// setupCfgRoots reads the import roots a setup.cfg declares (none if it is missing).
-func setupCfgRoots(p string) ([]string, error) {
-	values, err := readSetupCfg(p)
-	if err != nil || values == nil {
+// setupCfgRoots reads the import roots the setup.cfg of root declares (none if it is missing).
+func setupCfgRoots(ctx context.Context, root *os.Root) ([]string, error) {
+	data, err := readIn(ctx, root, "setup.cfg", MaxConfigBytes)
+	if err != nil || data == nil {
+		return nil, err
+	}
+	values, err := parseSetupCfg(ctx, data)
+	if err != nil {
 		return nil, err
 	}
 	var roots []string
@@ -175,26 +193,28 @@ func holdsPython(dir string) bool {
 	return false
 }
 
-// readSetupCfg reads a setup.cfg's values by "section.key" (nil if it is missing). It reads the INI
-// format's sections and keys, with continuation lines (joined by \n), as setuptools does.
-func readSetupCfg(p string) (map[string]string, error) {
-	data, err := os.ReadFile(p)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("crawl: %w", err)
-	}
-	return parseSetupCfg(data)
-}
+// cancelEvery is how many lines (or entries) a reader of untrusted input handles between two
+// checks of its context.
+const cancelEvery = 1024
 
-// parseSetupCfg parses a setup.cfg's content (see readSetupCfg).
-func parseSetupCfg(data []byte) (map[string]string, error) {
-	values := map[string]string{} // "section.key" -> value (continuation lines joined by \n)
+// parseSetupCfg parses a setup.cfg's content: its values by "section.key". It reads the INI
+// format's sections and keys, with continuation lines (joined by \n), as setuptools does. Its work
+// is linear in len(data): a key's lines are collected and joined once. Content larger than
+// MaxConfigBytes is an error; ctx is checked every cancelEvery lines.
+func parseSetupCfg(ctx context.Context, data []byte) (map[string]string, error) {
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("crawl: setup.cfg: larger than %d bytes (MaxConfigBytes)", MaxConfigBytes)
+	}
+	lines := map[string][]string{} // "section.key" -> its lines (value, then continuations)
 	section, last := "", ""
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	sc.Buffer(make([]byte, 64<<10), MaxConfigBytes+1)
+	for n := 1; sc.Scan(); n++ {
+		if n%cancelEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("crawl: setup.cfg: line %d: %w", n, err)
+			}
+		}
 		line := sc.Text()
 		trimmed := strings.TrimSpace(line)
 		switch {
@@ -202,7 +222,7 @@ func parseSetupCfg(data []byte) (map[string]string, error) {
 		case strings.HasPrefix(trimmed, "[") && strings.HasSuffix(trimmed, "]"):
 			section, last = strings.TrimSpace(trimmed[1:len(trimmed)-1]), ""
 		case (line[0] == ' ' || line[0] == '\t') && last != "":
-			values[last] += "\n" + trimmed
+			lines[last] = append(lines[last], trimmed)
 		default:
 			k, v, ok := strings.Cut(trimmed, "=")
 			if !ok {
@@ -212,11 +232,15 @@ func parseSetupCfg(data []byte) (map[string]string, error) {
 				return nil, fmt.Errorf("crawl: setup.cfg: [%s]: line %q is not key = value", section, trimmed)
 			}
 			last = section + "." + strings.TrimSpace(k)
-			values[last] = strings.TrimSpace(v)
+			lines[last] = append(lines[last][:0], strings.TrimSpace(v))
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("crawl: setup.cfg: %w", err)
+	}
+	values := make(map[string]string, len(lines))
+	for k, ls := range lines {
+		values[k] = strings.Join(ls, "\n")
 	}
 	return values, nil
 }

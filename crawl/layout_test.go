@@ -1,10 +1,17 @@
 package crawl
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/ndtrace/ndtrace/internal/costbound"
 )
 
 // TestImportRoots lays out projects the ways real ones declare where their packages are, and
@@ -46,7 +53,7 @@ func TestImportRoots(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := ImportRoots(dir)
+			got, err := ImportRoots(context.Background(), dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,24 +70,175 @@ func TestImportRootsMalformed(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ImportRoots(dir); err == nil {
+		if _, err := ImportRoots(context.Background(), dir); err == nil {
 			t.Errorf("%s %q: no error", name, content)
 		}
 	}
 }
 
-// FuzzSetupCfgRoots feeds arbitrary setup.cfg files to the parser: it never panics, and every root
-// it returns is one of the file's values.
+// setupCfgCost bounds what parseSetupCfg allocates per byte of a setup.cfg: the scanner's
+// buffer, the lines' strings and slices, the joined values (each at most once the file).
+var setupCfgCost = costbound.Bound{PerByte: 64, Fixed: 1 << 20}
+
+// FuzzSetupCfgRoots feeds arbitrary setup.cfg files to the parser: it never panics, every root it
+// returns is one of the file's values, and it allocates within setupCfgCost.
 func FuzzSetupCfgRoots(f *testing.F) {
 	f.Add("[options]\npackage_dir =\n    =src\n")
 	f.Add("[options.packages.find]\nwhere = a, b\n")
 	f.Add("[a]\n  x\n=\n")
+	f.Add("[options]\nx =\n" + strings.Repeat(" a\n", 2000))
 	f.Fuzz(func(t *testing.T, content string) {
 		dir := t.TempDir()
-		p := filepath.Join(dir, "setup.cfg")
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "setup.cfg"), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = setupCfgRoots(p)
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		var roots []string
+		costbound.Check(t, "setupCfgRoots", len(content), setupCfgCost, func() {
+			roots, err = setupCfgRoots(context.Background(), root)
+		})
+		for _, r := range roots {
+			if !strings.Contains(content, r) {
+				t.Fatalf("root %q is not in the file", r)
+			}
+		}
 	})
+}
+
+// continuationCfg is a setup.cfg of one key with n continuation lines: the quadratic-parse
+// attack (1M lines kept the worker in parseSetupCfg for more than 150 s).
+func continuationCfg(n int) []byte {
+	return []byte("[options]\ninstall_requires =\n" + strings.Repeat(" a\n", n))
+}
+
+// TestSetupCfgAttack parses hostile setup.cfg contents: each is parsed or refused with
+// allocations linear in its size (setupCfgCost), and the 1M-line one is refused by
+// MaxConfigBytes in well under a second, naming the file and the cap.
+func TestSetupCfgAttack(t *testing.T) {
+	tests := []struct {
+		name    string
+		data    []byte
+		refused string // a part of the error, "" when it parses
+	}{
+		{"200k continuation lines, under the cap", continuationCfg(200_000), ""},
+		{"continuation lines up to the cap", continuationCfg((MaxConfigBytes - 40) / 3), ""},
+		{"1M continuation lines", continuationCfg(1_000_000), "larger than 1048576 bytes"},
+		{"one key set again and again", []byte("[s]\n" + strings.Repeat("k = v\n  w\n", MaxConfigBytes/12)), ""},
+		{"many sections", []byte(strings.Repeat("[s]\n", MaxConfigBytes/4)), ""},
+		{"many keys", []byte("[s]\n" + strings.Repeat("k=\n", MaxConfigBytes/4)), ""},
+		{"one long line", []byte("[s]\nk = " + strings.Repeat("x", MaxConfigBytes-10)), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var values map[string]string
+			var err error
+			start := time.Now()
+			n := costbound.Check(t, "parseSetupCfg", len(tc.data), setupCfgCost, func() {
+				values, err = parseSetupCfg(context.Background(), tc.data)
+			})
+			t.Logf("%d bytes: %v, %d bytes allocated (%.1f per byte)", len(tc.data), time.Since(start), n, float64(n)/float64(len(tc.data)))
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "setup.cfg")):
+				t.Errorf("got %v, want an error naming setup.cfg with %q", err, tc.refused)
+			case tc.refused != "" && time.Since(start) > time.Second:
+				t.Errorf("refused after %v", time.Since(start))
+			}
+			if strings.HasPrefix(tc.name, "200k") && len(values["options.install_requires"]) != 2*200_000 {
+				t.Errorf("install_requires holds %d bytes, want %d", len(values["options.install_requires"]), 2*200_000)
+			}
+		})
+	}
+}
+
+// TestConfigAttacks lays hostile configuration files in a checkout: ImportRoots and
+// DeclaredRequirements must refuse each with an error naming the file (and the cap, for the
+// sizes), without reading more than the cap: the 48 MiB pyproject.toml made the TOML library
+// peak at 3.3 GiB.
+func TestConfigAttacks(t *testing.T) {
+	oneArray := func(size int) []byte {
+		b := make([]byte, 0, size+16)
+		b = append(b, "[tool.x]\na = ["...)
+		for len(b) < size {
+			b = append(b, "1,"...)
+		}
+		return append(b, "1]\n"...)
+	}
+	tests := []struct {
+		name  string
+		file  string
+		data  []byte // written to file, unless link is set
+		link  string // a symlink target for file
+		error string // a part of the error
+	}{
+		{"48 MiB pyproject.toml", "pyproject.toml", oneArray(48 << 20), "", "pyproject.toml: larger than 1048576 bytes"},
+		{"pyproject.toml one byte over", "pyproject.toml", oneArray(MaxConfigBytes), "", "pyproject.toml: larger than 1048576 bytes"},
+		{"1M-line setup.cfg", "setup.cfg", continuationCfg(1_000_000), "", "setup.cfg: larger than 1048576 bytes"},
+		{"pyproject.toml links to an endless device", "pyproject.toml", nil, "../../../../../../../../../../dev/zero", "pyproject.toml"},
+		{"setup.cfg links out", "setup.cfg", nil, "/etc/passwd", "setup.cfg"},
+		{"setup.cfg is a FIFO", "setup.cfg", nil, "", "setup.cfg: not a regular file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, tc.file)
+			var err error
+			switch {
+			case tc.link != "":
+				err = os.Symlink(tc.link, p)
+			case tc.data == nil:
+				err = syscall.Mkfifo(p, 0o644)
+			default:
+				err = os.WriteFile(p, tc.data, 0o644)
+			}
+			if err != nil {
+				t.Skip(err)
+			}
+			for _, read := range []struct {
+				name string
+				fn   func(context.Context, string) error
+			}{
+				{"ImportRoots", func(ctx context.Context, dir string) error { _, err := ImportRoots(ctx, dir); return err }},
+				{"DeclaredRequirements", func(ctx context.Context, dir string) error {
+					_, err := DeclaredRequirements(ctx, dir)
+					return err
+				}},
+			} {
+				var err error
+				start := time.Now()
+				n := costbound.Allocated(func() { err = read.fn(context.Background(), dir) })
+				if err == nil || !strings.Contains(err.Error(), tc.error) {
+					t.Errorf("%s: %v, want an error with %q", read.name, err, tc.error)
+				}
+				if n > 2*MaxConfigBytes+1<<20 || time.Since(start) > time.Second {
+					t.Errorf("%s: refused after %v and %d bytes allocated", read.name, time.Since(start), n)
+				}
+				t.Logf("%s: refused in %v, %d bytes allocated: %v", read.name, time.Since(start), n, err)
+			}
+		})
+	}
+}
+
+// TestConfigCancel checks that a cancelled context stops ImportRoots and DeclaredRequirements.
+func TestConfigCancel(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "setup.cfg"), continuationCfg(100_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ImportRoots(ctx, dir); !errors.Is(err, context.Canceled) {
+		t.Errorf("ImportRoots: %v, want context.Canceled", err)
+	}
+	if _, err := DeclaredRequirements(ctx, dir); !errors.Is(err, context.Canceled) {
+		t.Errorf("DeclaredRequirements: %v, want context.Canceled", err)
+	}
+	if _, err := parseSetupCfg(ctx, continuationCfg(100_000)); !errors.Is(err, context.Canceled) {
+		t.Errorf("parseSetupCfg: %v, want context.Canceled", err)
+	}
 }

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -57,8 +58,10 @@ func CheckRequirements(s schemas.Spec) error {
 // path already. Every requirement is checked by pyreq: an option, a URL, a path or a direct
 // reference is an error naming the file and why (the repository must not choose where packages
 // come from). Files are read inside dir only (a link out of it is an error), at most
-// pyreq.MaxFileBytes each.
-func DeclaredRequirements(dir string) ([]pyreq.Requirement, error) {
+// MaxConfigBytes (pyproject.toml, setup.cfg) or pyreq.MaxFileBytes (requirement files) each: a
+// larger one is an error naming the file and its cap. The work is linear in the files' sizes;
+// ctx stops it.
+func DeclaredRequirements(ctx context.Context, dir string) ([]pyreq.Requirement, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
@@ -83,7 +86,7 @@ func DeclaredRequirements(dir string) ([]pyreq.Requirement, error) {
 		return nil
 	}
 	// pyproject.toml
-	if data, err := readIn(root, "pyproject.toml"); err != nil {
+	if data, err := readIn(ctx, root, "pyproject.toml", MaxConfigBytes); err != nil {
 		return nil, err
 	} else if data != nil {
 		var doc struct {
@@ -94,6 +97,9 @@ func DeclaredRequirements(dir string) ([]pyreq.Requirement, error) {
 			} `toml:"project"`
 		}
 		if err := toml.Unmarshal(data, &doc); err != nil {
+			return nil, fmt.Errorf("crawl: pyproject.toml: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("crawl: pyproject.toml: %w", err)
 		}
 		self = pyreq.Normalize(doc.Project.Name)
@@ -110,10 +116,10 @@ func DeclaredRequirements(dir string) ([]pyreq.Requirement, error) {
 		}
 	}
 	// setup.cfg
-	if data, err := readIn(root, "setup.cfg"); err != nil {
+	if data, err := readIn(ctx, root, "setup.cfg", MaxConfigBytes); err != nil {
 		return nil, err
 	} else if data != nil {
-		values, err := parseSetupCfg(data)
+		values, err := parseSetupCfg(ctx, data)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +135,7 @@ func DeclaredRequirements(dir string) ([]pyreq.Requirement, error) {
 			if strings.HasPrefix(v, "file:") {
 				return nil, fmt.Errorf("crawl: setup.cfg: %s: %q directives are not read (list the requirements, or use a requirements file)", k, "file:")
 			}
-			rs, err := pyreq.ParseFile("setup.cfg: "+k, []byte(v))
+			rs, err := pyreq.ParseFile(ctx, "setup.cfg: "+k, []byte(v))
 			if err != nil {
 				return nil, err
 			}
@@ -157,8 +163,8 @@ func DeclaredRequirements(dir string) ([]pyreq.Requirement, error) {
 	slices.Sort(files)
 	read := map[string]bool{}
 	for _, f := range files {
-		err := eachRequirementFile(root, f, 0, read, func(name string, data []byte) error {
-			rs, err := pyreq.ParseFile(name, data)
+		err := eachRequirementFile(ctx, root, f, 0, read, func(name string, data []byte) error {
+			rs, err := pyreq.ParseFile(ctx, name, data)
 			if err != nil {
 				return err
 			}
@@ -185,13 +191,14 @@ var (
 // file it includes with -r, depth first, each file once: an included file is named relative to
 // the including file's folder and read inside the checkout only. Lines that install the project
 // itself are left out (the checkout is on the path already); include lines are replaced by the
-// included file. Any other option stays, for pyreq to refuse.
-func eachRequirementFile(root *os.Root, name string, depth int, read map[string]bool, fn func(string, []byte) error) error {
+// included file. Any other option stays, for pyreq to refuse. ctx is checked every cancelEvery
+// lines.
+func eachRequirementFile(ctx context.Context, root *os.Root, name string, depth int, read map[string]bool, fn func(string, []byte) error) error {
 	if read[name] {
 		return nil
 	}
 	read[name] = true
-	data, err := readIn(root, name)
+	data, err := readIn(ctx, root, name, pyreq.MaxFileBytes)
 	if err != nil {
 		return err
 	}
@@ -201,6 +208,11 @@ func eachRequirementFile(root *os.Root, name string, depth int, read map[string]
 	lines := strings.Split(string(data), "\n")
 	var includes []string
 	for i, l := range lines {
+		if i%cancelEvery == cancelEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("crawl: %s line %d: %w", name, i+1, err)
+			}
+		}
 		t := strings.TrimSpace(stripHash(l))
 		if selfRE.MatchString(t) {
 			lines[i] = ""
@@ -220,7 +232,7 @@ func eachRequirementFile(root *os.Root, name string, depth int, read map[string]
 		return err
 	}
 	for _, inc := range includes {
-		if err := eachRequirementFile(root, inc, depth+1, read, fn); err != nil {
+		if err := eachRequirementFile(ctx, root, inc, depth+1, read, fn); err != nil {
 			return err
 		}
 	}
@@ -239,29 +251,43 @@ func stripHash(line string) string {
 }
 
 // readIn reads name inside root (nil if it does not exist), refusing what is not a regular file
-// and files larger than pyreq.MaxFileBytes.
-func readIn(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(name)
+// and, before reading it, a file larger than maxBytes: the error names the file and the cap. It
+// never reads more than maxBytes+1 bytes, whatever the file's size says.
+func readIn(ctx context.Context, root *os.Root, name string, maxBytes int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("crawl: %s: %w", name, err)
+	}
+	// Stat before opening: opening a FIFO would wait for a writer.
+	info, err := root.Stat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %s: %w", name, err)
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("crawl: %s: %w", name, err)
-	}
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("crawl: %s: not a regular file", name)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, pyreq.MaxFileBytes+1))
+	tooLarge := fmt.Errorf("crawl: %s: larger than %d bytes, the cap on this file", name, maxBytes)
+	if info.Size() > maxBytes {
+		return nil, tooLarge
+	}
+	f, err := root.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %s: %w", name, err)
 	}
-	if len(data) > pyreq.MaxFileBytes {
-		return nil, fmt.Errorf("crawl: %s: larger than %d bytes", name, pyreq.MaxFileBytes)
+	defer f.Close()
+	if info, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("crawl: %s: %w", name, err)
+	} else if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("crawl: %s: not a regular file", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %s: %w", name, err)
+	}
+	if int64(len(data)) > maxBytes {
+		return nil, tooLarge
 	}
 	return data, nil
 }

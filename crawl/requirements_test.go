@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,7 +99,7 @@ docs = sphinx
 				os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
 				os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644)
 			}
-			rs, err := DeclaredRequirements(dir)
+			rs, err := DeclaredRequirements(context.Background(), dir)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one with %q", err, tc.err)
@@ -124,7 +125,7 @@ func TestDeclaredRequirementsLinkOut(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret.txt")
 	os.WriteFile(secret, []byte("click\n"), 0o644)
 	os.Symlink(secret, filepath.Join(dir, "requirements.txt"))
-	if _, err := DeclaredRequirements(dir); err == nil || !strings.Contains(err.Error(), "requirements.txt") {
+	if _, err := DeclaredRequirements(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "requirements.txt") {
 		t.Errorf("a requirements file linking out of the checkout: %v", err)
 	}
 }
@@ -139,7 +140,7 @@ func FuzzDeclaredRequirements(f *testing.F) {
 		os.WriteFile(filepath.Join(dir, "pyproject.toml"), []byte(pyproject), 0o644)
 		os.WriteFile(filepath.Join(dir, "setup.cfg"), []byte(setupCfg), 0o644)
 		os.WriteFile(filepath.Join(dir, "requirements.txt"), []byte(reqs), 0o644)
-		rs, err := DeclaredRequirements(dir)
+		rs, err := DeclaredRequirements(context.Background(), dir)
 		if err != nil {
 			return
 		}

@@ -46,11 +46,14 @@ func (trc *Tracer) environment(ctx context.Context, it crawl.Item, dir string) (
 	}
 	var reqs []pyreq.Requirement
 	if e.FromRepository {
-		reqs, err = crawl.DeclaredRequirements(dir)
+		reqs, err = crawl.DeclaredRequirements(ctx, dir)
 	} else {
 		reqs, err = pyreq.ParseAll("env", e.Requirements)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
 		return "", envReason + strings.TrimPrefix(err.Error(), "crawl: "), nil
 	}
 	if len(reqs) == 0 {

@@ -115,8 +115,11 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	// Where the project's packages are when not at the top (src/ layout, package-dir...), as an
 	// editable install would put them on sys.path: read from its declarations, never by running
 	// its setup code.
-	roots, err := crawl.ImportRoots(w.Dir)
+	roots, err := crawl.ImportRoots(ctx, w.Dir)
 	if err != nil {
+		if ctx.Err() != nil {
+			return t, ctx.Err()
+		}
 		return bad(schemas.YieldLayout, "import layout: %v", err)
 	}
 	// They are the repository's own code: on sys.path after the checkout, traced like it (never

@@ -445,7 +445,7 @@ func checkNativePassRates(t *testing.T, out string, names []string) {
 	summary := regexp.MustCompile(`(\d+) passed`)
 	for _, name := range names {
 		dir := testrepos.Dir(t, name)
-		roots, err := crawl.ImportRoots(dir)
+		roots, err := crawl.ImportRoots(context.Background(), dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,8 @@
 package pyreq
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -362,19 +364,36 @@ func (m *markerParser) value() error {
 // ParseFile parses a requirements file (requirements.txt format): one requirement a line, with
 // comments (# at the start of a line or after whitespace), blank lines and lines continued with a
 // trailing backslash. Every requirement is checked as Parse does; the first refused line is an error
-// naming the file (name) and the line.
-func ParseFile(name string, data []byte) ([]Requirement, error) {
+// naming the file (name) and the line. Data larger than MaxFileBytes is an error naming the file
+// and the cap. The work is linear in len(data) (continued lines are joined in one growing
+// buffer); ctx is checked every cancelCheck lines.
+func ParseFile(ctx context.Context, name string, data []byte) ([]Requirement, error) {
 	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxFileBytes)
+		return nil, fmt.Errorf("%s: larger than %d bytes, the cap on this file", name, MaxFileBytes)
 	}
 	var out []Requirement
 	lines := strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
+	var joined []byte // a line and its continuations
 	for i := 0; i < len(lines); i++ {
 		lineNo := i + 1
 		line := lines[i]
-		for strings.HasSuffix(line, "\\") && i+1 < len(lines) {
-			i++
-			line = line[:len(line)-1] + lines[i]
+		if strings.HasSuffix(line, "\\") && i+1 < len(lines) {
+			joined = append(joined[:0], line...)
+			for bytes.HasSuffix(joined, []byte("\\")) && i+1 < len(lines) {
+				if i%cancelCheck == 0 {
+					if err := ctx.Err(); err != nil {
+						return nil, fmt.Errorf("%s line %d: %w", name, i+1, err)
+					}
+				}
+				i++
+				joined = append(joined[:len(joined)-1], lines[i]...)
+			}
+			line = string(joined)
+		}
+		if i%cancelCheck == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("%s line %d: %w", name, i+1, err)
+			}
 		}
 		line = stripComment(line)
 		if strings.TrimSpace(line) == "" {
@@ -390,6 +409,9 @@ func ParseFile(name string, data []byte) ([]Requirement, error) {
 	}
 	return out, nil
 }
+
+// cancelCheck is how many lines ParseFile reads between two checks of its context.
+const cancelCheck = 1024
 
 // stripComment cuts a requirement line's comment: from a # at the start or after whitespace.
 func stripComment(line string) string {

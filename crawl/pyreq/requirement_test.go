@@ -1,8 +1,12 @@
 package pyreq
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ndtrace/ndtrace/internal/costbound"
 )
 
 func TestParse(t *testing.T) {
@@ -62,7 +66,7 @@ func TestParse(t *testing.T) {
 
 func TestParseFile(t *testing.T) {
 	good := "# deps\nrequests>=2  # http\n\nnumpy \\\n  ==1.26.*\npytest; python_version>'3'\n"
-	rs, err := ParseFile("requirements.txt", []byte(good))
+	rs, err := ParseFile(context.Background(), "requirements.txt", []byte(good))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,11 +83,11 @@ func TestParseFile(t *testing.T) {
 		"pkg @ https://x.example/p.whl\n": "direct references",
 		"ok\n-e git+https://x/y#egg=y\n":  "line 2",
 	} {
-		if _, err := ParseFile("requirements.txt", []byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := ParseFile(context.Background(), "requirements.txt", []byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseFile(%q): %v, want an error with %q", in, err, want)
 		}
 	}
-	if _, err := ParseFile("r.txt", []byte(strings.Repeat("a\n", MaxRequirements+1))); err == nil {
+	if _, err := ParseFile(context.Background(), "r.txt", []byte(strings.Repeat("a\n", MaxRequirements+1))); err == nil {
 		t.Error("too many requirements accepted")
 	}
 }
@@ -125,7 +129,7 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte("a\n# c\nb>=1 \\\n ,<2\n"))
 	f.Add([]byte("-r x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rs, err := ParseFile("f", data)
+		rs, err := ParseFile(context.Background(), "f", data)
 		if err != nil {
 			return
 		}
@@ -135,4 +139,60 @@ func FuzzParseFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// parseFileCost bounds what ParseFile allocates per byte of a requirements file: the lines (a
+// string header each, 16 bytes, at most one per byte), the joined continuations and one
+// Requirement per accepted line (at most MaxRequirements of them).
+var parseFileCost = costbound.Bound{PerByte: 64, Fixed: 1 << 20}
+
+// TestParseFileCost feeds ParseFile the hostile shapes of a requirements file up to its cap
+// (MaxFileBytes): it must parse or refuse each with work linear in its size (joining continued
+// lines by repeated concatenation was quadratic: 350k continuation lines allocated some 60 GB),
+// and refuse a larger file by the cap, naming the file, before looking at its lines.
+func TestParseFileCost(t *testing.T) {
+	fill := func(unit string) []byte { return []byte(strings.Repeat(unit, MaxFileBytes/len(unit))) }
+	tests := []struct {
+		name    string
+		data    []byte
+		refused string // a part of the error, "" when it parses
+	}{
+		{"continuation lines", fill("a\\\n"), "longer than"},
+		{"bare backslashes", fill("\\\n"), ""},
+		{"blank lines", fill("\n"), ""},
+		{"CRLF blank lines", fill("\r\n"), ""},
+		{"comments", fill("# c\n"), ""},
+		{"one long line", fill("a"), "longer than"},
+		{"requirements up to the count", []byte(strings.Repeat("a\n", MaxRequirements) + strings.Repeat("\n", MaxFileBytes-2*MaxRequirements)), ""},
+		{"one too many", []byte(strings.Repeat("abc>=1\n", MaxRequirements+1)), "more than"},
+		{"over the cap", append(fill("\n"), '\n'), "larger than 1048576 bytes"},
+		{"over the cap, continued", []byte(strings.Repeat("a\\\n", MaxFileBytes)), "larger than 1048576 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			n := costbound.Check(t, "ParseFile", len(tc.data), parseFileCost, func() {
+				_, err = ParseFile(context.Background(), "requirements.txt", tc.data)
+			})
+			t.Logf("%d bytes allocated, %.1f per byte", n, float64(n)/float64(len(tc.data)))
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "requirements.txt")):
+				t.Errorf("got %v, want an error naming requirements.txt with %q", err, tc.refused)
+			}
+		})
+	}
+}
+
+// TestParseFileCancel checks that a cancelled context stops ParseFile within its lines, joined
+// or not.
+func TestParseFileCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, data := range []string{strings.Repeat("a\n", 5000), strings.Repeat("\\\n", 5000), strings.Repeat("\n", 5000)} {
+		if _, err := ParseFile(ctx, "r.txt", []byte(data)); !errors.Is(err, context.Canceled) {
+			t.Errorf("%.6q...: %v, want context.Canceled", data, err)
+		}
+	}
 }

@@ -105,12 +105,28 @@ func (e *gitFailure) Unwrap() error { return e.err }
 
 // run runs git and returns its standard output. A git that ran and failed gives a *gitFailure; a git
 // that could not start, an ordinary error.
+// Caps of what is read from git, whose output a remote chooses (refs, paths).
+const (
+	// maxGitOutput bounds a git command's standard output (ls-remote's refs, rev-parse): more is
+	// errGitOutput, which makes the repository a reject.
+	maxGitOutput = 4 << 20
+	// maxTreeEntry bounds one entry of `git ls-tree -z` (mode, type, object, size and path).
+	maxTreeEntry = 64 << 10
+)
+
+// errGitOutput is a git command whose standard output exceeded maxGitOutput.
+var errGitOutput = fmt.Errorf("output larger than %d bytes", maxGitOutput)
+
 func (g gitRun) run(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	cmd := g.command(ctx, dir, args...)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
+	out := &limitedBuffer{max: maxGitOutput, buf: &stdout, fail: true}
+	cmd.Stdout = out
 	cmd.Stderr = &limitedBuffer{max: 64 << 10, buf: &stderr}
 	err := cmd.Run()
+	if out.over {
+		return nil, fmt.Errorf("git %s: %w", argsText(args), errGitOutput)
+	}
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ctx.Err() == nil {
@@ -121,21 +137,34 @@ func (g gitRun) run(ctx context.Context, dir string, args ...string) ([]byte, er
 	return stdout.Bytes(), nil
 }
 
-// limitedBuffer keeps the first max bytes written to it.
+// limitedBuffer keeps the first max bytes written to it; over reports that more was written, and
+// with fail set, such a write fails (the writer gets a broken pipe).
 type limitedBuffer struct {
-	max int
-	buf *bytes.Buffer
+	max  int
+	buf  *bytes.Buffer
+	fail bool
+	over bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room > 0 {
+	room := b.max - b.buf.Len()
+	if room > 0 {
 		b.buf.Write(p[:min(len(p), room)])
+	}
+	if len(p) > room {
+		b.over = true
+		if b.fail {
+			return max(room, 0), errGitOutput
+		}
 	}
 	return len(p), nil
 }
 
 // gitReason turns a failed git command into a RepoError with a short reason.
 func gitReason(r Repo, op string, err error) error {
+	if errors.Is(err, errGitOutput) {
+		return &RepoError{Repo: r, Reason: op + ": git's output is larger than " + strconv.Itoa(maxGitOutput) + " bytes", Err: err}
+	}
 	var gf *gitFailure
 	if !errors.As(err, &gf) {
 		return err
@@ -357,8 +386,12 @@ func (g gitRun) checkTree(ctx context.Context, r Repo, dir, commit string, lim C
 	files, total, limitErr := 0, int64(0), error(nil)
 	br := bufio.NewReader(stdout)
 	for limitErr == nil {
-		entry, err := br.ReadString(0)
+		entry, err := readEntry(br, maxTreeEntry)
 		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, errEntryTooLong) {
+			limitErr = &RepoError{Repo: r, Reason: fmt.Sprintf("git ls-tree: an entry longer than %d bytes", maxTreeEntry)}
 			break
 		}
 		if err != nil {
@@ -400,4 +433,22 @@ func (g gitRun) checkTree(ctx context.Context, r Repo, dir, commit string, lim C
 		return gitReason(r, "ls-tree failed", &gitFailure{args: "ls-tree", err: err, stderr: stderr.String()})
 	}
 	return nil
+}
+
+var errEntryTooLong = errors.New("entry too long")
+
+// readEntry reads br up to the next NUL (included) as bufio.Reader.ReadString(0) does, but at most
+// maxBytes: a longer entry is errEntryTooLong, found without holding more than maxBytes of it.
+func readEntry(br *bufio.Reader, maxBytes int) (string, error) {
+	var entry []byte
+	for {
+		chunk, err := br.ReadSlice(0)
+		if len(entry)+len(chunk) > maxBytes {
+			return "", errEntryTooLong
+		}
+		entry = append(entry, chunk...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return string(entry), err // as bufio.Reader.ReadString(0)
+		}
+	}
 }

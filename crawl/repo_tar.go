@@ -24,6 +24,23 @@ import (
 // padding to the next 10240-byte record).
 const maxTrailing = 1 << 20
 
+// Caps of what a tar archive holds besides its files (CheckoutLimits bounds those): past one, the
+// repository is a reject naming the cap.
+const (
+	// maxEntryOverhead is what the archive's (uncompressed) stream may hold per entry its limits
+	// allow besides the files' contents: a header, a PAX or long-name record, padding. The stream
+	// is read up to CheckoutLimits.MaxBytes plus this much per entry, so that headers the
+	// limits do not count (global headers, repeated folders) cannot make its work unbounded.
+	maxEntryOverhead = 8 << 10
+	// maxExtraEntries is how many entries an archive may hold beyond the files and folders its
+	// limits count (global headers, a folder listed again).
+	maxExtraEntries = 64
+	// maxEntryName bounds an entry's name (and a link's target) in bytes (PATH_MAX), and
+	// maxNameComponent one part of it (NAME_MAX): longer ones could not be created.
+	maxEntryName     = 4096
+	maxNameComponent = 255
+)
+
 // openTar opens the tarball r names: a plain path, a file URL (read from the file system), or a bucket
 // URL (read from a store in f.Stores, or else opened with store.Open).
 func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
@@ -138,7 +155,12 @@ func (f *Fetcher) checkoutTar(ctx context.Context, r Resolved, base string, lim 
 		ar = gz
 	}
 	x := &extractor{repo: r.Repo, root: src, lim: lim}
-	if err := x.extract(ctx, tar.NewReader(ar), bad); err != nil {
+	maxStream := lim.MaxBytes + int64(2*lim.MaxFiles+maxExtraEntries)*maxEntryOverhead
+	capped := &cappedReader{r: ar, n: maxStream}
+	if err := x.extract(ctx, tar.NewReader(capped), bad); err != nil {
+		if capped.over {
+			return "", x.fail("bad archive: its uncompressed stream exceeds %d bytes (the size limit plus %d bytes per entry)", maxStream, maxEntryOverhead)
+		}
 		return "", err
 	}
 	// Hash every byte: the padding after the end marker, then anything after the gzip stream.
@@ -164,14 +186,35 @@ func (f *Fetcher) checkoutTar(ctx context.Context, r Resolved, base string, lim 
 	return src, nil
 }
 
+// cappedReader reads at most n bytes of r, then fails, setting over.
+type cappedReader struct {
+	r    io.Reader
+	n    int64
+	over bool
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		c.over = true
+		return 0, errors.New("archive stream too large")
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	n, err := c.r.Read(p)
+	c.n -= int64(n)
+	return n, err
+}
+
 // extractor writes a tar archive's entries under root, refusing anything unsafe.
 type extractor struct {
-	repo  Repo
-	root  string
-	lim   CheckoutLimits
-	files int
-	dirs  int
-	bytes int64
+	repo    Repo
+	root    string
+	lim     CheckoutLimits
+	files   int
+	dirs    int
+	entries int
+	bytes   int64
 }
 
 func (x *extractor) fail(format string, args ...any) error {
@@ -190,6 +233,9 @@ func (x *extractor) extract(ctx context.Context, tr *tar.Reader, bad func(error)
 		}
 		if err != nil {
 			return bad(err)
+		}
+		if x.entries++; x.entries > 2*x.lim.MaxFiles+maxExtraEntries {
+			return x.fail("too many entries in archive: more than %d", 2*x.lim.MaxFiles+maxExtraEntries)
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
@@ -243,6 +289,9 @@ func (x *extractor) entry(ctx context.Context, tr *tar.Reader, hdr *tar.Header, 
 		}
 		if hdr.Linkname == "" {
 			return x.fail("bad archive: symlink %s has no target", name)
+		}
+		if len(hdr.Linkname) > maxEntryName {
+			return x.fail("bad archive: symlink %s has a target longer than %d bytes", name, maxEntryName)
 		}
 		if filepath.IsAbs(hdr.Linkname) {
 			return x.fail("symlink escapes checkout: %s -> %s", name, hdr.Linkname)
@@ -328,12 +377,18 @@ func (x *extractor) countDir() error {
 
 // cleanName checks an entry's name (or a hard link's target) and cleans it: "" is the archive root.
 func (x *extractor) cleanName(name string) (string, error) {
+	if len(name) > maxEntryName {
+		return "", x.fail("bad archive: a name longer than %d bytes: %.100s...", maxEntryName, name)
+	}
 	if strings.HasPrefix(name, "/") {
 		return "", x.fail("absolute path in archive: %s", name)
 	}
 	for _, part := range strings.Split(name, "/") {
 		if part == ".." {
 			return "", x.fail("path escapes archive: %s", name)
+		}
+		if len(part) > maxNameComponent {
+			return "", x.fail("bad archive: a name with a part longer than %d bytes: %.100s...", maxNameComponent, name)
 		}
 	}
 	if strings.ContainsRune(name, 0) {

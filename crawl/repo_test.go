@@ -452,6 +452,7 @@ type tarEntry struct {
 	typ  byte
 	body string
 	link string
+	pax  map[string]string
 }
 
 // makeTar builds a tar archive, gzip-compressed if gz.
@@ -470,7 +471,10 @@ func makeTar(t *testing.T, gz bool, entries ...tarEntry) []byte {
 		if typ == 0 {
 			typ = tar.TypeReg
 		}
-		hdr := &tar.Header{Name: e.name, Typeflag: typ, Linkname: e.link, Mode: 0o644, Format: tar.FormatPAX}
+		hdr := &tar.Header{Name: e.name, Typeflag: typ, Linkname: e.link, Mode: 0o644, Format: tar.FormatPAX, PAXRecords: e.pax}
+		if typ == tar.TypeXGlobalHeader {
+			hdr = &tar.Header{Typeflag: typ, PAXRecords: map[string]string{"comment": e.name}}
+		}
 		if typ == tar.TypeReg {
 			hdr.Size = int64(len(e.body))
 		}
@@ -635,6 +639,12 @@ func TestTarSafety(t *testing.T) {
 		{name: "hard_link_missing", entries: []tarEntry{file("a.py", ""), hard("h", "b.py")}, reason: "not an earlier file"},
 		{name: "hard_link_via_symlink", entries: []tarEntry{file("a.py", ""), link("s", "a.py"), hard("h", "s")},
 			reason: "target goes through a symlink"},
+		{name: "name_part_too_long", entries: []tarEntry{file(strings.Repeat("a", 300)+".py", "")},
+			reason: "bad archive: a name with a part longer than 255 bytes"},
+		{name: "name_too_long", entries: []tarEntry{file(strings.Repeat("d/", 2100)+"x.py", "")},
+			reason: "bad archive: a name longer than 4096 bytes"},
+		{name: "symlink_target_too_long", entries: []tarEntry{link("l", strings.Repeat("./", 2100)+"x.py")},
+			reason: "has a target longer than 4096 bytes"},
 		{name: "good", entries: []tarEntry{dir("./"), dir("pkg/"), file("pkg/mod.py", "X = 1\n"), file("./run.py", "import pkg\n"),
 			link("pkg/alias.py", "mod.py"), link("up.py", "pkg/../run.py"), hard("copy.py", "pkg/mod.py"), file("deep/er/f.py", "")},
 			check: func(t *testing.T, dir string) {
@@ -671,6 +681,51 @@ func TestTarSafety(t *testing.T) {
 				if err := w.Remove(); err != nil {
 					t.Fatal(err)
 				}
+				checkEmpty(t, scratch)
+			})
+		}
+	}
+}
+
+// TestTarStreamCaps checks the caps on what an archive holds besides its files' contents, which
+// CheckoutLimits does not count: entries its limits do not count (global headers, a folder
+// listed again) and the bytes of its headers, each a reject naming the cap.
+func TestTarStreamCaps(t *testing.T) {
+	ctx := context.Background()
+	lim := CheckoutLimits{MaxFiles: 10, MaxBytes: 1000}
+	repeat := func(n int, e tarEntry) []tarEntry {
+		var out []tarEntry
+		for range n {
+			out = append(out, e)
+		}
+		return out
+	}
+	bigPAX := func(name string) tarEntry {
+		return tarEntry{name: name, pax: map[string]string{"SCHILY.xattr.user.x": strings.Repeat("x", 300<<10)}}
+	}
+	tests := []struct {
+		name    string
+		entries []tarEntry
+		reason  string
+	}{
+		{"folder listed again", repeat(100, tarEntry{name: "d/", typ: tar.TypeDir}), "too many entries in archive: more than 84"},
+		{"global headers", repeat(100, tarEntry{name: "g", typ: tar.TypeXGlobalHeader}), "too many entries in archive: more than 84"},
+		{"large headers", []tarEntry{bigPAX("a"), bigPAX("b"), bigPAX("c")}, "uncompressed stream exceeds 689128 bytes"},
+	}
+	for _, tc := range tests {
+		for _, gz := range []bool{false, true} {
+			t.Run(tc.name+"/gz="+strconv.FormatBool(gz), func(t *testing.T) {
+				p := filepath.Join(t.TempDir(), "x.tgz")
+				if err := os.WriteFile(p, makeTar(t, gz, tc.entries...), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				res, err := ResolveRepo(ctx, Repo{URL: p})
+				if err != nil {
+					t.Fatal(err)
+				}
+				scratch := t.TempDir()
+				_, err = Checkout(ctx, res, scratch, lim)
+				checkRepoError(t, err, tc.reason)
 				checkEmpty(t, scratch)
 			})
 		}

@@ -20,6 +20,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -573,6 +574,7 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 			res.Detail = "tampering: " + res.ExcMessage
 		}
 	}
+	res.Detail = cut(res.Detail, MaxDetail)
 }
 
 // Exit codes of the item child when it cannot write a normal end record (docs/tracer-protocol.md).
@@ -584,10 +586,14 @@ const (
 	exitNoMemory  = 99
 )
 
-// lastLine returns the last non-empty line of b, for one-line error details.
+// lastLine returns the last non-empty line of b, for one-line error details, cut to MaxDetail
+// bytes.
 func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+	b = bytes.TrimSpace(b)
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return cut(string(bytes.TrimSpace(b)), MaxDetail)
 }
 
 // backendDropsPrivileges reports whether traced code runs as a different uid than the zygote.

@@ -234,6 +234,7 @@ func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (
 	if c.Status == schemas.StatusException && len(res.Stderr) > 0 {
 		c.Detail += " (stderr: " + lastLine(res.Stderr) + ")"
 	}
+	boundCollection(c)
 	return c, fallback, err
 }
 
@@ -308,9 +309,12 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 		}
 		if w.Outcome == OutcomeFailed || w.Outcome == OutcomeError {
 			res.ExcType, res.ExcMessage = w.ExcType, w.ExcMessage
-			res.Detail = strings.TrimSpace(fmt.Sprintf("%s in %s: %s: %s", w.Outcome, w.When, w.ExcType, w.ExcMessage))
+			res.Detail = strings.TrimSpace(fmt.Sprintf("%s in %s: %s: %s", cut(w.Outcome, MaxDetail), cut(w.When, MaxDetail),
+				cut(w.ExcType, MaxDetail), cut(w.ExcMessage, MaxDetail)))
 		}
 	}
+	tr.MissingModule = cut(tr.MissingModule, MaxModuleName)
+	res.Detail = cut(res.Detail, MaxDetail)
 	return tr, err
 }
 

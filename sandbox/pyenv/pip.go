@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -178,22 +179,20 @@ func pipMessage(out []byte) string {
 	return msg
 }
 
-// report is the part of pip's installation report (pip install --report) read here.
-type report struct {
-	Version string `json:"version"`
-	Install []struct {
-		DownloadInfo struct {
-			URL         string `json:"url"`
-			ArchiveInfo *struct {
-				Hash   string            `json:"hash"`
-				Hashes map[string]string `json:"hashes"`
-			} `json:"archive_info"`
-		} `json:"download_info"`
-		Metadata struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"metadata"`
-	} `json:"install"`
+// installEntry is the part of one entry of the "install" list of pip's installation report
+// (pip install --report) read here; the rest of the report is skipped.
+type installEntry struct {
+	DownloadInfo struct {
+		URL         string `json:"url"`
+		ArchiveInfo *struct {
+			Hash   string            `json:"hash"`
+			Hashes map[string]string `json:"hashes"`
+		} `json:"archive_info"`
+	} `json:"download_info"`
+	Metadata struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"metadata"`
 }
 
 var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -206,22 +205,89 @@ func (b *builder) resolve(ctx context.Context, reqs []string) ([]Package, error)
 	if err := b.pip(ctx, args...); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(rep)
+	data, err := readReport(rep)
 	if err != nil {
-		return nil, fmt.Errorf("pyenv: pip's report: %w", err)
+		return nil, err
 	}
 	return parseReport(data)
 }
 
-// parseReport reads the resolved set of a pip report, checking every name and version (they are
-// handed to pip again).
-func parseReport(data []byte) ([]Package, error) {
-	var r report
-	if err := json.Unmarshal(data, &r); err != nil {
+// Caps of pip's installation report, which the packages of the index shape (their names,
+// versions, URLs, and sdists' metadata, built by their own code).
+const (
+	// MaxReportBytes is the largest report read: a larger one is an *Error naming the cap.
+	MaxReportBytes = 16 << 20
+	// MaxResolved is the most packages a resolution may hold.
+	MaxResolved = 5000
+)
+
+// readReport reads pip's report at p, at most MaxReportBytes: a larger one is an *Error, found
+// before reading it (and never by reading more than the cap).
+func readReport(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
 		return nil, fmt.Errorf("pyenv: pip's report: %w", err)
 	}
+	defer f.Close()
+	tooLarge := &Error{Reason: fmt.Sprintf("pip's report is larger than %d bytes (pyenv.MaxReportBytes)", MaxReportBytes)}
+	if info, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("pyenv: pip's report: %w", err)
+	} else if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("pyenv: pip's report is not a regular file")
+	} else if info.Size() > MaxReportBytes {
+		return nil, tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxReportBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("pyenv: pip's report: %w", err)
+	}
+	if len(data) > MaxReportBytes {
+		return nil, tooLarge
+	}
+	return data, nil
+}
+
+// parseReport reads the resolved set of a pip report, checking every name and version (they are
+// handed to pip again). It reads as json.Unmarshal would into {"install": [...]} (keys matched
+// without regard to case, the last "install" kept), but entry by entry: more than MaxResolved
+// entries are an *Error found after decoding MaxResolved+1 of them, so that a report of millions
+// of tiny entries costs no more than its bytes. A report larger than MaxReportBytes is an *Error.
+func parseReport(data []byte) ([]Package, error) {
+	if len(data) > MaxReportBytes {
+		return nil, &Error{Reason: fmt.Sprintf("pip's report is larger than %d bytes (pyenv.MaxReportBytes)", MaxReportBytes)}
+	}
+	bad := func(err error) ([]Package, error) { return nil, fmt.Errorf("pyenv: pip's report: %w", err) }
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil {
+		return bad(err)
+	} else if tok != json.Delim('{') {
+		return bad(fmt.Errorf("not an object"))
+	}
+	var entries []installEntry
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return bad(err)
+		}
+		if key, _ := tok.(string); !strings.EqualFold(key, "install") {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return bad(err)
+			}
+			continue
+		}
+		if entries, err = installEntries(dec); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return bad(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad(fmt.Errorf("data after the report"))
+	}
 	var pkgs []Package
-	for _, in := range r.Install {
+	for _, in := range entries {
 		p := Package{Name: pyreq.Normalize(in.Metadata.Name), Version: in.Metadata.Version}
 		if !pyreq.ValidName(p.Name) || !pyreq.ValidVersion(p.Version) {
 			return nil, &Error{Reason: fmt.Sprintf("pip resolved a package named %q version %q, which is not valid", in.Metadata.Name, in.Metadata.Version)}
@@ -241,6 +307,35 @@ func parseReport(data []byte) ([]Package, error) {
 		pkgs = append(pkgs, p)
 	}
 	return pkgs, nil
+}
+
+// installEntries decodes the value of a report's "install" key (null, or a list of at most
+// MaxResolved entries).
+func installEntries(dec *json.Decoder) ([]installEntry, error) {
+	tok, err := dec.Token()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("pyenv: pip's report: install: %w", err)
+	case tok == nil:
+		return nil, nil
+	case tok != json.Delim('['):
+		return nil, fmt.Errorf("pyenv: pip's report: install is not a list")
+	}
+	var out []installEntry
+	for dec.More() {
+		if len(out) == MaxResolved {
+			return nil, &Error{Reason: fmt.Sprintf("pip resolved more than %d packages (pyenv.MaxResolved)", MaxResolved)}
+		}
+		var e installEntry
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("pyenv: pip's report: install[%d]: %w", len(out), err)
+		}
+		out = append(out, e)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("pyenv: pip's report: install: %w", err)
+	}
+	return out, nil
 }
 
 // install installs exactly the resolved set (no dependencies of its own, by hash when every hash

@@ -17,6 +17,7 @@ import (
 	_ "gocloud.dev/blob/memblob"
 
 	"github.com/ndtrace/ndtrace/crawl/pyreq"
+	"github.com/ndtrace/ndtrace/internal/costbound"
 	"github.com/ndtrace/ndtrace/internal/testwheels"
 	"github.com/ndtrace/ndtrace/store"
 )
@@ -192,10 +193,66 @@ func TestParseReport(t *testing.T) {
 	}
 }
 
+// parseReportCost bounds what parseReport allocates per byte of a report: the decoder's buffer,
+// the skipped values, and the entries (at most MaxResolved, which Fixed pays for) and their
+// packages.
+var parseReportCost = costbound.Bound{PerByte: 16, Fixed: 4 << 20}
+
+// TestReportCaps feeds parseReport and readReport hostile reports: each is refused by its cap,
+// naming it, with allocations within parseReportCost (a report of millions of empty entries,
+// decoded whole, allocated 112 bytes per byte: 1.8 GiB for 16 MiB); a larger file is refused
+// before it is read.
+func TestReportCaps(t *testing.T) {
+	entries := func(n int) []byte { return []byte(`{"install":[` + strings.Repeat(`{},`, n) + `{}]}`) }
+	tests := []struct {
+		name   string
+		data   []byte
+		reason string // a part of the *Error's reason, "" when accepted
+	}{
+		{"MaxResolved entries", []byte(`{"install":[` + strings.Repeat(`{"metadata":{"name":"a","version":"1"}},`, MaxResolved-1) + `{"metadata":{"name":"a","version":"1"}}]}`), ""},
+		{"one entry too many", entries(MaxResolved), "more than 5000 packages"},
+		{"millions of empty entries", entries((MaxReportBytes - 20) / 3), "more than 5000 packages"},
+		{"a large skipped value", []byte(`{"x":"` + strings.Repeat("a", MaxReportBytes-30) + `","install":[]}`), ""},
+		{"over the cap", append(entries((MaxReportBytes)/3), ' '), "larger than 16777216 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			n := costbound.Check(t, "parseReport", len(tc.data), parseReportCost, func() { _, err = parseReport(tc.data) })
+			t.Logf("%d bytes allocated, %.1f per byte", n, float64(n)/float64(len(tc.data)))
+			var pe *Error
+			switch {
+			case tc.reason == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.reason != "" && (!errors.As(err, &pe) || !strings.Contains(pe.Reason, tc.reason)):
+				t.Errorf("got %v, want an *Error with %q", err, tc.reason)
+			}
+		})
+	}
+	p := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 1<<30); err != nil { // sparse: 1 GiB of zeros
+		t.Fatal(err)
+	}
+	var err error
+	if n := costbound.Allocated(func() { _, err = readReport(p) }); n > 1<<20 {
+		t.Errorf("readReport of a 1 GiB file allocated %d bytes", n)
+	}
+	var pe *Error
+	if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "larger than 16777216 bytes") {
+		t.Errorf("readReport of a 1 GiB file: %v", err)
+	}
+}
+
 func FuzzParseReport(f *testing.F) {
 	f.Add([]byte(`{"install":[{"download_info":{"url":"u","archive_info":{"hash":"sha256=00"}},"metadata":{"name":"a","version":"1"}}]}`))
+	f.Add([]byte(`{"install":[` + strings.Repeat(`{},`, 100) + `{}], "x": [1, 2, {"a": "b"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pkgs, err := parseReport(data)
+		var pkgs []Package
+		var err error
+		costbound.Check(t, "parseReport", len(data), parseReportCost, func() { pkgs, err = parseReport(data) })
 		if err != nil {
 			return
 		}

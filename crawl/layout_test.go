@@ -109,6 +109,36 @@ func FuzzSetupCfgRoots(f *testing.F) {
 	})
 }
 
+// FuzzImportRoots feeds arbitrary pyproject.toml and setup.cfg files to ImportRoots: it never
+// panics, every root it returns is a folder of the checkout, and it allocates within
+// declaredCost (the same TOML and setup.cfg readers as DeclaredRequirements).
+func FuzzImportRoots(f *testing.F) {
+	f.Add("[tool.setuptools]\npackage-dir = {\"\" = \"lib\"}\n", "[options]\npackage_dir =\n    =src\n")
+	f.Add("[tool.x]\na = ["+strings.Repeat("1,", 2000)+"1]\n", "")
+	f.Add("[tool.hatch.build.targets.wheel]\npackages = [\"python/pkg\", \"../x/y\"]\n", "[options.packages.find]\nwhere = lib2\n")
+	f.Fuzz(func(t *testing.T, pyproject, setupCfg string) {
+		dir := t.TempDir()
+		for _, d := range []string{"lib", "src", "python", "lib2"} {
+			if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.WriteFile(filepath.Join(dir, "pyproject.toml"), []byte(pyproject), 0o644)
+		os.WriteFile(filepath.Join(dir, "setup.cfg"), []byte(setupCfg), 0o644)
+		var roots []string
+		var err error
+		costbound.Check(t, "ImportRoots", len(pyproject)+len(setupCfg), declaredCost, func() { roots, err = ImportRoots(context.Background(), dir) })
+		if err != nil {
+			return
+		}
+		for _, r := range roots {
+			if fi, err := os.Stat(filepath.Join(dir, r)); err != nil || !fi.IsDir() || strings.HasPrefix(r, "..") {
+				t.Fatalf("root %q is not a folder of the checkout", r)
+			}
+		}
+	})
+}
+
 // continuationCfg is a setup.cfg of one key with n continuation lines: the quadratic-parse
 // attack (1M lines kept the worker in parseSetupCfg for more than 150 s).
 func continuationCfg(n int) []byte {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ndtrace/ndtrace/internal/costbound"
 )
 
 // TestGitOutputCap runs a (fake) git whose ls-remote prints more than maxGitOutput bytes of refs, as
@@ -71,4 +73,33 @@ func TestReadEntry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzReadEntry reads arbitrary ls-tree -z output with a small cap: no entry it returns is longer
+// than the cap, the entries it returns are the input's, and it allocates at most a few bytes per
+// input byte.
+func FuzzReadEntry(f *testing.F) {
+	f.Add([]byte("100644 blob 0123 12\tpath\x00"), uint16(100))
+	f.Add([]byte(strings.Repeat("p", 9000)+"\x00a\x00"), uint16(5000))
+	f.Fuzz(func(t *testing.T, data []byte, maxBytes uint16) {
+		br := bufio.NewReaderSize(strings.NewReader(string(data)), 16)
+		var got []string
+		costbound.Check(t, "readEntry", len(data), costbound.Bound{PerByte: 8, Fixed: 4 << 10}, func() {
+			for {
+				e, err := readEntry(br, int(maxBytes))
+				if err != nil {
+					return
+				}
+				got = append(got, e)
+			}
+		})
+		if s := strings.Join(got, ""); !strings.HasPrefix(string(data), s) {
+			t.Fatalf("entries %q are not the input's start", got)
+		}
+		for _, e := range got {
+			if len(e) > int(maxBytes) {
+				t.Fatalf("an entry of %d bytes, cap %d", len(e), maxBytes)
+			}
+		}
+	})
 }

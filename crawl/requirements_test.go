@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ndtrace/ndtrace/crawl/pyreq"
+	"github.com/ndtrace/ndtrace/internal/costbound"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -130,9 +132,14 @@ func TestDeclaredRequirementsLinkOut(t *testing.T) {
 	}
 }
 
+// declaredCost bounds what DeclaredRequirements allocates per byte of the files it reads: the
+// TOML library's document (some 70 bytes per byte of a one-array file, the worst shape found),
+// the setup.cfg values and the requirements; Fixed pays for opening the checkout and its files.
+var declaredCost = costbound.Bound{PerByte: 256, Fixed: 1 << 20}
+
 // FuzzDeclaredRequirements feeds arbitrary pyproject.toml, setup.cfg and requirements.txt
-// contents: DeclaredRequirements must not panic, and what it returns are requirements pyreq
-// accepts.
+// contents: DeclaredRequirements must not panic, what it returns are requirements pyreq accepts,
+// and it allocates within declaredCost.
 func FuzzDeclaredRequirements(f *testing.F) {
 	f.Add("[project]\ndependencies = [\"a>=1\"]\n", "[options]\ninstall_requires =\n    b\n", "c\n-r x\n")
 	f.Fuzz(func(t *testing.T, pyproject, setupCfg, reqs string) {
@@ -140,7 +147,10 @@ func FuzzDeclaredRequirements(f *testing.F) {
 		os.WriteFile(filepath.Join(dir, "pyproject.toml"), []byte(pyproject), 0o644)
 		os.WriteFile(filepath.Join(dir, "setup.cfg"), []byte(setupCfg), 0o644)
 		os.WriteFile(filepath.Join(dir, "requirements.txt"), []byte(reqs), 0o644)
-		rs, err := DeclaredRequirements(context.Background(), dir)
+		var rs []pyreq.Requirement
+		var err error
+		n := len(pyproject) + len(setupCfg) + len(reqs)
+		costbound.Check(t, "DeclaredRequirements", n, declaredCost, func() { rs, err = DeclaredRequirements(context.Background(), dir) })
 		if err != nil {
 			return
 		}

@@ -177,8 +177,13 @@ func DeclaredRequirements(ctx context.Context, dir string) ([]pyreq.Requirement,
 	return out, nil
 }
 
-// maxIncludeDepth bounds the chain of requirement files included with -r.
-const maxIncludeDepth = 4
+// maxIncludeDepth bounds the chain of requirement files included with -r, and
+// maxRequirementFiles the requirement files read in all (each at most pyreq.MaxFileBytes): more is
+// an error naming the file that includes one too many.
+const (
+	maxIncludeDepth     = 4
+	maxRequirementFiles = 64
+)
 
 // includeRE matches a line that includes another requirement file (-r FILE, --requirement FILE),
 // and selfRE one that installs the project itself (., .[extras], -e ., --editable .[extras]).
@@ -196,6 +201,9 @@ var (
 func eachRequirementFile(ctx context.Context, root *os.Root, name string, depth int, read map[string]bool, fn func(string, []byte) error) error {
 	if read[name] {
 		return nil
+	}
+	if len(read) >= maxRequirementFiles {
+		return fmt.Errorf("crawl: %s: more than %d requirement files read (includes with -r)", name, maxRequirementFiles)
 	}
 	read[name] = true
 	data, err := readIn(ctx, root, name, pyreq.MaxFileBytes)

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,18 @@ func TestCheckRequirements(t *testing.T) {
 			t.Errorf("%q: %v; want an error starting %q", tc.yaml, err, tc.err)
 		}
 	}
+}
+
+// manyIncludes is a checkout whose requirements.txt includes n other files, each requiring "a".
+func manyIncludes(n int) map[string]string {
+	files := map[string]string{}
+	var top strings.Builder
+	for i := range n {
+		fmt.Fprintf(&top, "-r requirements/r%d.txt\n", i)
+		files[fmt.Sprintf("requirements/r%d.txt", i)] = "a\n"
+	}
+	files["requirements.txt"] = top.String()
+	return files
 }
 
 func TestDeclaredRequirements(t *testing.T) {
@@ -93,6 +106,8 @@ docs = sphinx
 		{name: "file directive", files: map[string]string{"setup.cfg": "[options]\ninstall_requires = file: reqs.in\n"}, err: "file:"},
 		{name: "bad toml", files: map[string]string{"pyproject.toml": "[project\n"}, err: "pyproject.toml"},
 		{name: "huge", files: map[string]string{"requirements.txt": strings.Repeat("# x\n", 300000)}, err: "larger than"},
+		{name: "too many includes", files: manyIncludes(maxRequirementFiles), err: "requirements/r63.txt: more than 64 requirement files read"},
+		{name: "includes up to the cap", files: manyIncludes(maxRequirementFiles - 1), want: "a"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

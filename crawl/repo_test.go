@@ -183,7 +183,7 @@ func checkRepoError(t *testing.T, err error, want string) {
 }
 
 // checkEmpty checks that dir exists and is empty.
-func checkEmpty(t *testing.T, dir string) {
+func checkEmpty(t testing.TB, dir string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -456,7 +456,7 @@ type tarEntry struct {
 }
 
 // makeTar builds a tar archive, gzip-compressed if gz.
-func makeTar(t *testing.T, gz bool, entries ...tarEntry) []byte {
+func makeTar(t testing.TB, gz bool, entries ...tarEntry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	var w io.Writer = &buf

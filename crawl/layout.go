@@ -199,13 +199,13 @@ const cancelEvery = 1024
 
 // parseSetupCfg parses a setup.cfg's content: its values by "section.key". It reads the INI
 // format's sections and keys, with continuation lines (joined by \n), as setuptools does. Its work
-// is linear in len(data): a key's lines are collected and joined once. Content larger than
-// MaxConfigBytes is an error; ctx is checked every cancelEvery lines.
+// is linear in len(data): a key's value grows in one buffer, never copied whole per line.
+// Content larger than MaxConfigBytes is an error; ctx is checked every cancelEvery lines.
 func parseSetupCfg(ctx context.Context, data []byte) (map[string]string, error) {
 	if len(data) > MaxConfigBytes {
-		return nil, fmt.Errorf("crawl: setup.cfg: larger than %d bytes (MaxConfigBytes)", MaxConfigBytes)
+		return nil, fmt.Errorf("crawl: setup.cfg: larger than %d bytes, the cap on this file", MaxConfigBytes)
 	}
-	lines := map[string][]string{} // "section.key" -> its lines (value, then continuations)
+	buffers := map[string]*strings.Builder{} // "section.key" -> its value (continuation lines joined by \n)
 	section, last := "", ""
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), MaxConfigBytes+1)
@@ -215,32 +215,36 @@ func parseSetupCfg(ctx context.Context, data []byte) (map[string]string, error) 
 				return nil, fmt.Errorf("crawl: setup.cfg: line %d: %w", n, err)
 			}
 		}
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
+		line := sc.Bytes()
+		trimmed := bytes.TrimSpace(line)
 		switch {
-		case trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, ";"):
-		case strings.HasPrefix(trimmed, "[") && strings.HasSuffix(trimmed, "]"):
-			section, last = strings.TrimSpace(trimmed[1:len(trimmed)-1]), ""
+		case len(trimmed) == 0 || trimmed[0] == '#' || trimmed[0] == ';':
+		case trimmed[0] == '[' && trimmed[len(trimmed)-1] == ']' && len(trimmed) >= 2:
+			section, last = strings.TrimSpace(string(trimmed[1:len(trimmed)-1])), ""
 		case (line[0] == ' ' || line[0] == '\t') && last != "":
-			lines[last] = append(lines[last], trimmed)
+			b := buffers[last]
+			b.WriteByte('\n')
+			b.Write(trimmed)
 		default:
-			k, v, ok := strings.Cut(trimmed, "=")
+			k, v, ok := bytes.Cut(trimmed, []byte("="))
 			if !ok {
-				k, v, ok = strings.Cut(trimmed, ":")
+				k, v, ok = bytes.Cut(trimmed, []byte(":"))
 			}
 			if !ok {
 				return nil, fmt.Errorf("crawl: setup.cfg: [%s]: line %q is not key = value", section, trimmed)
 			}
-			last = section + "." + strings.TrimSpace(k)
-			lines[last] = append(lines[last][:0], strings.TrimSpace(v))
+			last = section + "." + string(bytes.TrimSpace(k))
+			b := &strings.Builder{}
+			b.Write(bytes.TrimSpace(v))
+			buffers[last] = b
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("crawl: setup.cfg: %w", err)
 	}
-	values := make(map[string]string, len(lines))
-	for k, ls := range lines {
-		values[k] = strings.Join(ls, "\n")
+	values := make(map[string]string, len(buffers))
+	for k, b := range buffers {
+		values[k] = b.String()
 	}
 	return values, nil
 }

@@ -1,8 +1,11 @@
 package crawl
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,6 +104,12 @@ func FuzzSetupCfgRoots(f *testing.F) {
 		costbound.Check(t, "setupCfgRoots", len(content), setupCfgCost, func() {
 			roots, err = setupCfgRoots(context.Background(), root)
 		})
+		// The values are those of the reference parser (the quadratic one this replaced).
+		got, gotErr := parseSetupCfg(context.Background(), []byte(content))
+		want, wantErr := referenceSetupCfg([]byte(content))
+		if (gotErr == nil) != (wantErr == nil) || !maps.Equal(got, want) {
+			t.Fatalf("parseSetupCfg = %q, %v; the reference parser gives %q, %v", got, gotErr, want, wantErr)
+		}
 		for _, r := range roots {
 			if !strings.Contains(content, r) {
 				t.Fatalf("root %q is not in the file", r)
@@ -137,6 +146,40 @@ func FuzzImportRoots(f *testing.F) {
 			}
 		}
 	})
+}
+
+// referenceSetupCfg is the setup.cfg parser parseSetupCfg replaced (quadratic in a key's
+// continuation lines), kept as the reference of what the values are.
+func referenceSetupCfg(data []byte) (map[string]string, error) {
+	values := map[string]string{}
+	section, last := "", ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, ";"):
+		case strings.HasPrefix(trimmed, "[") && strings.HasSuffix(trimmed, "]"):
+			section, last = strings.TrimSpace(trimmed[1:len(trimmed)-1]), ""
+		case (line[0] == ' ' || line[0] == '\t') && last != "":
+			values[last] += "\n" + trimmed
+		default:
+			k, v, ok := strings.Cut(trimmed, "=")
+			if !ok {
+				k, v, ok = strings.Cut(trimmed, ":")
+			}
+			if !ok {
+				return nil, errors.New("not key = value")
+			}
+			last = section + "." + strings.TrimSpace(k)
+			values[last] = strings.TrimSpace(v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return values, nil
 }
 
 // continuationCfg is a setup.cfg of one key with n continuation lines: the quadratic-parse
@@ -270,5 +313,67 @@ func TestConfigCancel(t *testing.T) {
 	}
 	if _, err := parseSetupCfg(ctx, continuationCfg(100_000)); !errors.Is(err, context.Canceled) {
 		t.Errorf("parseSetupCfg: %v, want context.Canceled", err)
+	}
+}
+
+// TestTarballConfigAttacks runs the two attacks as they came, as small tarballs checked out the
+// worker's way: a 3 KB one whose setup.cfg holds one key with 1M continuation lines, a 49 KB one
+// with a 48 MiB pyproject.toml of one array. Both check out (they are within the checkout's
+// limits), and reading their declarations is then refused by MaxConfigBytes, naming the file.
+func TestTarballConfigAttacks(t *testing.T) {
+	array := "[tool.x]\na = [" + strings.Repeat("1,", 24<<20) + "1]\n"
+	tests := []struct {
+		name, file, content string
+	}{
+		{"1M-line setup.cfg", "setup.cfg", string(continuationCfg(1_000_000))},
+		{"48 MiB pyproject.toml", "pyproject.toml", array},
+	}
+	ctx := context.Background()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tgz := makeTar(t, true, tarEntry{name: "proj/" + tc.file, body: tc.content}, tarEntry{name: "proj/mod.py", body: "x = 1\n"})
+			p := filepath.Join(t.TempDir(), "attack.tgz")
+			if err := os.WriteFile(p, tgz, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := ResolveRepo(ctx, Repo{URL: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := Checkout(ctx, res, t.TempDir(), CheckoutLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Remove()
+			start := time.Now()
+			var rootsErr, reqsErr error
+			n := costbound.Allocated(func() {
+				_, rootsErr = ImportRoots(ctx, w.Dir)
+				_, reqsErr = DeclaredRequirements(ctx, w.Dir)
+			})
+			want := tc.file + ": larger than 1048576 bytes"
+			for _, err := range []error{rootsErr, reqsErr} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%v, want an error with %q", err, want)
+				}
+			}
+			t.Logf("a %d-byte tarball: refused in %v, %d bytes allocated", len(tgz), time.Since(start), n)
+			if n > 1<<20 {
+				t.Errorf("refusing allocated %d bytes", n)
+			}
+		})
+	}
+}
+
+// BenchmarkParseSetupCfg parses a setup.cfg of one key continued up to MaxConfigBytes (349k
+// lines): the worst shape of the quadratic parse, which took 29 s at 200k lines.
+func BenchmarkParseSetupCfg(b *testing.B) {
+	data := continuationCfg((MaxConfigBytes - 40) / 3)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseSetupCfg(context.Background(), data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

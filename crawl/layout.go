@@ -231,7 +231,7 @@ func parseSetupCfg(ctx context.Context, data []byte) (map[string]string, error) 
 				k, v, ok = bytes.Cut(trimmed, []byte(":"))
 			}
 			if !ok {
-				return nil, fmt.Errorf("crawl: setup.cfg: [%s]: line %q is not key = value", section, trimmed)
+				return nil, fmt.Errorf("crawl: setup.cfg: [%.200s]: line %.200q is not key = value", section, trimmed)
 			}
 			last = section + "." + string(bytes.TrimSpace(k))
 			b := &strings.Builder{}

@@ -183,6 +183,8 @@ func DeclaredRequirements(ctx context.Context, dir string) ([]pyreq.Requirement,
 const (
 	maxIncludeDepth     = 4
 	maxRequirementFiles = 64
+	// maxIncludeName bounds the name an include line gives (it appears in errors).
+	maxIncludeName = 1024
 )
 
 // includeRE matches a line that includes another requirement file (-r FILE, --requirement FILE),
@@ -226,6 +228,9 @@ func eachRequirementFile(ctx context.Context, root *os.Root, name string, depth 
 			lines[i] = ""
 		} else if m := includeRE.FindStringSubmatch(t); m != nil {
 			lines[i] = ""
+			if len(m[1]) > maxIncludeName {
+				return fmt.Errorf("crawl: %s line %d: includes a file named by more than %d bytes", name, i+1, maxIncludeName)
+			}
 			inc := path.Clean(path.Join(path.Dir(name), m[1]))
 			if depth >= maxIncludeDepth {
 				return fmt.Errorf("crawl: %s line %d: requirement files include each other more than %d deep", name, i+1, maxIncludeDepth)

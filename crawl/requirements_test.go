@@ -106,6 +106,9 @@ docs = sphinx
 		{name: "file directive", files: map[string]string{"setup.cfg": "[options]\ninstall_requires = file: reqs.in\n"}, err: "file:"},
 		{name: "bad toml", files: map[string]string{"pyproject.toml": "[project\n"}, err: "pyproject.toml"},
 		{name: "huge", files: map[string]string{"requirements.txt": strings.Repeat("# x\n", 300000)}, err: "larger than"},
+		{name: "long include name", files: map[string]string{"requirements.txt": "-r " + strings.Repeat("x", 2000) + "\n"}, err: "requirements.txt line 1: includes a file named by more than 1024 bytes"},
+		{name: "long malformed setup.cfg line", files: map[string]string{"setup.cfg": "[" + strings.Repeat("s", 5000) + "]\n" + strings.Repeat("x", 5000) + "\n"},
+			err: "crawl: setup.cfg: [" + strings.Repeat("s", 200) + "]: line \"" + strings.Repeat("x", 200) + "\" is not key = value"},
 		{name: "too many includes", files: manyIncludes(maxRequirementFiles), err: "requirements/r63.txt: more than 64 requirement files read"},
 		{name: "includes up to the cap", files: manyIncludes(maxRequirementFiles - 1), want: "a"},
 	}

@@ -248,7 +248,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	fcfg := cfg
 	fcfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), imports...)
 	if it.Repo.Functions {
-		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, rt.Traces, rt.Counts, lim, func() {
+		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, roots, it, rt.Traces, rt.Counts, lim, func() {
 			alive()
 			wd.begin("a function of its tests", lim.WallTime)
 		}); err != nil {
@@ -309,9 +309,10 @@ func outcomeKey(r *sandbox.TestResult) string {
 // Python literal (objects, cut values) and functions with * or ** parameters are skipped, and so
 // are the items that could only give an empty trace (testcalls.Items; counted in counts). A
 // function whose run breaks its sandbox is its own reject (status sandbox_error), never the
-// repository's error: the only error returned is the context's.
-func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
-	cands := testcalls.Items(w.Dir, it, traces, counts)
+// repository's error: the only error returned is the context's. roots are the checkout's import
+// roots, which the items' dedup keys (their Deps) look modules up in.
+func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, roots []string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
+	cands := testcalls.Items(w.Dir, roots, it, traces, counts)
 	var out []TracedItem
 	var sb *sandbox.Sandbox
 	defer func() {

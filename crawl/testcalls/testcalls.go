@@ -40,7 +40,11 @@ const (
 //   - arguments: an argument whose rendering is not a plain literal.
 //
 // Generator functions are kept: the tracer consumes the generator their call returns.
-func Items(dir string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
+//
+// dir is the checkout and roots its import roots (crawl.ImportRoots): each item's Deps is what its
+// module runs of the checkout when imported from there (see depWalker.Deps), so that an item is a
+// duplicate only of one that runs the same code.
+func Items(dir string, roots []string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
 	skip := func(reason string) {
 		if counts != nil {
 			counts[schemas.CountFunctionSkipped(reason)]++
@@ -53,6 +57,7 @@ func Items(dir string, it crawl.Item, traces []schemas.TestTrace, counts schemas
 		}
 	}
 	modules := map[string]string{}
+	deps := newDepWalker(dir, roots, it.Repo.Resolved.Pin())
 	perFunc := map[[2]string]int{}
 	seen := map[string]bool{}
 	var items []crawl.Item
@@ -125,6 +130,7 @@ func Items(dir string, it crawl.Item, traces []schemas.TestTrace, counts schemas
 				Func:     src.Source,
 				RepoURL:  it.Path,
 				Commit:   it.Repo.Resolved.Pin(),
+				Deps:     deps.Deps(filepath.ToSlash(rel)),
 			})
 		}
 	}

@@ -34,8 +34,8 @@ type Item struct {
 	// Deps is, for a function-level item found in a repository, the hex SHA-256 of what its module
 	// runs of the repository besides its call: the module and the repository's own modules it
 	// imports, or the checkout's pin where those cannot be determined statically (see
-	// testcalls.Deps). It is part of the item's dedup key and hash, so that an item is a
-	// duplicate only of one that runs the same code. Empty for every other item.
+	// testcalls.Items). It is part of the item's dedup key, so that an item is a duplicate only
+	// of one that runs the same code (not of its hash: see Hash). Empty for every other item.
 	Deps string `json:"deps,omitempty"`
 	// Repo is set instead of Code and Call for a repository-level item: the repository whose test
 	// suite is run and traced.
@@ -97,8 +97,9 @@ func (it Item) Origin() string {
 }
 
 // Hash is the item's content hash: it changes exactly when what is traced changes (for a
-// repository: its commit or content hash, and how its tests are run; for a function found in a
-// repository, also Deps).
+// repository: its commit or content hash, and how its tests are run). Deps is left out: an item
+// found in a repository has its repository's commit or content hash (Commit), which fixes the
+// files Deps covers, so the hash of every item stays what it was before Deps.
 func (it Item) Hash() string {
 	h := sha256.New()
 	for _, f := range []string{it.Key, it.Filename, it.Code, it.Call} {
@@ -109,10 +110,6 @@ func (it Item) Hash() string {
 		for _, f := range []string{it.Func, it.RepoURL, it.Commit, string(repo)} {
 			fmt.Fprintf(h, "%d:%s;", len(f), f)
 		}
-	}
-	if it.Deps != "" {
-		// Only items that have it: the hashes of all others stay what they were.
-		fmt.Fprintf(h, "deps:%d:%s;", len(it.Deps), it.Deps)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -1,5 +1,7 @@
 package testcalls
 
+import "strings"
+
 // importStmt is one module an import statement names: `import a.b` gives {0, "a.b", nil},
 // `from ..x import y, z` gives {2, "x", [y z]}, `from . import *` gives {1, "", [*]}.
 type importStmt struct {
@@ -27,205 +29,230 @@ var bareDynamicNames = map[string]bool{"exec": true, "eval": true, "compile": tr
 // sysPathNames are the attributes of sys that change where imports are found.
 var sysPathNames = map[string]bool{"path": true, "meta_path": true, "path_hooks": true, "path_importer_cache": true}
 
-// pyToken is one token of scanImports's tokenizer.
+// pyToken is one token of scanImports's lexer.
 type pyToken struct {
-	kind byte // 'n' a name or number, 's' a string, 'o' an operator character, '\n' the end of a logical line
+	kind byte // 'n' a name or number, 's' a string, 'o' an operator character, '\n' the end of a logical line; 0 the end
 	text string
 }
 
 // scanImports reads the import statements of Python source src, wherever they are (in function
 // bodies, under if or try too), and reports whether src uses a name of dynamicNames (or
-// bareDynamicNames bare, or sys.path and its kin): then its imports cannot be known statically.
-// It is a tokenizer, not a parser: comments and string literals are skipped, a logical line ends at
-// a newline outside brackets and not after a backslash, and a statement starts a logical line or
-// follows ";" or ":" outside brackets. Malformed source gives what it can; work and memory are
-// linear in len(src).
+// bareDynamicNames bare, or sys.path and its kin), or imports a non-ASCII name: then its imports
+// cannot be known statically. It is a lexer, not a parser: comments and string literals are
+// skipped, a logical line ends at a newline outside brackets and not after a backslash, and a
+// statement starts a logical line or follows ";" or ":" outside brackets. Malformed source gives
+// what it can. It streams the tokens (no token list is kept): work and memory are linear in
+// len(src), and memory only in what it returns.
 func scanImports(src []byte) (imps []importStmt, dynamic bool) {
-	toks := tokenize(string(src))
-	start := true // the next token starts a statement
-	for i := 0; i < len(toks); i++ {
-		t := toks[i]
-		if t.kind == 'n' {
-			afterDot := i > 0 && toks[i-1].kind == 'o' && toks[i-1].text == "."
+	l := &lexer{src: string(src)}
+	start := true      // the next token starts a statement
+	var p1, p2 pyToken // the two tokens before
+	for {
+		t := l.next()
+		switch {
+		case t.kind == 0:
+			return imps, l.dynamic
+		case t.kind == 'n':
+			afterDot := p1.kind == 'o' && p1.text == "."
 			switch {
 			case dynamicNames[t.text], bareDynamicNames[t.text] && !afterDot:
-				dynamic = true
-			case afterDot && sysPathNames[t.text] && i > 1 && toks[i-2].kind == 'n' && toks[i-2].text == "sys":
-				dynamic = true
+				l.dynamic = true
+			case afterDot && sysPathNames[t.text] && p2.kind == 'n' && p2.text == "sys":
+				l.dynamic = true
 			}
 		}
 		if start && t.kind == 'n' && (t.text == "import" || t.text == "from") {
-			var n int
-			var got []importStmt
-			if t.text == "import" {
-				got, n = parseImport(toks[i+1:])
-			} else {
-				got, n = parseFrom(toks[i+1:])
-			}
-			imps = append(imps, got...)
 			// The names of the statement are checked too (`import importlib`), and a non-ASCII
 			// name is not resolved to a file (Python matches its NFKC form): not known statically.
-			for _, u := range toks[i+1 : i+1+n] {
-				if u.kind == 'n' && (dynamicNames[u.text] || !isASCII(u.text)) {
-					dynamic = true
-				}
+			l.inStmt = true
+			if t.text == "import" {
+				imps = append(imps, parseImport(l)...)
+			} else {
+				imps = append(imps, parseFrom(l)...)
 			}
-			i += n
-			start = false
+			l.inStmt = false
+			start, p1, p2 = false, pyToken{}, pyToken{}
 			continue
 		}
 		start = t.kind == '\n' || t.kind == 'o' && (t.text == ";" || t.text == ":")
+		p2, p1 = p1, t
 	}
-	return imps, dynamic
 }
 
-// dotted reads a dotted name (a.b.c) from toks, returning it and the tokens read; "" if none.
-func dotted(toks []pyToken) (string, int) {
-	name, n := "", 0
-	for n < len(toks) && isName(toks[n]) {
-		if name != "" {
-			name += "."
+// is reports whether t is the operator op.
+func (t pyToken) is(op string) bool { return t.kind == 'o' && t.text == op }
+
+// dotted reads a dotted name (a.b.c) from l, "" if none. Linear in the tokens read.
+func dotted(l *lexer) string {
+	var b strings.Builder
+	for isName(l.peek(0)) && l.peek(0).text != "import" {
+		if b.Len() > 0 {
+			b.WriteByte('.')
 		}
-		name += toks[n].text
-		n++
-		if n+1 < len(toks) && toks[n].kind == 'o' && toks[n].text == "." && toks[n+1].kind == 'n' {
-			n++
+		b.WriteString(l.next().text)
+		if l.peek(0).is(".") && isName(l.peek(1)) {
+			l.next()
 			continue
 		}
 		break
 	}
-	return name, n
+	return b.String()
 }
 
 // parseImport reads what follows `import`: dotted names, each with an optional `as name`, comma
-// separated, up to the end of the statement. It returns the modules and the tokens read.
-func parseImport(toks []pyToken) ([]importStmt, int) {
+// separated, up to the end of the statement.
+func parseImport(l *lexer) []importStmt {
 	var out []importStmt
-	n := 0
 	for {
-		name, k := dotted(toks[n:])
-		if k == 0 {
-			return out, n
+		name := dotted(l)
+		if name == "" {
+			return out
 		}
-		n += k
 		out = append(out, importStmt{Module: name})
-		if n+1 < len(toks) && toks[n].kind == 'n' && toks[n].text == "as" && toks[n+1].kind == 'n' {
-			n += 2
+		if t := l.peek(0); t.kind == 'n' && t.text == "as" && l.peek(1).kind == 'n' {
+			l.next()
+			l.next()
 		}
-		if n < len(toks) && toks[n].kind == 'o' && toks[n].text == "," {
-			n++
-			continue
+		if !l.peek(0).is(",") {
+			return out
 		}
-		return out, n
+		l.next()
 	}
 }
 
 // parseFrom reads what follows `from`: dots, a dotted name, `import`, then names (each with an
-// optional `as name`, in parentheses or not) or "*". It returns the statement (none if malformed)
-// and the tokens read.
-func parseFrom(toks []pyToken) ([]importStmt, int) {
+// optional `as name`, in parentheses or not) or "*". It returns the statement (none if malformed).
+func parseFrom(l *lexer) []importStmt {
 	var st importStmt
-	n := 0
-	for n < len(toks) && toks[n].kind == 'o' && toks[n].text == "." {
+	for l.peek(0).is(".") {
 		st.Level++
-		n++
+		l.next()
 	}
-	name, k := dotted(toks[n:])
-	n += k
-	st.Module = name
-	if st.Level == 0 && name == "" || n >= len(toks) || toks[n].kind != 'n' || toks[n].text != "import" {
-		return nil, n
+	st.Module = dotted(l)
+	if t := l.peek(0); st.Level == 0 && st.Module == "" || t.kind != 'n' || t.text != "import" {
+		return nil
 	}
-	n++
-	paren := n < len(toks) && toks[n].kind == 'o' && toks[n].text == "("
+	l.next()
+	paren := l.peek(0).is("(")
 	if paren {
-		n++
+		l.next()
 	}
-	for n < len(toks) {
-		t := toks[n]
-		switch {
-		case t.kind == 'o' && t.text == "*":
+	for {
+		switch t := l.peek(0); {
+		case t.is("*"):
 			st.Names = append(st.Names, "*")
-			n++
+			l.next()
 		case isName(t):
 			st.Names = append(st.Names, t.text)
-			n++
-			if n+1 < len(toks) && toks[n].kind == 'n' && toks[n].text == "as" && toks[n+1].kind == 'n' {
-				n += 2
+			l.next()
+			if u := l.peek(0); u.kind == 'n' && u.text == "as" && l.peek(1).kind == 'n' {
+				l.next()
+				l.next()
 			}
-		case paren && t.kind == '\n':
-			n++ // not produced inside brackets; kept for safety
-			continue
 		default:
-			return []importStmt{st}, n
+			return []importStmt{st}
 		}
-		if n < len(toks) && toks[n].kind == 'o' && toks[n].text == "," {
-			n++
+		if l.peek(0).is(",") {
+			l.next()
 			continue
 		}
-		if paren && n < len(toks) && toks[n].kind == 'o' && toks[n].text == ")" {
-			n++
+		if paren && l.peek(0).is(")") {
+			l.next()
 		}
-		return []importStmt{st}, n
+		return []importStmt{st}
 	}
-	return []importStmt{st}, n
 }
 
-// tokenize splits Python source into pyTokens: names (identifier characters, bytes >= 0x80 and
-// digits), strings (skipped whole, any prefix letters being a name token before them), operator
-// characters one by one (the dot included), and '\n' at the end of each logical line. Comments,
-// blank lines and whitespace give nothing. Linear in len(src).
-func tokenize(src string) []pyToken {
-	var toks []pyToken
-	depth := 0
-	i := 0
-	for i < len(src) {
+// lexer splits Python source into pyTokens, two of lookahead at most: names (identifier
+// characters, bytes >= 0x80 and digits), strings (skipped whole, any prefix letters being a name
+// token before them), operator characters one by one (the dot included), and '\n' at the end of
+// each logical line. Comments, blank lines and whitespace give nothing. Linear in len(src).
+type lexer struct {
+	src   string
+	i     int
+	depth int  // open brackets
+	nl    bool // the last token scanned ended a logical line
+	buf   [2]pyToken
+	nbuf  int
+	// inStmt is set while an import statement is read; dynamic is set when one names a name of
+	// dynamicNames or a non-ASCII name.
+	inStmt, dynamic bool
+}
+
+// peek returns the token k (0 or 1) ahead without reading it.
+func (l *lexer) peek(k int) pyToken {
+	for l.nbuf <= k {
+		l.buf[l.nbuf] = l.scan()
+		l.nbuf++
+	}
+	return l.buf[k]
+}
+
+// next reads the next token.
+func (l *lexer) next() pyToken {
+	t := l.peek(0)
+	l.buf[0], l.buf[1] = l.buf[1], pyToken{}
+	l.nbuf--
+	if l.inStmt && t.kind == 'n' && (dynamicNames[t.text] || !isASCII(t.text)) {
+		l.dynamic = true
+	}
+	return t
+}
+
+// scan reads one token from src (kind 0 at its end).
+func (l *lexer) scan() pyToken {
+	src := l.src
+	for l.i < len(src) {
+		i := l.i
 		c := src[i]
 		switch {
 		case c == '#':
-			for i < len(src) && src[i] != '\n' {
-				i++
+			for l.i < len(src) && src[l.i] != '\n' {
+				l.i++
 			}
 		case c == '\\' && i+1 < len(src) && (src[i+1] == '\n' || src[i+1] == '\r'):
-			i += 2
-			if src[i-1] == '\r' && i < len(src) && src[i] == '\n' {
-				i++
+			l.i += 2
+			if src[i+1] == '\r' && l.i < len(src) && src[l.i] == '\n' {
+				l.i++
 			}
 		case c == '\n' || c == '\r':
-			i++
-			if depth == 0 && len(toks) > 0 && toks[len(toks)-1].kind != '\n' {
-				toks = append(toks, pyToken{kind: '\n'})
+			l.i++
+			if l.depth == 0 && !l.nl {
+				l.nl = true
+				return pyToken{kind: '\n'}
 			}
 		case c == ' ' || c == '\t' || c == '\f' || c == '\\':
-			i++
+			l.i++
 		case c == '\'' || c == '"':
-			i += stringEnd(src[i:])
-			toks = append(toks, pyToken{kind: 's'})
-		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80:
+			l.i += stringEnd(src[i:])
+			l.nl = false
+			return pyToken{kind: 's'}
+		case nameByte(c):
 			j := i
-			for j < len(src) {
-				d := src[j]
-				if !(d == '_' || d >= 'a' && d <= 'z' || d >= 'A' && d <= 'Z' || d >= '0' && d <= '9' || d >= 0x80) {
-					break
-				}
+			for j < len(src) && nameByte(src[j]) {
 				j++
 			}
-			toks = append(toks, pyToken{kind: 'n', text: src[i:j]})
-			i = j
+			l.i, l.nl = j, false
+			return pyToken{kind: 'n', text: src[i:j]}
 		default:
 			switch c {
 			case '(', '[', '{':
-				depth++
+				l.depth++
 			case ')', ']', '}':
-				if depth > 0 {
-					depth--
+				if l.depth > 0 {
+					l.depth--
 				}
 			}
-			toks = append(toks, pyToken{kind: 'o', text: src[i : i+1]})
-			i++
+			l.i, l.nl = i+1, false
+			return pyToken{kind: 'o', text: src[i : i+1]}
 		}
 	}
-	return toks
+	return pyToken{}
+}
+
+// nameByte reports whether c can be part of a name token.
+func nameByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
 
 // stringEnd returns the length of the string literal at the start of s (single, double or triple

@@ -80,9 +80,15 @@ func newDepWalker(dir string, roots []string, pin string) *depWalker {
 	}
 	w.roots = append(w.roots, ".")
 	for _, r := range w.roots {
-		ents, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(r)))
+		fh, err := os.Open(filepath.Join(dir, filepath.FromSlash(r)))
 		if err != nil {
 			continue
+		}
+		ents, _ := fh.ReadDir(maxDirEntries + 1)
+		fh.Close()
+		if len(ents) > maxDirEntries {
+			w.startup = fmt.Sprintf("%s has more than %d entries", r, maxDirEntries)
+			break
 		}
 		for _, e := range ents {
 			n := e.Name()

@@ -33,8 +33,10 @@ func TestDepsWalk(t *testing.T) {
 		many["p"+itoa(i)+".py"] = "import p" + itoa(i+1) + "\n"
 	}
 	wide := map[string]string{"m.py": "import w.x\n", "w/x.py": ""}
+	wideTop := map[string]string{"m.py": ""}
 	for i := 0; i < maxDirEntries; i++ {
 		wide["w/f"+itoa(i)+".txt"] = ""
+		wideTop["f"+itoa(i)+".txt"] = ""
 	}
 	tests := []struct {
 		name  string
@@ -85,6 +87,7 @@ func TestDepsWalk(t *testing.T) {
 			"m2.py": big[:maxDepFileBytes-12], "n.py": big[:maxDepFileBytes-13], "o.py": big[:maxDepFileBytes-14], "p.py": big[:maxDepFileBytes-15],
 			"q.py": big[:maxDepFileBytes-16]}, nil, "", "!more than 16777216 bytes"},
 		{"folder cap", wide, nil, "", "!w has more than 4096 entries"},
+		{"folder cap at the top", wideTop, nil, "", "!. has more than 4096 entries"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

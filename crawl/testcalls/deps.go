@@ -37,9 +37,12 @@ type depWalker struct {
 	// startup is the reason the interpreter's own start-up may run repository code that no
 	// import names (a .pth file, sitecustomize, usercustomize at a root), "" if none.
 	startup string
-	files   map[string]*depFile
-	dirs    map[string]map[string][]depEntry
-	deps    map[string]string
+	// env lists the requirements installed for the items (canonical, in order; nil without an
+	// environment): the packages they import from there are part of what they run.
+	env   []string
+	files map[string]*depFile
+	dirs  map[string]map[string][]depEntry
+	deps  map[string]string
 	// truncated holds the folders with more than maxDirEntries entries; overflow is the last of
 	// them the current walk consulted ("" if none).
 	truncated map[string]bool
@@ -104,10 +107,11 @@ func newDepWalker(dir string, roots []string, pin string) *depWalker {
 }
 
 // Deps is the Deps of an item whose module is rel (relative to the checkout, slash-separated): the
-// hex SHA-256 of "ndtrace deps 1\n" then, for each file the module runs (walk) in order of path,
-// "LEN:PATH;" and the hex SHA-256 of its bytes, ";". Where those files cannot be known (walk's
-// reason), it is the hex SHA-256 of "ndtrace deps pin\n", "LEN:PATH;" and "LEN:PIN;": the module
-// as the checkout at its commit or content hash has it.
+// hex SHA-256 of "ndtrace deps 1\n"; then, with an environment, "env:", "LEN:REQ;" for each of its
+// requirements and "\n"; then, for each file the module runs (walk) in order of path, "LEN:PATH;"
+// and the hex SHA-256 of its bytes, ";". Where those files cannot be known (walk's reason), it is
+// the hex SHA-256 of "ndtrace deps pin\n", "LEN:PATH;", "LEN:PIN;" and the same environment part:
+// the module as the checkout at its commit or content hash has it.
 func (w *depWalker) Deps(rel string) string {
 	if d, ok := w.deps[rel]; ok {
 		return d
@@ -118,9 +122,16 @@ func (w *depWalker) Deps(rel string) string {
 		fmt.Fprintf(h, "ndtrace deps pin\n%d:%s;%d:%s;", len(rel), rel, len(w.pin), w.pin)
 	} else {
 		h.Write([]byte("ndtrace deps 1\n"))
-		for _, f := range files {
-			fmt.Fprintf(h, "%d:%s;%x;", len(f), f, w.files[f].sum)
+	}
+	if w.env != nil {
+		h.Write([]byte("env:"))
+		for _, r := range w.env {
+			fmt.Fprintf(h, "%d:%s;", len(r), r)
 		}
+		h.Write([]byte("\n"))
+	}
+	for _, f := range files {
+		fmt.Fprintf(h, "%d:%s;%x;", len(f), f, w.files[f].sum)
 	}
 	d := hex.EncodeToString(h.Sum(nil))
 	w.deps[rel] = d

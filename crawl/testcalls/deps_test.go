@@ -151,6 +151,17 @@ func TestDepsKey(t *testing.T) {
 	if b := deps(with("helper.py", "def scale(x, k):\n    return x + k\n"), "p1"); a == b {
 		t.Errorf("another helper.py gives the same Deps")
 	}
+	// The requirements of the repository's environment are part of it.
+	envDeps := func(env []string) string {
+		dir := t.TempDir()
+		writeTree(t, dir, base)
+		w := newDepWalker(dir, nil, "p1")
+		w.env = env
+		return w.Deps("m.py")
+	}
+	if e1, e2, e0 := envDeps([]string{"numpy==1.26"}), envDeps([]string{"numpy==1.20"}), envDeps([]string{}); e1 == e2 || e0 == a || e0 == e1 {
+		t.Errorf("environments do not change Deps: %s, %s, %s (none: %s)", e1, e2, e0, a)
+	}
 	dyn := with("helper.py", "scale = __import__('math').pow\n")
 	if d1, d2 := deps(dyn, "p1"), deps(dyn, "p2"); d1 == d2 || d1 == a {
 		t.Errorf("Deps of an unknown walk: %s at p1, %s at p2 (want them to differ)", d1, d2)

@@ -14,13 +14,16 @@ type importStmt struct {
 }
 
 // dynamicNames are the names whose use makes a module's imports or the files it reads impossible
-// to know from its import statements: dynamic imports, code built at run time, the module's own
-// file or package path, and the import path itself (sys.path and its hooks, after a "sys.").
+// to know from its import statements: dynamic imports, code built at run time, the paths of
+// modules and frames (from which a data file of the checkout is found), and the import path itself
+// (sys.path and its hooks, after a "sys.").
 // exec, eval and compile count only as bare names (not "re.compile").
 var dynamicNames = map[string]bool{
 	"__import__": true, "importlib": true, "import_module": true, "runpy": true, "pkgutil": true,
 	"pkg_resources": true, "__path__": true, "__file__": true, "__loader__": true, "__spec__": true,
 	"__builtins__": true, "builtins": true, "execfile": true,
+	// the paths of modules and frames, from which a file beside them can be found
+	"inspect": true, "co_filename": true, "_getframe": true,
 }
 
 // bareDynamicNames count only when not an attribute (not after a dot).

@@ -50,6 +50,8 @@ func TestScanImports(t *testing.T) {
 		{"sys.path.insert(0, 'lib')", "", true},
 		{"import sys\nsys.modules", "0:sys:", false},
 		{"here = __file__", "", true},
+		{"import inspect\nsrc = inspect.getfile(f)", "0:inspect:", true},
+		{"f = sys._getframe(0).f_code.co_filename", "", true},
 		{"import hélper", "0:hélper:", true},
 		{"x = 'unterminated\nimport a", "0:a:", false},
 		{"import a\r\nimport b\rimport c", "0:a: 0:b: 0:c:", false},

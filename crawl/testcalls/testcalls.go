@@ -42,8 +42,9 @@ const (
 // Generator functions are kept: the tracer consumes the generator their call returns.
 //
 // dir is the checkout and roots its import roots (crawl.ImportRoots): each item's Deps is what its
-// module runs of the checkout when imported from there (see depWalker.Deps), so that an item is a
-// duplicate only of one that runs the same code.
+// module runs of the checkout when imported from there, and the requirements of the repository's
+// environment if it has one (see depWalker.Deps), so that an item is a duplicate only of one that
+// runs the same code.
 func Items(dir string, roots []string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
 	skip := func(reason string) {
 		if counts != nil {
@@ -58,6 +59,20 @@ func Items(dir string, roots []string, it crawl.Item, traces []schemas.TestTrace
 	}
 	modules := map[string]string{}
 	deps := newDepWalker(dir, roots, it.Repo.Resolved.Pin())
+	if e := it.Repo.Env; e != nil {
+		// The packages installed for the repository are on the functions' path too, before the
+		// checkout: what they declare is part of what the items run.
+		deps.env = []string{}
+		if !e.FromRepository {
+			deps.env = append(deps.env, e.Requirements...)
+		} else if reqs, err := crawl.DeclaredRequirements(dir); err != nil {
+			deps.startup = fmt.Sprintf("its requirements: %v", err)
+		} else {
+			for _, r := range reqs {
+				deps.env = append(deps.env, r.String())
+			}
+		}
+	}
 	perFunc := map[[2]string]int{}
 	seen := map[string]bool{}
 	var items []crawl.Item

@@ -172,7 +172,8 @@ func (a *Activities) TraceBatch(ctx context.Context, in BatchInput) (pipeline.Tr
 	resume(ctx, &from)
 	trc := &execute.Tracer{Sandboxes: a.Sandboxes, Fetcher: a.fetcher(), Scratch: a.Scratch, EnvCache: a.Envs, OnTraced: a.Metrics.traced}
 	return with(ctx, in.RunInput, func(s *store.Store) (pipeline.TraceResult, error) {
-		trc.Store = s // repositories' environments are cached in the dataset's store
+		trc.Store = s     // repositories' environments are cached in the dataset's store
+		trc.TestStore = s // and their test traces kept, one object a test
 		return pipeline.TraceBatch(ctx, s, in.Run, in.Ref, trc, int(activity.GetInfo(ctx).Attempt), from, beat(ctx))
 	})
 }

@@ -80,7 +80,7 @@ func TestCommitChain(t *testing.T) {
 // readers accept: the commit fails before anything is written.
 func TestCommitRefusesOversizedManifest(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	ctx := context.Background()
 	s := openTest(t, "mem://")

@@ -196,6 +196,9 @@ func runNode(t *testing.T, node, folder, script string, args ...string) []byte {
 // every row, key-value metadata), and as a user would, by a glob over each configuration's folder
 // (data/**/*.parquet: every row and nothing else; packed/**/*.parquet likewise).
 func TestDuckDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("DuckDB reading a dataset under Node.js: long integration test; run without -short")
+	}
 	node, folder := requireNodePackage(t, "duckdb", "@duckdb/node-api", duckdbInstall)
 	ds := writeReaderDataset(t)
 	dir, m, packed := ds.dir, ds.m, ds.packed
@@ -291,6 +294,9 @@ type polarsReport struct {
 // scanParquet over data/**/*.parquet gives every row and nothing else, over packed/**/*.parquet
 // every packed sequence.
 func TestPolars(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Polars reading a dataset under Node.js: long integration test; run without -short")
+	}
 	node, folder := requireNodePackage(t, "polars", "nodejs-polars", polarsInstall)
 	ds := writeReaderDataset(t)
 	out := runNode(t, node, folder, "check.mjs", ds.dir)

@@ -20,6 +20,9 @@ import (
 // conformance suite runs against (versitygw for S3, fake-gcs-server, Azurite), through the same
 // URLs a user would give. Each is skipped when its server is not installed, unless CI is set.
 func TestServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a dataset on the S3, GCS and Azure emulators: long integration test; run without -short")
+	}
 	for _, tc := range []struct {
 		name  string
 		start func(testing.TB) *emulators.Bucket

@@ -16,7 +16,7 @@ import (
 // statistics; tokens are estimated at 3.5 bytes a token until exact tokenizers are plugged in).
 func TestCruxEvalTrajectoryStats(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	rows := cruxeval.Rows(t)
 	type stats struct{ tokens, actions, states, chars []float64 }

@@ -51,6 +51,9 @@ func replayOnBdbWith(t *testing.T, code, call string, traj debugger.Trajectory, 
 // (docs/debugger.md, "Replay on bdb"), whose counts are pinned so that a new difference, or a
 // named one that goes away, is seen.
 func TestReplayOnBdb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trajectories replayed on bdb: long integration test; run without -short")
+	}
 	progs := programs(40)
 	progs = append(progs,
 		[2]string{"def gen(n):\n    total = 0\n    for i in range(n):\n        total += i\n        yield total\n    return total\n", "gen(4)"},
@@ -116,7 +119,7 @@ func TestReplayOnBdb(t *testing.T) {
 // mismatch or tampering is not.
 func TestReplayCruxEvalOnBdb(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	rows := cruxeval.Rows(t)
 	n := len(rows)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/crawl"
@@ -11,6 +12,7 @@ import (
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
 )
 
 // TestExitingPthIsTheRepositorysOwn (issue 26, endless retries): a repository holding a .pth file
@@ -71,5 +73,39 @@ func TestInfraErrorKeepsItsMessage(t *testing.T) {
 	}
 	if execute.InfraError(nil) != nil {
 		t.Error("InfraError(nil) is not nil")
+	}
+}
+
+// TestKeepTest: a test trace kept apart reads back whole, its reference is its content's, and a
+// reference that is not one of a kept trace is refused.
+func TestKeepTest(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tt := schemas.TestTrace{Test: "tests/test_a.py::test_x", Outcome: "passed", Status: schemas.StatusOK,
+		Events:    []schemas.Event{{Event: schemas.EventCall, Func: "f", File: "a.py", Lineno: 1, Frame: 1, Locals: schemas.Locals{{Name: "x", Value: "1"}}}},
+		Functions: []schemas.FuncSource{{File: "a.py", QualName: "f", FirstLine: 1, LastLine: 2, Source: "def f(x):\n    return x"}}}
+	kept, err := execute.KeepTest(ctx, s, tt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.Ref == "" || kept.Events != nil || kept.Functions != nil || kept.Test != tt.Test || kept.Status != tt.Status {
+		t.Fatalf("kept %+v", kept)
+	}
+	again, err := execute.KeepTest(ctx, s, tt)
+	if err != nil || again.Ref != kept.Ref {
+		t.Fatalf("kept again: %+v %v", again, err)
+	}
+	back, err := execute.LoadTest(ctx, s, kept.Ref)
+	if err != nil || !reflect.DeepEqual(back, tt) {
+		t.Fatalf("read back %+v %v, want %+v", back, err, tt)
+	}
+	for _, ref := range []string{"batches/x.json", execute.TestTracePrefix + "../batches/x.json"} {
+		if _, err := execute.LoadTest(ctx, s, ref); err == nil {
+			t.Errorf("LoadTest(%q) read it", ref)
+		}
 	}
 }

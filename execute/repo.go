@@ -2,6 +2,9 @@ package execute
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +18,7 @@ import (
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/store"
 )
 
 // Limits of tracing a repository that are not in the spec.
@@ -59,10 +63,11 @@ type RepoTrace struct {
 
 // traceRepo checks out the repository of a repository-level item and runs each of its tests
 // (up to MaxTests) untraced and traced in a sandbox where each test sees a private writable view
-// of the checkout; alive is
-// called after every test. A repository that cannot be used (checkout refused, missing dependency,
-// no tests) gives a TracedItem item with status invalid and the reason as its detail; an error is
-// returned only for what a retry may fix.
+// of the checkout; alive is called after every test, and every 10 s while the current step keeps
+// within its deadline (watchdog). A repository that cannot be used (checkout refused, missing
+// dependency, no tests) gives a TracedItem with status invalid, the stage it stopped at and the
+// reason as its detail. An error is ErrInfra for the worker's own failures; any other (a stalled
+// step, a collection that broke its sandbox, a checkout that failed) counts against the item.
 //
 // within, when not nil, is called once the repository is traced, with its trace and a
 // RepoSession that replays its rows on bdb while the checkout, its environment and the tests'
@@ -195,6 +200,10 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		tests = tests[:n]
 	}
 	rt.Run = len(tests)
+	var found *testcalls.Finder // the functions the tests call, found one test's trace at a time
+	if it.Repo.Functions {
+		found = testcalls.NewFinder(w.Dir, roots, it, rt.Counts)
+	}
 	for _, test := range tests {
 		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options, Paths: imports}
 		wd.begin("test "+test, 3*lim.WallTime) // untraced, with the original options, traced
@@ -241,23 +250,28 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			rt.Quarantined = append(rt.Quarantined, test)
 			continue
 		}
-		rt.Traces = append(rt.Traces, schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
-			Detail: tr.Result.Detail, Events: tr.Result.Events, Functions: tr.Result.Functions})
+		tt := schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
+			Detail: tr.Result.Detail, Events: tr.Result.Events, Functions: tr.Result.Functions}
+		if found != nil {
+			found.Add(tt)
+		}
+		// File names relative to the repository root: the scratch folder differs from run to run.
+		relativize(&tt, w.Dir)
+		if tt, err = trc.keepTest(ctx, tt); err != nil {
+			return t, err
+		}
+		rt.Traces = append(rt.Traces, tt)
 	}
 	// A function's module imports its package as the tests do: the import roots too.
 	fcfg := cfg
 	fcfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), imports...)
-	if it.Repo.Functions {
-		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, roots, it, rt.Traces, rt.Counts, lim, func() {
+	if found != nil {
+		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, found.Items(), rt.Counts, lim, func() {
 			alive()
 			wd.begin("a function of its tests", lim.WallTime)
 		}); err != nil {
 			return t, err
 		}
-	}
-	// File names relative to the repository root: the scratch folder differs from run to run.
-	for i := range rt.Traces {
-		relativize(&rt.Traces[i], w.Dir)
 	}
 	t.Status, t.Repo = schemas.StatusOK, rt
 	wd.stopBeating()
@@ -302,17 +316,14 @@ func outcomeKey(r *sandbox.TestResult) string {
 	return string(r.Result.Status)
 }
 
-// traceFunctions makes function-level items of the module-level functions the tests called (in
-// non-test files), with the arguments observed at their calls as inputs, and traces each on its
-// own: the module's source as the code, the call as the expression, with the checkout importable
-// (so that the module's imports of its own package work). Arguments whose rendering is not a
-// Python literal (objects, cut values) and functions with * or ** parameters are skipped, and so
-// are the items that could only give an empty trace (testcalls.Items; counted in counts). A
+// traceFunctions traces the function-level items found in the tests' traces (cands, from a
+// testcalls.Finder: calls of the module-level functions of non-test files with the arguments
+// observed, those that could only give an empty trace left out and counted), each on its own: the
+// module's source as the code, the call as the expression, with the checkout importable (so that
+// the module's imports of its own package work). A
 // function whose run breaks its sandbox is its own reject (status sandbox_error), never the
-// repository's error: the only error returned is the context's. roots are the checkout's import
-// roots, which the items' dedup keys (their Deps) look modules up in.
-func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, roots []string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
-	cands := testcalls.Items(w.Dir, roots, it, traces, counts)
+// repository's error: the only error returned is the context's.
+func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, cands []crawl.Item, counts schemas.Counts, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
 	var out []TracedItem
 	var sb *sandbox.Sandbox
 	defer func() {
@@ -400,4 +411,51 @@ func neutralisedClass(name string) string {
 		return c
 	}
 	return "other"
+}
+
+// keepTest keeps tt in the tracer's TestStore, when it has one (KeepTest); without one, tt stays
+// whole in the repository's trace.
+func (trc *Tracer) keepTest(ctx context.Context, tt schemas.TestTrace) (schemas.TestTrace, error) {
+	if trc.TestStore == nil {
+		return tt, nil
+	}
+	return KeepTest(ctx, trc.TestStore, tt)
+}
+
+// KeepTest stores tt, one test's trace, in s and returns what a repository's trace holds of it:
+// its outcome and the reference of the stored trace (content-addressed under TestTracePrefix: the
+// same trace is stored once, and a retry writes nothing new).
+func KeepTest(ctx context.Context, s *store.Store, tt schemas.TestTrace) (schemas.TestTrace, error) {
+	data, err := json.Marshal(tt)
+	if err != nil {
+		return tt, fmt.Errorf("encode the trace of test %s: %w", tt.Test, err)
+	}
+	sum := sha256.Sum256(data)
+	key := TestTracePrefix + hex.EncodeToString(sum[:]) + ".json"
+	if _, err := s.PutFirst(ctx, key, data, "application/json"); err != nil {
+		return tt, InfraError(fmt.Errorf("store the trace of test %s: %w", tt.Test, err))
+	}
+	return schemas.TestTrace{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Ref: key}, nil
+}
+
+// TestTracePrefix is where TestStore keeps the traces of repositories' tests.
+const TestTracePrefix = "work/tests/"
+
+// MaxTestTraceBytes bounds what reading a stored test trace may take (LoadTest).
+const MaxTestTraceBytes = 1 << 30
+
+// LoadTest reads the test trace stored under ref (a schemas.TestTrace.Ref) from s.
+func LoadTest(ctx context.Context, s *store.Store, ref string) (schemas.TestTrace, error) {
+	if !strings.HasPrefix(ref, TestTracePrefix) || strings.Contains(ref, "..") {
+		return schemas.TestTrace{}, fmt.Errorf("test trace %q: not a reference of a stored trace", ref)
+	}
+	data, err := s.ReadLimit(ctx, ref, MaxTestTraceBytes)
+	if err != nil {
+		return schemas.TestTrace{}, fmt.Errorf("read test trace %s: %w", ref, err)
+	}
+	var tt schemas.TestTrace
+	if err := json.Unmarshal(data, &tt); err != nil {
+		return schemas.TestTrace{}, fmt.Errorf("read test trace %s: %w", ref, err)
+	}
+	return tt, nil
 }

@@ -92,6 +92,11 @@ type Tracer struct {
 	// (default userdirs.EnvsDir, not under /tmp). See env.go.
 	Store    *store.Store
 	EnvCache string
+	// TestStore, if set, keeps each test trace of a repository as soon as it is traced, and the
+	// repository's trace holds only its reference (schemas.TestTrace.Ref): what tracing a
+	// repository holds then does not grow with its tests (keepTest). Nil: the test traces stay in
+	// the repository's trace (verify's re-execution, tests).
+	TestStore *store.Store
 	// environments is the spec's configuration of environments (set by Trace, see forSpec).
 	environments *schemas.EnvironmentsSpec
 }

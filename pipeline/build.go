@@ -133,6 +133,8 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		return BatchSummary{}, execute.BadInput("policy: %v", err)
 	}
 	opts := rows.OptionsFor(spec, tok, run.CreatedAt)
+	// A repository's test traces are kept apart (execute.Tracer.TestStore): read one at a time.
+	opts.LoadTest = func(ref string) (schemas.TestTrace, error) { return execute.LoadTest(ctx, s, ref) }
 	rec := &BatchRecord{Hash: tr.Hash, Counts: schemas.Counts{}, CreatedAt: run.CreatedAt}
 	var built []schemas.Row
 	for c := 0; c < tr.Chunks; c++ {
@@ -142,7 +144,10 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		}
 		for _, t := range ts {
 			rec.Items++
-			r, rej := rows.Of(t, spec, policy, opts, rec.Counts)
+			r, rej, err := rows.Of(t, spec, policy, opts, rec.Counts)
+			if err != nil {
+				return BatchSummary{}, err
+			}
 			if t.Item.Kind() == crawl.RepositoryTests {
 				rec.Yields = append(rec.Yields, rows.Yield(t, len(r), rej))
 			}

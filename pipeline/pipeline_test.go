@@ -311,7 +311,7 @@ func TestWorkerFaultIsNotPoison(t *testing.T) {
 // adopts A's shard (same bytes, A's created_at) instead of failing on the conflict.
 func TestAdoptShard(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	ctx := context.Background()
 	path := corpus(t, 4)

@@ -47,6 +47,9 @@ type Options struct {
 	CreatedAt time.Time
 	// TracerVersion is recorded in every row.
 	TracerVersion string
+	// LoadTest reads a repository's test trace kept apart (schemas.TestTrace.Ref) for Of; nil
+	// when every trace is inline.
+	LoadTest func(ref string) (schemas.TestTrace, error)
 }
 
 func (o Options) withDefaults() Options {

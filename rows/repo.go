@@ -2,6 +2,7 @@ package rows
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
@@ -11,11 +12,13 @@ import (
 
 // repoRows builds the repository-level rows of a TracedItem repository: for every TracedItem test, every
 // direction and draw, an entry call sampled from the test's trace and a trajectory in its scope.
-// It returns the reason when the repository gives no row.
-func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts schemas.Counts) ([]schemas.Row, string) {
+// It returns the reason when the repository gives no row. A test kept apart (TestTrace.Ref) is
+// read with o.LoadTest when its turn comes, so that one test's trace is held at a time; an error
+// is one of reading it.
+func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts schemas.Counts) ([]schemas.Row, string, error) {
 	rt := t.Repo
 	if rt == nil {
-		return nil, "repository: no trace"
+		return nil, "repository: no trace", nil
 	}
 	counts.Add(rt.Counts)
 	counts[schemas.CountTests] += int64(rt.Tests)
@@ -27,6 +30,19 @@ func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Opti
 		if _, err := debugger.ExitFor(tt.Status); err != nil {
 			counts[schemas.CountSkippedTest(tt.Status)]++
 			continue
+		}
+		if tt.Ref != "" {
+			if o.LoadTest == nil {
+				return nil, "", fmt.Errorf("test %s of %s is stored apart and there is no way to read it", tt.Test, t.Item.Key)
+			}
+			stored, err := o.LoadTest(tt.Ref)
+			if err != nil {
+				return nil, "", err
+			}
+			if stored.Test != tt.Test {
+				return nil, "", fmt.Errorf("test %s of %s: the stored trace %s is of test %s", tt.Test, t.Item.Key, tt.Ref, stored.Test)
+			}
+			tt = stored
 		}
 		for _, dir := range spec.Directions {
 			for k := 0; k < spec.TrajectoriesPerTrace; k++ {
@@ -48,9 +64,9 @@ func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Opti
 		}
 	}
 	if len(rows) == 0 {
-		return nil, last
+		return nil, last, nil
 	}
-	return rows, ""
+	return rows, "", nil
 }
 
 // TreeError is an error of building a test's state tree (its entry call, its direction), as

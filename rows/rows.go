@@ -15,10 +15,11 @@ import (
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
-// Of builds every row of one traced item, or the reject that says why it gives none.
-func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts schemas.Counts) ([]schemas.Row, *schemas.Reject) {
-	reject := func(class schemas.RejectClass, reason string) ([]schemas.Row, *schemas.Reject) {
-		return nil, &schemas.Reject{Source: t.Item.Origin(), Key: t.Item.Key, Class: class, Reason: reason}
+// Of builds every row of one traced item, or the reject that says why it gives none. An error is
+// one of reading a repository's test traces kept apart (Options.LoadTest): a retry may fix it.
+func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts schemas.Counts) ([]schemas.Row, *schemas.Reject, error) {
+	reject := func(class schemas.RejectClass, reason string) ([]schemas.Row, *schemas.Reject, error) {
+		return nil, &schemas.Reject{Source: t.Item.Origin(), Key: t.Item.Key, Class: class, Reason: reason}, nil
 	}
 	switch {
 	case t.Poison != "":
@@ -34,11 +35,14 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 		}
 		return reject(class, reason)
 	case t.Item.Kind() == crawl.RepositoryTests:
-		rows, reason := repoRows(t, spec, p, o, counts)
+		rows, reason, err := repoRows(t, spec, p, o, counts)
+		if err != nil {
+			return nil, nil, err
+		}
 		if reason != "" {
 			return reject(schemas.RejectNoTrajectory, reason)
 		}
-		return rows, nil
+		return rows, nil, nil
 	}
 	if _, err := debugger.ExitFor(t.Status); err != nil {
 		if t.Detail != "" {
@@ -74,7 +78,7 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 		}
 		return reject(schemas.RejectNoTrajectory, last)
 	}
-	return rows, nil
+	return rows, nil, nil
 }
 
 // debuggerItem is a traced function-level item as package debugger takes it, and its trace.

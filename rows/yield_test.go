@@ -30,9 +30,9 @@ func TestRepositoryStage(t *testing.T) {
 	} {
 		tr := execute.TracedItem{Item: crawl.Item{Key: "r", Path: "https://example.invalid/r", Repo: &crawl.RepoTarget{}},
 			Status: schemas.StatusInvalid, Detail: tc.reason, Stage: tc.stage}
-		got, rej := Of(tr, schemas.Spec{}.WithDefaults(), debugger.Policy{}, Options{}, schemas.Counts{})
-		if got != nil || rej == nil {
-			t.Fatalf("%s: rows %v, reject %v", tc.stage, got, rej)
+		got, rej, err := Of(tr, schemas.Spec{}.WithDefaults(), debugger.Policy{}, Options{}, schemas.Counts{})
+		if got != nil || rej == nil || err != nil {
+			t.Fatalf("%s: rows %v, reject %v, error %v", tc.stage, got, rej, err)
 		}
 		if rej.Class != tc.wantClass || rej.Reason != tc.reason {
 			t.Errorf("%s: reject %+v, want class %s", tc.stage, *rej, tc.wantClass)

@@ -51,7 +51,7 @@ for line in sys.stdin:
 // of f equals the row's output for at least 99% of rows.
 func TestCruxEval(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	rows := cruxeval.Rows(t)
 	want := expectedReprs(t, rows)

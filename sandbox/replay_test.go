@@ -234,7 +234,9 @@ func TestReplayResourceLimits(t *testing.T) {
 		if res.Status != c.want {
 			t.Errorf("%s: status %s (%s), want %s", c.name, res.Status, res.Detail, c.want)
 		}
-		if d := time.Since(start); d > 10*time.Second {
+		// The limits end the run (the status says which); this bound only catches a hang, with a
+		// margin wide enough for any machine's speed and load.
+		if d := time.Since(start); d > time.Minute {
 			t.Errorf("%s: took %s", c.name, d)
 		}
 	}
@@ -306,6 +308,9 @@ end ok 'b'`
 // scope, that reaches for the debugger's machinery ends the replay tampered; a forged chunk breaks
 // the seal; and an entry file outside the checkout is refused.
 func TestReplayTestHostile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hostile repository replays: long integration test; run without -short")
+	}
 	root := sandboxtest.HostDir(t)
 	lib := "def f(x):\n    y = x + 1\n    return y\n"
 	cases := []struct{ name, conftest, lib string }{

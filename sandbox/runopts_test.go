@@ -65,6 +65,9 @@ def pytest_configure(config):
 // ini flavour; hostile addopts are neutralised too; a configuration pytest still refuses falls
 // back to no addopts; and with the plugins present the original configuration can be run.
 func TestRunnerOptions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("repository test runs under each ini flavour: long integration test; run without -short")
+	}
 	root := sandboxtest.HostDir(t)
 	dirs := map[string]string{}
 	flavours := map[string]map[string]string{

@@ -16,6 +16,9 @@ import (
 
 // TestConformance runs the isolation suite against every registered backend.
 func TestConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the conformance suite on every backend: long integration test; run without -short")
+	}
 	for _, name := range sandbox.Backends() {
 		t.Run(name, func(t *testing.T) {
 			if name == "bwrap" {

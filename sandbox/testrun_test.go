@@ -257,6 +257,9 @@ func TestRunTest(t *testing.T) {
 
 // TestTracedUntracedAgree runs every collected test both ways: the verdicts must be the same.
 func TestTracedUntracedAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("every collected test run traced and untraced: long integration test; run without -short")
+	}
 	r := setupRepos(t)
 	for _, dir := range []string{r.repo, r.uni} {
 		c, err := r.sb.CollectTests(context.Background(), sandbox.CollectRequest{Dir: dir})

@@ -21,6 +21,9 @@ import (
 // CPython API by hand and harden_frames checks the frame tables it patches: every supported
 // version must trace, with the same values.
 func TestTracerInterpreters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("every supported interpreter: long integration test; run without -short")
+	}
 	helper, err := nativeHelper()
 	if err != nil {
 		t.Skip(err)

@@ -1501,7 +1501,7 @@ func BenchmarkVerifyTrace(b *testing.B) {
 // checks that verifyTrace accepts every trace (zero false positives).
 func TestVerifyCruxEvalLive(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	rows := cruxeval.Rows(t)
 	const workers = 2
@@ -1547,7 +1547,7 @@ func TestVerifyCruxEvalLive(t *testing.T) {
 // in the live sandbox and checks that verifyTrace accepts every trace.
 func TestVerifyTestReposLive(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	names := testrepos.Names()
 	dirs := make([]string, len(names))

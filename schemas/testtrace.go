@@ -9,4 +9,7 @@ type TestTrace struct {
 	Detail    string       `json:"detail,omitempty"`
 	Events    []Event      `json:"events,omitempty"`
 	Functions []FuncSource `json:"functions,omitempty"`
+	// Ref is, for a trace kept apart (its Events and Functions not here), the key of the object
+	// that holds it whole.
+	Ref string `json:"ref,omitempty"`
 }

@@ -31,27 +31,32 @@ func open(t testing.TB, rawURL string) *store.Store {
 func TestConformance(t *testing.T) {
 	backends := []struct {
 		name string
+		// server is set for a store on an emulator server (skipped by -short).
+		server bool
 		// start prepares one bucket (or folder) for the run and returns the URL of a prefix in it.
 		start func(t *testing.T) func(prefix string) string
 	}{
-		{"path", func(t *testing.T) func(string) string {
+		{"path", false, func(t *testing.T) func(string) string {
 			root := t.TempDir()
 			return func(prefix string) string { return filepath.Join(root, "data", prefix) }
 		}},
-		{"file", func(t *testing.T) func(string) string {
+		{"file", false, func(t *testing.T) func(string) string {
 			root := t.TempDir()
 			return func(prefix string) string { return "file://" + root + "/" + prefix }
 		}},
-		{"mem", func(t *testing.T) func(string) string {
+		{"mem", false, func(t *testing.T) func(string) string {
 			// Every mem:// store is a bucket of its own.
 			return func(prefix string) string { return "mem://bucket/" + prefix }
 		}},
-		{"s3-versitygw", func(t *testing.T) func(string) string { return emulators.S3(t).URL }},
-		{"gs-fake-gcs-server", func(t *testing.T) func(string) string { return emulators.GCS(t).URL }},
-		{"azblob-azurite", func(t *testing.T) func(string) string { return emulators.Azurite(t).URL }},
+		{"s3-versitygw", true, func(t *testing.T) func(string) string { return emulators.S3(t).URL }},
+		{"gs-fake-gcs-server", true, func(t *testing.T) func(string) string { return emulators.GCS(t).URL }},
+		{"azblob-azurite", true, func(t *testing.T) func(string) string { return emulators.Azurite(t).URL }},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
+			if b.server && testing.Short() {
+				t.Skip("a store on an emulator server: long integration test; run without -short")
+			}
 			urlFor := b.start(t)
 			storetest.Run(t, func(t testing.TB, prefix string) *store.Store { return open(t, urlFor(prefix)) })
 		})
@@ -189,6 +194,9 @@ func TestFileListHidesTemporaryFiles(t *testing.T) {
 
 // TestS3Prefix checks that an s3 store lives under the URL's path inside the bucket.
 func TestS3Prefix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a store on versitygw: long integration test; run without -short")
+	}
 	ctx := context.Background()
 	b := emulators.S3(t)
 	s := open(t, b.URL("team/run-7"))

@@ -207,7 +207,7 @@ func segments(text string) []string {
 // that the npm packages ship.
 func TestJSReference(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: needs npm ci and the sandbox")
+		t.Skip("needs npm ci and the sandbox: long integration test; run without -short")
 	}
 	dir := jsRefDir(t)
 	toks := goTokenizers(t, dir)
@@ -411,7 +411,7 @@ var spFull = []struct {
 // first: only a section at the start of the text).
 func TestJSReferenceSentencePiece(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: needs npm ci and the sandbox")
+		t.Skip("needs npm ci and the sandbox: long integration test; run without -short")
 	}
 	dir := jsRefDir(t)
 	var texts []string

@@ -68,7 +68,7 @@ func TestConformanceRace(t *testing.T) {
 		t.Skip("already running with -race")
 	}
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {

@@ -82,7 +82,7 @@ func (p *proc) kill() {
 // stopped for three minutes. It takes about ten minutes.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	bucket := emulators.S3(t)
 	bin := buildBinary(t)

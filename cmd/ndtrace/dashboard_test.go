@@ -181,6 +181,9 @@ func chromiumPath() string {
 // at $NDTRACE_DASHBOARD_SCREENSHOT if set) and checks the DOM Chromium built. Without Chromium it
 // is skipped, or fails when CI is set.
 func TestDashboardChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the dashboard in headless Chromium: long integration test; run without -short")
+	}
 	chromium := requireChromium(t)
 	dir := t.TempDir()
 	one := writeStatsCLIDataset(t, dir, "run-one", 1)

@@ -24,7 +24,7 @@ import (
 // environment rejects with the reasons.
 func TestRunRepositoryEnvironments(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	envs, err := os.MkdirTemp("/var/tmp", "ndtrace-envs-test-")

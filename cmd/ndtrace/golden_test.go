@@ -34,7 +34,7 @@ type goldenShard struct {
 // change (a new tracer version, a new row format), and say why in the commit.
 func TestGoldenShards(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	// The corpus path is part of every item's key (and so of the batches' hashes): a fixed one.

@@ -31,7 +31,7 @@ def f(n):
 // gives rows, and the dataset commits and validates.
 func TestHostileItemIsOneReject(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	corpus := filepath.Join(dir, "items.jsonl")

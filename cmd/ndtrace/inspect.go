@@ -12,6 +12,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/numfmt"
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
@@ -24,7 +25,8 @@ in manifest order (or from --shard only).
 
 Learned tokens (loss mask 1) are shown between the markers ⟦ and ⟧, or in green underlined text
 (ANSI) when stdout is a terminal; --color chooses. A character whose bytes straddle a mask boundary
-is shown with the span it starts in.
+is shown with the span it starts in. Control characters, bidi controls and invalid UTF-8 in the
+rows are shown as escapes (\x1b, \u202e, \xff): the rows keep them, the terminal obeys none.
 
 URL: a folder (./ndtrace-data), file:///abs/dir, s3://bucket/prefix?region=..., gs://bucket/prefix,
 azblob://container/prefix (see docs/dataset.md). Flags may come before or after URL.`
@@ -106,7 +108,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		for i := range rows {
-			fmt.Fprintf(stdout, "\n── %s row %d ──\n", s.Path, i)
+			fmt.Fprintf(stdout, "\n── %s row %d ──\n", termsafe.String(s.Path), i)
 			fmt.Fprintln(stdout, rowMetadata(&rows[i]))
 			fmt.Fprintln(stdout, maskedText(&rows[i], toks, open, closing))
 		}
@@ -122,20 +124,21 @@ func firstShard(shards []dataset.ShardInfo) string {
 	return shards[0].Path
 }
 
-// printManifestSummary prints what the manifest says about the dataset, in a few lines.
+// printManifestSummary prints what the manifest says about the dataset, in a few lines escaped for
+// a terminal.
 func printManifestSummary(w io.Writer, url string, m *dataset.Manifest) {
-	fmt.Fprintf(w, "dataset %s: %d shards, %s rows, %s tokens (%s learned)\n", url, m.Totals.Shards,
+	fmt.Fprintf(w, "dataset %s: %d shards, %s rows, %s tokens (%s learned)\n", termsafe.String(url), m.Totals.Shards,
 		numfmt.Thousands(m.Totals.Rows), numfmt.Thousands(m.Totals.Tokens), numfmt.Thousands(m.Totals.LearnedTokens))
-	fmt.Fprintf(w, "format %s v%d, schema %s, created %s; tracer %s, pipeline %s, tokenizer %s\n", m.Format,
+	fmt.Fprintln(w, termsafe.String(fmt.Sprintf("format %s v%d, schema %s, created %s; tracer %s, pipeline %s, tokenizer %s", m.Format,
 		m.FormatVersion, m.SchemaVersion, m.CreatedAt.UTC().Format(time.RFC3339), orDash(m.Versions.Tracer),
-		orDash(m.Versions.Pipeline), orDash(m.Versions.Tokenizer))
+		orDash(m.Versions.Pipeline), orDash(m.Versions.Tokenizer))))
 	if len(m.Counts) > 0 {
 		keys := slices.Sorted(maps.Keys(m.Counts))
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = fmt.Sprintf("%s=%d", k, m.Counts[k])
 		}
-		fmt.Fprintf(w, "counts: %s\n", strings.Join(parts, " "))
+		fmt.Fprintf(w, "counts: %s\n", termsafe.String(strings.Join(parts, " ")))
 	}
 }
 
@@ -146,8 +149,12 @@ func orDash(s string) string {
 	return s
 }
 
-// rowMetadata is the one-line header of a row: every column but text, input_ids and loss_mask.
-func rowMetadata(r *schemas.Row) string {
+// rowMetadata is the one-line header of a row: every column but text, input_ids and loss_mask,
+// escaped for a terminal (qualname, path, source and repository come from the code).
+func rowMetadata(r *schemas.Row) string { return termsafe.String(rawRowMetadata(r)) }
+
+// rawRowMetadata is rowMetadata unescaped.
+func rawRowMetadata(r *schemas.Row) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "id=%s level=%s direction=%s policy=%s seed=%d exit=%s tokens=%d learned=%d actions=%d states=%d",
 		shortID(r.ID), r.Level, r.Direction, r.Policy, r.Seed, r.Exit, r.NumTokens, r.NumLearned, r.NumActions, r.NumStates)
@@ -188,7 +195,8 @@ func shortID(id string) string {
 
 // maskedText decodes a row's input_ids span by span (a span is a run of equal loss-mask values) and
 // wraps the learned spans in open/close. If the row's tokenizer cannot be loaded or the ids do not
-// decode, it returns the row's text with a note instead.
+// decode, it returns the row's text with a note instead. The row's text is escaped for a terminal
+// (termsafe.Text: tabs and newlines kept), open and close are not.
 func maskedText(r *schemas.Row, toks map[string]loadedTokenizer, open, closing string) string {
 	lt, ok := toks[r.Tokenizer]
 	if !ok {
@@ -196,11 +204,11 @@ func maskedText(r *schemas.Row, toks map[string]loadedTokenizer, open, closing s
 		toks[r.Tokenizer] = lt
 	}
 	if lt.err != nil {
-		return fmt.Sprintf("[loss mask not shown: %v]\n%s", oneLine(lt.err.Error()), r.Text)
+		return fmt.Sprintf("[loss mask not shown: %s]\n%s", termsafe.String(oneLine(lt.err.Error())), termsafe.Text(r.Text))
 	}
 	s, err := renderMasked(lt.tok, r.InputIDs, r.LossMask, open, closing)
 	if err != nil {
-		return fmt.Sprintf("[loss mask not shown: %v]\n%s", oneLine(err.Error()), r.Text)
+		return fmt.Sprintf("[loss mask not shown: %s]\n%s", termsafe.String(oneLine(err.Error())), termsafe.Text(r.Text))
 	}
 	return s
 }
@@ -218,7 +226,7 @@ const maxSpanGrowth = 8
 
 // renderMasked decodes ids in runs of equal mask values, wrapping the learned runs in open/close.
 // A run that does not decode on its own (a multi-byte character split between runs) borrows tokens
-// from the next run until it does.
+// from the next run until it does. Each run's text is escaped for a terminal (termsafe.Text).
 func renderMasked(tok tokenize.Tokenizer, ids []int32, mask []bool, open, closing string) (string, error) {
 	if len(mask) != len(ids) {
 		return "", fmt.Errorf("%d ids but %d loss-mask entries", len(ids), len(mask))
@@ -237,6 +245,7 @@ func renderMasked(tok tokenize.Tokenizer, ids []int32, mask []bool, open, closin
 		if err != nil {
 			return "", fmt.Errorf("ids %d..%d do not decode with %s: %w", i, j, tok.Name(), err)
 		}
+		text = termsafe.Text(text)
 		if mask[i] {
 			b.WriteString(open)
 			b.WriteString(text)

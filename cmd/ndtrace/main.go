@@ -13,7 +13,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	_ "github.com/ndtrace/ndtrace/store/drivers" // every storage URL scheme
 	"io"
 	"log/slog"
 	"os"
@@ -21,6 +20,9 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/ndtrace/ndtrace/internal/termsafe"
+	_ "github.com/ndtrace/ndtrace/store/drivers" // every storage URL scheme
 )
 
 // command is one subcommand of the CLI.
@@ -88,7 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		err = explain(err)
 		logChain(err)
-		fmt.Fprintf(stderr, "ndtrace %s: %s\n", args[0], oneLine(err.Error()))
+		fmt.Fprintf(stderr, "ndtrace %s: %s\n", args[0], termsafe.String(oneLine(err.Error())))
 		var ue usageError
 		if errors.As(err, &ue) {
 			return 2
@@ -118,7 +120,8 @@ func logLevel() slog.Level {
 	return slog.LevelWarn
 }
 
-// oneLine keeps error messages to one line, as scripts reading stderr expect.
+// oneLine keeps error messages to one line, as scripts reading stderr expect. It does not make
+// them safe for a terminal: termsafe.String does, where they are printed.
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")

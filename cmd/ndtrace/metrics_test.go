@@ -18,6 +18,9 @@ import (
 // cluster, produces the built-in examples through it, and scrapes /metrics: ndtrace's counters and
 // the Temporal SDK's metrics are there, in a format Prometheus parses, and the logs are JSON.
 func TestWorkerMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a worker against an embedded cluster: long integration test; run without -short")
+	}
 	srv, _ := testCluster(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

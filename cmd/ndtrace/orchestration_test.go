@@ -118,7 +118,7 @@ func (s *stubActivities) Commit(ctx context.Context, in activities.CommitInput) 
 // window of batches in flight), and reports the histories, the worker's heap and the manifest size.
 func TestOrchestrationMillionItems(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	items := 1_000_000
 	if v := os.Getenv("NDTRACE_ORCH_ITEMS"); v != "" {

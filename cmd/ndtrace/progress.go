@@ -16,6 +16,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/internal/numfmt"
 	"github.com/ndtrace/ndtrace/internal/progress"
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/workflows"
 )
 
@@ -95,11 +96,11 @@ func (v *lineView) print(st progress.Status, final bool) {
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
 
 // progressLine formats a status on one line (ndtrace status, and run's output when it is not a
-// terminal).
+// terminal), its text escaped for a terminal.
 func progressLine(st progress.Status) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d/%d items traced, %d trajectories, %d tokens, %d rejects, %d/%d batches",
-		st.Phase, st.ItemsDone, st.Items, st.Trajectories, st.Tokens, st.Rejects, st.BatchesDone, st.Batches)
+		termsafe.String(st.Phase), st.ItemsDone, st.Items, st.Trajectories, st.Tokens, st.Rejects, st.BatchesDone, st.Batches)
 	if st.InFlight > 0 {
 		fmt.Fprintf(&b, " (%d in flight)", st.InFlight)
 	}
@@ -154,7 +155,7 @@ func (v *liveView) start() {
 		return decor.Any(func(decor.Statistics) string { return f(v.status()) })
 	}
 	v.items = v.p.New(0, mpb.BarStyle(),
-		mpb.PrependDecorators(text(func(st progress.Status) string { return fmt.Sprintf("%-11s", st.Phase) })),
+		mpb.PrependDecorators(text(func(st progress.Status) string { return fmt.Sprintf("%-11s", termsafe.String(st.Phase)) })),
 		mpb.AppendDecorators(text(func(st progress.Status) string {
 			s := fmt.Sprintf("%s/%s items", numfmt.Thousands(int64(st.ItemsDone)), numfmt.Thousands(int64(st.Items)))
 			if st.Items > 0 {
@@ -266,7 +267,9 @@ func setLogs(format string, stderr io.Writer, logs io.Writer) error {
 		if logLevel() == slog.LevelDebug {
 			level = slog.LevelDebug
 		}
-		slog.SetDefault(slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+		// JSON escapes C0 controls but not C1 or bidi ones: termsafe.Handler escapes the records'
+		// text (slog's text handler quotes it itself).
+		slog.SetDefault(slog.New(termsafe.Handler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))))
 	case "text":
 		if logs != nil {
 			slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: logLevel()})))

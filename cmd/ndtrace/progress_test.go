@@ -96,7 +96,7 @@ func TestScreen(t *testing.T) {
 // the block's final state and the summary, and that the screen holds a handful of lines.
 func TestRunProgressTerminal(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "data")
@@ -171,7 +171,7 @@ var progressLines = regexp.MustCompile(`(?m)^[a-z]+: \d+/\d+ items traced, .*$`)
 // final one; never a line per update, and no terminal sequences.
 func TestRunProgressPipe(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()

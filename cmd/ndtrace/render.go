@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -85,7 +87,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(stdout, text+"\n")
+		_, err = io.WriteString(stdout, terminalText(stdout, text)+"\n")
 		return err
 	}
 	traj, err := item.Sample(direction, pol, seed, nil)
@@ -97,7 +99,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(stdout, text+"\n")
+		_, err = io.WriteString(stdout, terminalText(stdout, text)+"\n")
 		return err
 	}
 	out := renderedTrajectory{Direction: traj.Direction, Policy: pol.Name, Seed: seed, Code: traj.Code, Exit: traj.Exit}
@@ -107,10 +109,34 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			Value: s.State.Value, Action: string(s.Action), ActionArg: s.Arg})
 	}
 	out.States = append(out.States, renderedState{Event: string(traj.Exit), Locals: schemas.Locals{}})
-	enc := json.NewEncoder(stdout)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err = stdout.Write(terminalJSON(stdout, buf.Bytes()))
+	return err
+}
+
+// terminalJSON is the JSON text data as a command prints it on w: escaped for a terminal
+// (termsafe.JSON, the same JSON value) when w is one; exact when w is a file or a pipe.
+func terminalJSON(w io.Writer, data []byte) []byte {
+	if isTerminal(w) {
+		return termsafe.JSON(data)
+	}
+	return data
+}
+
+// terminalText is text as render prints it on w: escaped for a terminal (termsafe.Text) when w is
+// one, since the trace's values come from the traced code; exact when w is a file or a pipe, where
+// the grammar text is data.
+func terminalText(w io.Writer, text string) string {
+	if isTerminal(w) {
+		return termsafe.Text(text)
+	}
+	return text
 }
 
 func nonNil(l schemas.Locals) schemas.Locals {

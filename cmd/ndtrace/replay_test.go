@@ -22,7 +22,7 @@ import (
 // a named kind; none is an unexplained mismatch; inverse rows are not replayed.
 func TestReplayRunRows(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	corpus := filepath.Join(dir, "crux20.jsonl")

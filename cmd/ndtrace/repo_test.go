@@ -28,7 +28,7 @@ import (
 // are kept once, one evaluation set's function is excluded, and the dataset validates.
 func TestRunRepositories(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	var list strings.Builder
@@ -163,7 +163,7 @@ created_at: 2026-11-22T00:00:00Z
 // example repository) is a duplicate across runs, and only repository-level rows remain.
 func TestRunDedupAgainst(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	first := filepath.Join(dir, "first")
@@ -247,7 +247,7 @@ func checkMergedStats(t *testing.T, url string) {
 // layouts, tests that write next to their code. Every test passes as it does natively.
 func TestRunRepositoryShapes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	var lines []string
 	shapes := []string{"src_layout", "lib_layout", "ns_layout", "writes_files"}
@@ -328,7 +328,7 @@ func checkYields(t *testing.T, out string) {
 // counted as run under neutralised options.
 func TestRunRunnerOptions(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	url, _ := testrepos.Git(t, "runner_options")
 	out, m := runRepoList(t, "runopts", []string{url + " main"}, "", "")
@@ -351,7 +351,7 @@ func TestRunRunnerOptions(t *testing.T) {
 // quarantined, test_plain gives rows.
 func TestRunOriginalRunnerOptions(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	env := filepath.Join(testrepos.MountableDir(t), "env")

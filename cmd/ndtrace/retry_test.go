@@ -23,7 +23,7 @@ import (
 // dataset workflow and its batches in flight, and commits nothing.
 func TestRetryAndCancel(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	bin := buildBinary(t)
 	srv, c := testCluster(t)

@@ -101,7 +101,7 @@ func uniqueCount(ids []string) int {
 // server, validates the dataset, and checks that running the same spec again reuses every batch.
 func TestRunCruxEvalEndToEnd(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "data")
@@ -187,7 +187,7 @@ func buildBinary(t *testing.T) string {
 // the dataset completes with no lost and no duplicated rows.
 func TestWorkerKilledMidRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	bin := buildBinary(t)
 	srv, c := testCluster(t)
@@ -252,7 +252,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 // to run without a cluster.
 func TestWorkerBuild(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	bin := filepath.Join(t.TempDir(), "ndtrace-worker")
 	if out, err := exec.Command("go", "build", "-tags", "worker", "-o", bin, ".").CombinedOutput(); err != nil {

@@ -18,7 +18,7 @@ import (
 // changed source and writes a second version that shares the unchanged shard.
 func TestScheduleSkipsUnchangedSources(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	_, c := testCluster(t)
 	stop, err := startWorkers(context.Background(), c, workerFlags{traceSlots: 1, ioSlots: 2, queues: "trace,io"}, sandboxFlags{backend: "namespaces", python: "/usr/bin/python3", timeout: 10 * time.Second, maxEvents: 100000, valueChars: 1000})

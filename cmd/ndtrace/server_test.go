@@ -86,7 +86,7 @@ func waitStatus(t *testing.T, temporal, id, want string) string {
 //  3. restarted headless without a worker: status still reports the first dataset's result.
 func TestServer(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	chromium := requireChromium(t)
 	dir := t.TempDir()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/numfmt"
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/verify"
@@ -61,7 +62,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		_, err = stdout.Write(data)
+		_, err = stdout.Write(terminalJSON(stdout, data))
 		return err
 	}
 	printStats(stdout, url, st, from, *nsources)
@@ -129,12 +130,14 @@ func loadDatasetStats(ctx context.Context, url string) (*dataset.Stats, string, 
 	return stats, "from " + dataset.StatsKey, nil
 }
 
-// printStats prints the statistics as readable tables.
+// printStats prints the statistics as readable tables. Every name in them (groups, sources,
+// reject classes and reasons, exception types) may come from traced code, a repository or a
+// corpus: each is escaped for a terminal (termsafe.String), as one cell of one line.
 func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsources int) {
 	d := st.Dataset
-	fmt.Fprintf(w, "dataset %s: %d shards, %s rows, %s tokens (%s learned); created %s; statistics %s\n", url,
+	fmt.Fprintf(w, "dataset %s: %d shards, %s rows, %s tokens (%s learned); created %s; statistics %s\n", termsafe.String(url),
 		st.Totals.Shards, numfmt.Thousands(st.Totals.Rows), numfmt.Thousands(st.Totals.Tokens), numfmt.Thousands(st.Totals.LearnedTokens),
-		st.CreatedAt.UTC().Format(time.RFC3339), from)
+		st.CreatedAt.UTC().Format(time.RFC3339), termsafe.String(from))
 
 	statsSection(w, "Inputs")
 	tw := statsTable(w)
@@ -153,7 +156,7 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 			if m == nil {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", g.Name, numfmt.Thousands(m.Count), numfmt.Decimal(m.Mean),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", termsafe.String(g.Name), numfmt.Thousands(m.Count), numfmt.Decimal(m.Mean),
 				numfmt.Decimal(m.P25), numfmt.Decimal(m.P50), numfmt.Decimal(m.P90), numfmt.Thousands(m.Min), numfmt.Thousands(m.Max))
 		}
 		tw.Flush()
@@ -163,7 +166,7 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	tw = statsTable(w)
 	fmt.Fprintf(tw, "group\t%s\t\n", strings.Join(dataset.ActionTypes, "\t"))
 	for _, g := range st.Groups {
-		fmt.Fprintf(tw, "%s\t%s\t\n", g.Name, fmtCountsInOrder(g.Actions, dataset.ActionTypes))
+		fmt.Fprintf(tw, "%s\t%s\t\n", termsafe.String(g.Name), fmtCountsInOrder(g.Actions, dataset.ActionTypes))
 	}
 	tw.Flush()
 
@@ -171,7 +174,7 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	tw = statsTable(w)
 	fmt.Fprintf(tw, "group\ttraces\t%s\t\n", strings.Join(dataset.EventTypes, "\t"))
 	for _, g := range st.Groups {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", g.Name, numfmt.Thousands(g.Traces), fmtCountsInOrder(g.Events, dataset.EventTypes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", termsafe.String(g.Name), numfmt.Thousands(g.Traces), fmtCountsInOrder(g.Events, dataset.EventTypes))
 	}
 	tw.Flush()
 
@@ -179,7 +182,7 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	tw = statsTable(w)
 	fmt.Fprintln(tw, "group\texits\t")
 	for _, g := range st.Groups {
-		fmt.Fprintf(tw, "%s\t%s\t\n", g.Name, fmtKeyCounts(g.Exits))
+		fmt.Fprintf(tw, "%s\t%s\t\n", termsafe.String(g.Name), fmtKeyCounts(g.Exits))
 	}
 	tw.Flush()
 
@@ -194,7 +197,7 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	tw = statsTable(w)
 	fmt.Fprintln(tw, "level\tsource\titems\ttraces\ttrajectories\ttokens\trejects\tquarantined\tduplicates\tdecontaminated\t")
 	for _, s := range srcs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", orDash(s.Level), orDash(s.Source), numfmt.Thousands(s.Items),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", termsafe.String(orDash(s.Level)), termsafe.String(orDash(s.Source)), numfmt.Thousands(s.Items),
 			numfmt.Thousands(s.Traces), numfmt.Thousands(s.Trajectories), numfmt.Thousands(s.Tokens), numfmt.Thousands(s.Rejects),
 			numfmt.Thousands(s.Quarantined), numfmt.Thousands(s.Duplicates), fmtKeyCounts(s.Decontaminated))
 	}
@@ -212,9 +215,9 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	for _, rc := range st.Rejects {
 		ex := "-"
 		if len(rc.Examples) > 0 {
-			ex = rc.Examples[0].Key + ": " + oneLine(rc.Examples[0].Reason)
+			ex = termsafe.String(rc.Examples[0].Key + ": " + oneLine(rc.Examples[0].Reason))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", rc.Class, numfmt.Thousands(rc.Count), ex)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", termsafe.String(rc.Class), numfmt.Thousands(rc.Count), ex)
 	}
 	tw.Flush()
 }
@@ -236,8 +239,9 @@ func fmtCountsInOrder(counts map[string]int64, keys []string) string {
 	return strings.Join(parts, "\t")
 }
 
-// fmtKeyCounts formats a map as "k=v k=v" in key order ("-" if empty).
-func fmtKeyCounts(counts map[string]int64) string { return numfmt.Counts(counts, "-") }
+// fmtKeyCounts formats a map as "k=v k=v" in key order ("-" if empty), escaped for a terminal
+// (keys such as exception types come from traced code).
+func fmtKeyCounts(counts map[string]int64) string { return termsafe.String(numfmt.Counts(counts, "-")) }
 
 // printYields prints the repositories' yield report: the totals, why repositories gave no rows, and
 // the repositories (those with the most tests run first, nsources of them; 0 for all).
@@ -271,7 +275,7 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 	fmt.Fprintln(tw, "repository\tcollected\trun\tpassed untraced\tpassed traced\tquarantined\trows\twithout rows\t")
 	for _, s := range repos {
 		r := s.Yield
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Source, numfmt.Thousands(r.Collected), numfmt.Thousands(r.Run),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", termsafe.String(s.Source), numfmt.Thousands(r.Collected), numfmt.Thousands(r.Run),
 			numfmt.Thousands(r.PassedPlain), numfmt.Thousands(r.PassedTraced), numfmt.Thousands(r.Quarantined), numfmt.Thousands(r.Rows),
 			fmtKeyCounts(r.RejectedByClass))
 	}

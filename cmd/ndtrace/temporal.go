@@ -26,6 +26,7 @@ import (
 	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/metrics"
 	"github.com/ndtrace/ndtrace/internal/progress"
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/sandbox"
@@ -488,12 +489,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// printSummary prints a finished run's totals and failures, its text escaped for a terminal.
 func printSummary(w io.Writer, url string, res workflows.DatasetResult) {
 	p, f := res.Progress, res.Final
 	fmt.Fprintf(w, "dataset %s: %d rows in %d shards, %d tokens (%d learned), %d of %d items rejected (ndtrace stats shows why); %d batches reused\n",
-		url, f.Totals.Rows, f.Totals.Shards, f.Totals.Tokens, f.Totals.LearnedTokens, f.Counts[schemas.CountRejects], f.Counts[schemas.CountItems], p.Reused)
+		termsafe.String(url), f.Totals.Rows, f.Totals.Shards, f.Totals.Tokens, f.Totals.LearnedTokens, f.Counts[schemas.CountRejects], f.Counts[schemas.CountItems], p.Reused)
 	if !f.Head && f.Version != "" {
-		fmt.Fprintf(w, "version %s is committed under versions/ but a newer version is the dataset's head\n", f.Version)
+		fmt.Fprintf(w, "version %s is committed under versions/ but a newer version is the dataset's head\n", termsafe.String(f.Version))
 	}
 	printFailures(w, p)
 }
@@ -674,13 +676,14 @@ func memoProgress(memo *commonpb.Memo) (workflows.Progress, bool, error) {
 	return p, true, nil
 }
 
-// printFailures lists the failed batches and counts the poison items of a progress.
+// printFailures lists the failed batches (names escaped for a terminal) and counts the poison
+// items of a progress.
 func printFailures(w io.Writer, p workflows.Progress) {
 	if p.Poison > 0 {
 		fmt.Fprintf(w, "%d poison items (rejected after killing their attempts; class poison in the version's rejects)\n", p.Poison)
 	}
 	for _, f := range p.Failed {
-		fmt.Fprintf(w, "failed batch %s\n", f)
+		fmt.Fprintf(w, "failed batch %s\n", termsafe.String(f))
 	}
 	if len(p.Failed) > 0 {
 		fmt.Fprintln(w, "the version commits without them; ndtrace retry ID re-runs them into a new version")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -97,7 +99,8 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// one reused buffer (the bytes of encoding/json, see schemas.Event.AppendJSON) and written in
 	// large writes (one write per event made the kernel, not the encoder, the cost of a long
 	// trace). The decoder calls Events from its own goroutine; Run returns after its last call.
-	w := bufio.NewWriterSize(stdout, traceWriteBuf)
+	// On a terminal, each line is escaped (termsafe.JSON: the same JSON, no C1 or bidi control raw).
+	w, tty := bufio.NewWriterSize(stdout, traceWriteBuf), isTerminal(stdout)
 	var (
 		line   []byte
 		werr   error
@@ -108,7 +111,11 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			events++
 			if werr == nil {
 				line = ev.AppendJSON(line[:0])
-				_, werr = w.Write(line)
+				if tty {
+					_, werr = w.Write(termsafe.JSON(line))
+				} else {
+					_, werr = w.Write(line)
+				}
 			}
 		}})
 	if err != nil {
@@ -123,12 +130,16 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		w.Flush()
 		return usagef("%s: %s", cf.code, res.Detail)
 	}
-	enc := json.NewEncoder(w)
+	var summary bytes.Buffer
+	enc := json.NewEncoder(&summary)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(traceSummary{Status: res.Status, Detail: res.Detail, Value: res.Value, ExcType: res.ExcType,
 		ExcMessage: res.ExcMessage, Events: events, TraceBytes: res.TraceBytes,
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes, WallMS: res.Wall.Milliseconds(),
 		CPUMS: res.CPU.Milliseconds()}); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if _, err := w.Write(terminalJSON(stdout, summary.Bytes())); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	if err := w.Flush(); err != nil {

@@ -73,7 +73,7 @@ func removeNew(t *testing.T, path string) {
 // with the per-uid default folders.
 func TestRunAsOtherUsers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	bin := sharedBinary(t)
 	for _, tc := range []struct {
@@ -105,7 +105,7 @@ func TestRunAsOtherUsers(t *testing.T) {
 // whole error chain is logged once.
 func TestScratchOfAnotherUser(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	bin := sharedBinary(t)
 	scratch, err := os.MkdirTemp("/var/tmp", "ndtrace-rootscratch-")

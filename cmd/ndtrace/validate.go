@@ -10,6 +10,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/numfmt"
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -61,7 +62,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("%s: %w", url, rep.Problems[0])
 		}
 		for _, p := range rep.Problems {
-			fmt.Fprintln(stdout, p.Error())
+			fmt.Fprintln(stdout, termsafe.String(p.Error())) // problems quote rows' text
 		}
 		more := ""
 		if rep.Truncated {
@@ -69,8 +70,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return fmt.Errorf("%s: %d problem(s)%s; first: %w", url, len(rep.Problems), more, rep.Problems[0])
 	}
-	fmt.Fprintf(stdout, "ok: %s: %d shards, %s rows, %s tokens (%s learned), schema %s\n", url, rep.Shards,
-		numfmt.Thousands(rep.Rows), numfmt.Thousands(rep.Tokens), numfmt.Thousands(rep.LearnedTokens), rep.Manifest.SchemaVersion)
+	fmt.Fprintf(stdout, "ok: %s: %d shards, %s rows, %s tokens (%s learned), schema %s\n", termsafe.String(url), rep.Shards,
+		numfmt.Thousands(rep.Rows), numfmt.Thousands(rep.Tokens), numfmt.Thousands(rep.LearnedTokens), termsafe.String(rep.Manifest.SchemaVersion))
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/numfmt"
+	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -127,14 +128,16 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := stdout.Write(terminalJSON(stdout, append(data, '\n'))); err != nil {
 			return err
 		}
 	} else {
 		printVerification(stdout, url, v)
-		fmt.Fprintf(stdout, "certificate: %s (%.1f s)\n", key, v.Seconds)
+		fmt.Fprintf(stdout, "certificate: %s (%.1f s)\n", termsafe.String(key), v.Seconds)
 	}
 	return verifyVerdict(v)
 }
@@ -160,18 +163,21 @@ func verifyVerdict(v *schemas.Verification) error {
 		numfmt.RatioPercent(v.Agreement), v.Agreed, v.Checked, numfmt.RatioPercent(v.MinAgreement), fmtIntCounts(v.Differences))
 }
 
-// fmtIntCounts formats counts as "k=v k=v" in key order ("none" if empty).
-func fmtIntCounts(counts map[string]int) string { return numfmt.Counts(counts, "none") }
+// fmtIntCounts formats counts as "k=v k=v" in key order ("none" if empty), escaped for a terminal.
+func fmtIntCounts(counts map[string]int) string {
+	return termsafe.String(numfmt.Counts(counts, "none"))
+}
 
 // printVerification prints a certificate as the verify report (also the Verification section of
-// ndtrace stats).
+// ndtrace stats). Its text (versions, row IDs, the details of differences, which quote traced
+// values) is escaped for a terminal.
 func printVerification(w io.Writer, url string, v *schemas.Verification) {
 	version := v.Version
 	if version == "" {
 		version = v.DatasetCreatedAt.UTC().Format("2006-01-02T15:04:05Z")
 	}
 	fmt.Fprintf(w, "verified %s (version %s) on %s: %s of %s rows drawn (seed %d, %d strata of level, direction and shard)\n",
-		url, version, v.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), numfmt.Thousands(int64(v.Sample.Size)), numfmt.Thousands(v.Rows), v.Sample.Seed, v.Sample.Strata)
+		termsafe.String(url), termsafe.String(version), v.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), numfmt.Thousands(int64(v.Sample.Size)), numfmt.Thousands(v.Rows), v.Sample.Seed, v.Sample.Strata)
 	verdict := "PASSED"
 	if !v.Passed {
 		verdict = "FAILED"
@@ -188,8 +194,10 @@ func printVerification(w io.Writer, url string, v *schemas.Verification) {
 		ra, fmtIntCounts(v.Replay.Differences), fmtIntCounts(v.Replay.NotReplayed))
 	tw.Flush()
 	fmt.Fprintf(w, "%s: minimum agreement %s; verified by tracer %s, pipeline %s (dataset made by tracer %s, pipeline %s)\n",
-		verdict, numfmt.RatioPercent(v.MinAgreement), v.Verifier.Tracer, v.Verifier.Pipeline, v.DatasetVersions.Tracer, v.DatasetVersions.Pipeline)
+		verdict, numfmt.RatioPercent(v.MinAgreement), termsafe.String(v.Verifier.Tracer), termsafe.String(v.Verifier.Pipeline),
+		termsafe.String(v.DatasetVersions.Tracer), termsafe.String(v.DatasetVersions.Pipeline))
 	for _, e := range v.Examples {
-		fmt.Fprintf(w, "difference: row %s (%s, %s): %s\n", e.RowID, e.Check, e.Kind, e.Detail)
+		fmt.Fprintf(w, "difference: row %s (%s, %s): %s\n", termsafe.String(e.RowID), termsafe.String(e.Check),
+			termsafe.String(e.Kind), termsafe.String(e.Detail))
 	}
 }

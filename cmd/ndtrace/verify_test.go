@@ -40,7 +40,7 @@ func runVerifyCLI(t testing.TB, args ...string) (int, string, string) {
 // still validates) and checks that verify names the row and the state and exits non-zero.
 func TestVerifyCatchesAlteredRow(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "data")

@@ -46,18 +46,30 @@ const (
 // environment if it has one (see depWalker.Deps), so that an item is a duplicate only of one that
 // runs the same code.
 func Items(dir string, roots []string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
-	skip := func(reason string) {
-		if counts != nil {
-			counts[schemas.CountFunctionSkipped(reason)]++
-		}
-	}
-	sources := map[[2]string]schemas.FuncSource{}
+	f := NewFinder(dir, roots, it, counts)
 	for _, tt := range traces {
-		for _, f := range tt.Functions {
-			sources[[2]string{f.File, f.QualName}] = f
-		}
+		f.Add(tt)
 	}
-	modules := map[string]string{}
+	return f.Items()
+}
+
+// Finder finds the function-level items of a repository's test traces (see Items) one trace at a
+// time, so that no more than one trace need be held: what it keeps is bounded by MaxItems and the
+// repository's own modules.
+type Finder struct {
+	dir     string
+	it      crawl.Item
+	counts  schemas.Counts
+	modules map[string]string // module sources read, by file
+	perFunc map[[2]string]int // items per function
+	seen    map[string]bool   // file and call of every item
+	items   []crawl.Item
+	deps    *depWalker // the items' Deps
+}
+
+// NewFinder returns a Finder of the items of repository it checked out in dir with import roots
+// roots (crawl.ImportRoots), counting what it leaves out in counts (may be nil).
+func NewFinder(dir string, roots []string, it crawl.Item, counts schemas.Counts) *Finder {
 	deps := newDepWalker(dir, roots, it.Repo.Resolved.Pin())
 	if e := it.Repo.Env; e != nil {
 		// The packages installed for the repository are on the functions' path too, before the
@@ -73,83 +85,98 @@ func Items(dir string, roots []string, it crawl.Item, traces []schemas.TestTrace
 			}
 		}
 	}
-	perFunc := map[[2]string]int{}
-	seen := map[string]bool{}
-	var items []crawl.Item
-	for _, tt := range traces {
-		called := map[int]bool{} // the frames of this trace whose first call event was seen
-		for _, ev := range tt.Events {
-			if ev.Event != schemas.EventCall {
-				continue
-			}
-			if called[ev.Frame] {
-				if !strings.ContainsAny(ev.Func, ".<>") && !debugger.IsTestFile(ev.File) {
-					skip("resume")
-				}
-				continue
-			}
-			called[ev.Frame] = true
-			if strings.ContainsAny(ev.Func, ".<>") || debugger.IsTestFile(ev.File) {
-				continue
-			}
-			k := [2]string{ev.File, ev.Func}
-			src, ok := sources[k]
-			if !ok || perFunc[k] >= MaxInputsPerFunction || len(items) >= MaxItems {
-				continue
-			}
-			d, ok := parseDef(src.Source, ev.Func)
-			switch {
-			case !ok:
-				skip("params")
-				continue
-			case d.async:
-				skip("async")
-				continue
-			case d.contextManager:
-				skip("context_manager")
-				continue
-			}
-			args, ok := paramArgs(d.params, ev.Locals)
-			if !ok {
-				skip("arguments")
-				continue
-			}
-			call := ev.Func + "(" + args + ")"
-			rel, err := filepath.Rel(dir, ev.File)
-			if err != nil || strings.HasPrefix(rel, "..") {
-				continue
-			}
-			if seen[rel+"\x00"+call] {
-				continue
-			}
-			code, ok := modules[ev.File]
-			if !ok {
-				data, err := os.ReadFile(ev.File)
-				if err != nil {
-					continue
-				}
-				code = string(data)
-				modules[ev.File] = code
-			}
-			seen[rel+"\x00"+call] = true
-			perFunc[k]++
-			sum := sha256.Sum256([]byte(call))
-			items = append(items, crawl.Item{
-				Key:      fmt.Sprintf("%s#%s:%s:%s", it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
-				Path:     rel,
-				SourceID: tt.Test,
-				Code:     code,
-				Filename: filepath.Base(rel),
-				Call:     call,
-				QualName: ev.Func,
-				Func:     src.Source,
-				RepoURL:  it.Path,
-				Commit:   it.Repo.Resolved.Pin(),
-				Deps:     deps.Deps(filepath.ToSlash(rel)),
-			})
-		}
+	return &Finder{dir: dir, it: it, counts: counts, modules: map[string]string{}, perFunc: map[[2]string]int{}, seen: map[string]bool{},
+		deps: deps}
+}
+
+// Items returns the items found so far, in order of first call.
+func (f *Finder) Items() []crawl.Item { return f.items }
+
+func (f *Finder) skip(reason string) {
+	if f.counts != nil {
+		f.counts[schemas.CountFunctionSkipped(reason)]++
 	}
-	return items
+}
+
+// Add finds the items of one test's trace (its file names as the tracer wrote them, absolute). The
+// source of a function called in a trace is among that trace's own functions: the tracer writes
+// one for every code object it saw called.
+func (f *Finder) Add(tt schemas.TestTrace) {
+	sources := map[[2]string]schemas.FuncSource{}
+	for _, fs := range tt.Functions {
+		sources[[2]string{fs.File, fs.QualName}] = fs
+	}
+	called := map[int]bool{} // the frames of this trace whose first call event was seen
+	for _, ev := range tt.Events {
+		if ev.Event != schemas.EventCall {
+			continue
+		}
+		if called[ev.Frame] {
+			if !strings.ContainsAny(ev.Func, ".<>") && !debugger.IsTestFile(ev.File) {
+				f.skip("resume")
+			}
+			continue
+		}
+		called[ev.Frame] = true
+		if strings.ContainsAny(ev.Func, ".<>") || debugger.IsTestFile(ev.File) {
+			continue
+		}
+		k := [2]string{ev.File, ev.Func}
+		src, ok := sources[k]
+		if !ok || f.perFunc[k] >= MaxInputsPerFunction || len(f.items) >= MaxItems {
+			continue
+		}
+		d, ok := parseDef(src.Source, ev.Func)
+		switch {
+		case !ok:
+			f.skip("params")
+			continue
+		case d.async:
+			f.skip("async")
+			continue
+		case d.contextManager:
+			f.skip("context_manager")
+			continue
+		}
+		args, ok := paramArgs(d.params, ev.Locals)
+		if !ok {
+			f.skip("arguments")
+			continue
+		}
+		call := ev.Func + "(" + args + ")"
+		rel, err := filepath.Rel(f.dir, ev.File)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		if f.seen[rel+"\x00"+call] {
+			continue
+		}
+		code, ok := f.modules[ev.File]
+		if !ok {
+			data, err := os.ReadFile(ev.File)
+			if err != nil {
+				continue
+			}
+			code = string(data)
+			f.modules[ev.File] = code
+		}
+		f.seen[rel+"\x00"+call] = true
+		f.perFunc[k]++
+		sum := sha256.Sum256([]byte(call))
+		f.items = append(f.items, crawl.Item{
+			Key:      fmt.Sprintf("%s#%s:%s:%s", f.it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
+			Path:     rel,
+			SourceID: tt.Test,
+			Code:     code,
+			Filename: filepath.Base(rel),
+			Call:     call,
+			QualName: ev.Func,
+			Func:     src.Source,
+			RepoURL:  f.it.Path,
+			Commit:   f.it.Repo.Resolved.Pin(),
+			Deps:     f.deps.Deps(filepath.ToSlash(rel)),
+		})
+	}
 }
 
 // funcDef is what Items reads of a function's def.

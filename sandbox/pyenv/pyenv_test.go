@@ -25,7 +25,7 @@ import (
 func needPip(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("long integration test; run without -short")
 	}
 	if err := exec.Command(DefaultPython, "-c", "import pip, venv, ensurepip").Run(); err != nil {
 		if os.Getenv("CI") != "" {

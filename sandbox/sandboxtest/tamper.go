@@ -48,14 +48,40 @@ def f():
 		// A frame of thousands of locals, one changing per line: a few bytes per event on the
 		// wire, thousands of locals per event once decoded. The decoder stops at its caps, in
 		// time linear in what it read.
+		//
+		// The locals are parameters, bound (and their names sent) once at the call, so that every
+		// later event is a one-local diff: ~3,000 decoded locals for about a hundred bytes. The run
+		// allows 20,000 events, so the decoder's cap on decoded locals (64 per allowed event,
+		// sandbox.cellsPerEvent: 1.28M) stops it after ~430 events, a fraction of a second of the
+		// tracer's CPU. The loop's 16,000 events stay under the run's own event limit, so
+		// event_limit can only come from that cap: without it the run would end ok with 48M
+		// locals decoded. The time limits are far above what reaching the cap takes (the run
+		// stops there), so the outcome does not depend on the machine's speed; the tighter
+		// limits of the suite (5 s) did not hold the earlier version of this case (a body of
+		// 3,000 assignments, each sending the grown names list: 31 MB on the wire) on slower
+		// machines.
+		const locals, iterations, events = 3000, 8000, 20_000
 		var b strings.Builder
-		b.WriteString("def f():\n")
-		for i := 0; i < 3000; i++ {
-			fmt.Fprintf(&b, "    v%d = %d\n", i, i)
+		b.WriteString("def f(")
+		for i := 0; i < locals; i++ {
+			fmt.Fprintf(&b, "v%d=%d, ", i, i)
 		}
-		b.WriteString("    for i in range(200000):\n        v0 = i\n    return 0\n")
-		res := e.Trace(b.String(), "f()", sandbox.Limits{WallTime: 30 * time.Second})
+		fmt.Fprintf(&b, "):\n    for i in range(%d):\n        v0 = i\n    return 0\n", iterations)
+		res := e.Trace(b.String(), "f()", sandbox.Limits{WallTime: 120 * time.Second, CPUTime: 120 * time.Second,
+			TraceEvents: events})
 		e.want(res, schemas.StatusEventLimit)
+		if !strings.Contains(res.Detail, "locals") {
+			e.T.Fatalf("event_limit for %q, want the decoder's cap on decoded locals", res.Detail)
+		}
+		// What was kept is bounded by that cap however the events share their locals.
+		var cells int64
+		for _, ev := range res.Events {
+			cells += int64(len(ev.Locals))
+		}
+		if max := int64(64 * events); cells > max {
+			e.T.Fatalf("%d locals decoded in %d events, more than the cap of %d", cells, len(res.Events), max)
+		}
+		e.T.Logf("%s (%s): %d events, %d locals decoded, %d trace bytes, %v wall", res.Status, res.Detail, len(res.Events), cells, res.TraceBytes, res.Wall)
 		// And a flood of bytes the tracer did not write.
 		res = e.Trace("import os\ndef f():\n    for _ in range(64):\n        os.write(3, b'{\"event\":\"line\"' + b' ' * (1 << 17) + b'}\\n')\n    return 1\n", "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusTampered)
@@ -687,7 +713,9 @@ def f():
             if getattr(fn, "__closure__", None) and getattr(fn, "__module__", "") == "__main__" and "ndtrace" in (getattr(fn, "__globals__", {}).get("__doc__") or ""):
                 found.append(c.__qualname__ + "." + fn.__name__)
     return sorted(set(found))
-`, "f()", sandbox.Limits{})
+`, "f()", sandbox.Limits{WallTime: 120 * time.Second, CPUTime: 120 * time.Second})
+		// (The walk is tens of thousands of traced events: about 4 s on a loaded 2-core machine,
+		// where the suite's 5 s limits made its outcome depend on the machine's speed.)
 		e.want(res, schemas.StatusOK)
 		if res.Value != "[]" {
 			e.T.Fatalf("tracer methods with closures reachable from object.__subclasses__(): %s", res.Value)

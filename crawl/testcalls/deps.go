@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -20,8 +21,16 @@ const (
 	maxDepFileBytes = 1 << 20
 	maxDepBytes     = 16 << 20
 	maxDepFiles     = 512
-	// maxDirEntries caps the entries read of one folder.
-	maxDirEntries = 4096
+	// maxDirEntries caps the entries read of one folder, and maxFileImports the modules and
+	// names the import statements of one file name.
+	maxDirEntries  = 4096
+	maxFileImports = 4096
+	// maxWalkerBytes, maxWalkerFiles and maxWalkerImports bound what one repository's walks
+	// read and keep in all (its modules share the files read): past them, the modules not yet
+	// known have the pin as their Deps.
+	maxWalkerBytes   = 64 << 20
+	maxWalkerFiles   = 8192
+	maxWalkerImports = 1 << 16
 )
 
 // depWalker finds, for the modules of one checkout, the repository's own files each runs when
@@ -47,6 +56,8 @@ type depWalker struct {
 	// them the current walk consulted ("" if none).
 	truncated map[string]bool
 	overflow  string
+	// read, nfiles and nimports count what the walks read and keep (maxWalkerBytes...).
+	read, nfiles, nimports int
 }
 
 // depFile is what the walk read of one file of the checkout.
@@ -144,8 +155,9 @@ func (w *depWalker) Deps(rel string) string {
 // importing file's package; the packages on the way, with their __init__; every candidate a name
 // may resolve to, not only the first), sorted; or the reason they cannot be known: a file that
 // uses dynamic imports or its own path (scanImports), a file past maxDepFileBytes, a symlink out of
-// the checkout, a file that cannot be read, code the interpreter's start-up runs (a .pth file), or
-// more than maxDepFiles files or maxDepBytes bytes in all. Imports that name nothing of the checkout
+// the checkout, a file that cannot be read, code the interpreter's start-up runs (a .pth file),
+// more than maxDepFiles files or maxDepBytes bytes in all, or the repository's walks past their
+// bounds (maxWalkerBytes...). Imports that name nothing of the checkout
 // (the standard library, installed packages) are left out, and so is a relative import that
 // climbs out of the checkout.
 func (w *depWalker) walk(rel string) ([]string, string) {
@@ -195,6 +207,11 @@ func (w *depWalker) file(rel string) *depFile {
 	}
 	df := &depFile{}
 	w.files[rel] = df
+	if w.read > maxWalkerBytes || w.nfiles >= maxWalkerFiles || w.nimports > maxWalkerImports {
+		df.why = "the repository's modules are past the walks' bounds"
+		return df
+	}
+	w.nfiles++
 	abs := filepath.Join(w.dir, filepath.FromSlash(rel))
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
@@ -221,15 +238,32 @@ func (w *depWalker) file(rel string) *depFile {
 		return df
 	}
 	df.sum, df.size = sha256.Sum256(data), len(data)
+	w.read += len(data)
 	if !strings.HasSuffix(rel, ".py") {
 		// Compiled code (.pyc, an extension): what it imports is not read.
 		df.why = fmt.Sprintf("%s is compiled code", rel)
 		return df
 	}
-	var dynamic bool
-	df.imports, dynamic = scanImports(data)
-	if dynamic {
+	imps, dynamic := scanImports(data)
+	n := 0
+	for _, m := range imps {
+		n += 1 + len(m.Names)
+	}
+	switch {
+	case dynamic:
 		df.why = fmt.Sprintf("%s imports or reads files dynamically", rel)
+	case n > maxFileImports:
+		df.why = fmt.Sprintf("%s imports more than %d names", rel, maxFileImports)
+	default:
+		// Kept apart from the file's text, which is not kept.
+		for _, m := range imps {
+			m.Module, m.Names = strings.Clone(m.Module), slices.Clone(m.Names)
+			for i := range m.Names {
+				m.Names[i] = strings.Clone(m.Names[i])
+			}
+			df.imports = append(df.imports, m)
+		}
+		w.nimports += n
 	}
 	return df
 }

@@ -34,6 +34,19 @@ func TestDepsWalk(t *testing.T) {
 	}
 	wide := map[string]string{"m.py": "import w.x\n", "w/x.py": ""}
 	wideTop := map[string]string{"m.py": ""}
+	names := func(n int) string {
+		var b strings.Builder
+		b.WriteString("from nowhere import n0")
+		for i := 1; i < n; i++ {
+			b.WriteString(", n" + itoa(i))
+		}
+		return b.String() + "\n"
+	}
+	// Each file keeps 4001 names: the eighteenth is past the walker's 65536.
+	budget := map[string]string{"m.py": "import f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17\n"}
+	for i := 0; i < 18; i++ {
+		budget["f"+itoa(i)+".py"] = names(4000)
+	}
 	for i := 0; i < maxDirEntries; i++ {
 		wide["w/f"+itoa(i)+".txt"] = ""
 		wideTop["f"+itoa(i)+".txt"] = ""
@@ -88,6 +101,9 @@ func TestDepsWalk(t *testing.T) {
 			"q.py": big[:maxDepFileBytes-16]}, nil, "", "!more than 16777216 bytes"},
 		{"folder cap", wide, nil, "", "!w has more than 4096 entries"},
 		{"folder cap at the top", wideTop, nil, "", "!. has more than 4096 entries"},
+		{"imports cap", map[string]string{"m.py": names(4096)}, nil, "", "!m.py imports more than 4096 names"},
+		{"names under the cap", map[string]string{"m.py": names(4095)}, nil, "", "m.py"},
+		{"the walker's bounds", budget, nil, "", "!past the walks' bounds"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -157,6 +157,20 @@ func DedupKey(code, call string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// dedupKeyDeps is the dedup key of a function-level item found in a repository: the hex SHA-256
+// of its normalized source and call, as DedupKey's, followed by a NUL, "deps:" and deps (the hex
+// hash of the repository code its module runs, Item.Deps). Two items have the same key only when
+// their function, call and that code are the same.
+func dedupKeyDeps(code, call, deps string) string {
+	h := sha256.New()
+	h.Write([]byte(NormalizeSource(code)))
+	h.Write([]byte{0})
+	h.Write([]byte(NormalizeSource(call)))
+	h.Write([]byte("\x00deps:"))
+	h.Write([]byte(deps))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // SourceKey is the key of decontamination: the hex SHA-256 of the normalized source alone.
 func SourceKey(code string) string {
 	sum := sha256.Sum256([]byte(NormalizeSource(code)))

@@ -102,3 +102,25 @@ func TestEachLine(t *testing.T) {
 		t.Errorf("the callback's error is not returned: %v", err)
 	}
 }
+
+// TestItemDedupKeyDeps: an item without Deps (every corpus item) keeps the key DedupKey gives;
+// an item found in a repository keys on its Deps too, and its hash stays what it was (Commit
+// fixes Deps).
+func TestItemDedupKeyDeps(t *testing.T) {
+	corpus := Item{Key: "c.jsonl#0", Code: "def f(x):\n    return x\n", Call: "f(1)"}
+	if corpus.DedupKey() != DedupKey(corpus.Code, corpus.Call) {
+		t.Errorf("a corpus item's key changed")
+	}
+	found := Item{Key: "git:u@c#m.py:f:0", Code: "import h\n\ndef f(x):\n    return h.g(x)\n", Func: "def f(x):\n    return h.g(x)",
+		Call: "f(1)", RepoURL: "u", Commit: "c"}
+	plain := found.DedupKey()
+	hash := found.Hash()
+	a, b := found, found
+	a.Deps, b.Deps = "aa", "bb"
+	if a.DedupKey() == plain || a.DedupKey() == b.DedupKey() {
+		t.Errorf("Deps does not change the dedup key: %s, %s, %s", plain, a.DedupKey(), b.DedupKey())
+	}
+	if a.Hash() != hash || b.Hash() != hash {
+		t.Errorf("Deps changed the item's hash")
+	}
+}

@@ -31,6 +31,12 @@ type Item struct {
 	// RepoURL and Commit name the repository a function-level item was found in.
 	RepoURL string `json:"repo_url,omitempty"`
 	Commit  string `json:"commit,omitempty"`
+	// Deps is, for a function-level item found in a repository, the hex SHA-256 of what its module
+	// runs of the repository besides its call: the module and the repository's own modules it
+	// imports (and the requirements of its environment, if any), or the checkout's pin where
+	// those cannot be determined statically (see testcalls.Items). It is part of the item's dedup key, so that an item is a duplicate only
+	// of one that runs the same code (not of its hash: see Hash). Empty for every other item.
+	Deps string `json:"deps,omitempty"`
 	// Repo is set instead of Code and Call for a repository-level item: the repository whose test
 	// suite is run and traced.
 	Repo *RepoTarget `json:"repo,omitempty"`
@@ -91,7 +97,10 @@ func (it Item) Origin() string {
 }
 
 // Hash is the item's content hash: it changes exactly when what is traced changes (for a
-// repository: its commit or content hash, and how its tests are run).
+// repository: its commit or content hash, and how its tests are run). Deps is left out: an item
+// found in a repository has its repository's commit or content hash (Commit), which with the spec
+// (whose hash salts every batch's) fixes what Deps covers, so every item keeps the hash it had
+// before Deps.
 func (it Item) Hash() string {
 	h := sha256.New()
 	for _, f := range []string{it.Key, it.Filename, it.Code, it.Call} {
@@ -107,11 +116,16 @@ func (it Item) Hash() string {
 }
 
 // DedupKey is the item's key of exact deduplication (see the function DedupKey): its function's
-// source (Func, or else Code) and its call.
+// source (Func, or else Code) and its call, and for an item found in a repository the code its
+// module runs of the repository (Deps; see dedupKeyDeps). An item without Deps (every corpus
+// item) keeps the key DedupKey gives.
 func (it Item) DedupKey() string {
 	code := it.Func
 	if code == "" {
 		code = it.Code
+	}
+	if it.Deps != "" {
+		return dedupKeyDeps(code, it.Call, it.Deps)
 	}
 	return DedupKey(code, it.Call)
 }

@@ -40,8 +40,13 @@ const (
 //   - arguments: an argument whose rendering is not a plain literal.
 //
 // Generator functions are kept: the tracer consumes the generator their call returns.
-func Items(dir string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
-	f := NewFinder(dir, it, counts)
+//
+// dir is the checkout and roots its import roots (crawl.ImportRoots): each item's Deps is what its
+// module runs of the checkout when imported from there, and the requirements of the repository's
+// environment if it has one (see depWalker.Deps), so that an item is a duplicate only of one that
+// runs the same code.
+func Items(dir string, roots []string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
+	f := NewFinder(dir, roots, it, counts)
 	for _, tt := range traces {
 		f.Add(tt)
 	}
@@ -59,12 +64,29 @@ type Finder struct {
 	perFunc map[[2]string]int // items per function
 	seen    map[string]bool   // file and call of every item
 	items   []crawl.Item
+	deps    *depWalker // the items' Deps
 }
 
-// NewFinder returns a Finder of the items of repository it checked out in dir, counting what it
-// leaves out in counts (may be nil).
-func NewFinder(dir string, it crawl.Item, counts schemas.Counts) *Finder {
-	return &Finder{dir: dir, it: it, counts: counts, modules: map[string]string{}, perFunc: map[[2]string]int{}, seen: map[string]bool{}}
+// NewFinder returns a Finder of the items of repository it checked out in dir with import roots
+// roots (crawl.ImportRoots), counting what it leaves out in counts (may be nil).
+func NewFinder(dir string, roots []string, it crawl.Item, counts schemas.Counts) *Finder {
+	deps := newDepWalker(dir, roots, it.Repo.Resolved.Pin())
+	if e := it.Repo.Env; e != nil {
+		// The packages installed for the repository are on the functions' path too, before the
+		// checkout: what they declare is part of what the items run.
+		deps.env = []string{}
+		if !e.FromRepository {
+			deps.env = append(deps.env, e.Requirements...)
+		} else if reqs, err := crawl.DeclaredRequirements(dir); err != nil {
+			deps.startup = fmt.Sprintf("its requirements: %v", err)
+		} else {
+			for _, r := range reqs {
+				deps.env = append(deps.env, r.String())
+			}
+		}
+	}
+	return &Finder{dir: dir, it: it, counts: counts, modules: map[string]string{}, perFunc: map[[2]string]int{}, seen: map[string]bool{},
+		deps: deps}
 }
 
 // Items returns the items found so far, in order of first call.
@@ -152,6 +174,7 @@ func (f *Finder) Add(tt schemas.TestTrace) {
 			Func:     src.Source,
 			RepoURL:  f.it.Path,
 			Commit:   f.it.Repo.Resolved.Pin(),
+			Deps:     f.deps.Deps(filepath.ToSlash(rel)),
 		})
 	}
 }

@@ -108,7 +108,7 @@ func TestFunctionItems(t *testing.T) {
 	}}
 	it := crawl.Item{Key: "git:u@c", Path: "u", Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{Commit: "c"}}}
 	counts := schemas.Counts{}
-	items := Items(dir, it, traces, counts)
+	items := Items(dir, nil, it, traces, counts)
 	var calls []string
 	for _, fi := range items {
 		calls = append(calls, fi.Call)

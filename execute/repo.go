@@ -205,7 +205,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	rt.Run = len(tests)
 	var found *testcalls.Finder // the functions the tests call, found one test's trace at a time
 	if it.Repo.Functions {
-		found = testcalls.NewFinder(w.Dir, roots, it, rt.Counts)
+		found = testcalls.NewFinder(ctx, w.Dir, roots, it, rt.Counts)
 	}
 	for _, test := range tests {
 		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options, Paths: imports}

@@ -1,6 +1,7 @@
 package testcalls
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,7 +201,7 @@ func TestItemsDuplicateAcrossRepositories(t *testing.T) {
 			Functions: []schemas.FuncSource{{File: file, QualName: "double", FirstLine: 4, LastLine: 5,
 				Source: "def double(x):\n    return scale(x, 2)"}}}}
 		it := crawl.Item{Key: "dir:" + pin, Path: pin, Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{ContentHash: pin}}}
-		return Items(dir, nil, it, traces, schemas.Counts{})
+		return Items(context.Background(), dir, nil, it, traces, schemas.Counts{})
 	}
 	hostile := items("def scale(x, k):\n    return x + k\n", "h")
 	honest := items("def scale(x, k):\n    return x * k\n", "o")

@@ -4,6 +4,7 @@
 package testcalls
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -45,8 +46,8 @@ const (
 // module runs of the checkout when imported from there, and the requirements of the repository's
 // environment if it has one (see depWalker.Deps), so that an item is a duplicate only of one that
 // runs the same code.
-func Items(dir string, roots []string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
-	f := NewFinder(dir, roots, it, counts)
+func Items(ctx context.Context, dir string, roots []string, it crawl.Item, traces []schemas.TestTrace, counts schemas.Counts) []crawl.Item {
+	f := NewFinder(ctx, dir, roots, it, counts)
 	for _, tt := range traces {
 		f.Add(tt)
 	}
@@ -68,8 +69,9 @@ type Finder struct {
 }
 
 // NewFinder returns a Finder of the items of repository it checked out in dir with import roots
-// roots (crawl.ImportRoots), counting what it leaves out in counts (may be nil).
-func NewFinder(dir string, roots []string, it crawl.Item, counts schemas.Counts) *Finder {
+// roots (crawl.ImportRoots), counting what it leaves out in counts (may be nil); ctx bounds reading
+// the repository's declared requirements.
+func NewFinder(ctx context.Context, dir string, roots []string, it crawl.Item, counts schemas.Counts) *Finder {
 	deps := newDepWalker(dir, roots, it.Repo.Resolved.Pin())
 	if e := it.Repo.Env; e != nil {
 		// The packages installed for the repository are on the functions' path too, before the
@@ -77,7 +79,7 @@ func NewFinder(dir string, roots []string, it crawl.Item, counts schemas.Counts)
 		deps.env = []string{}
 		if !e.FromRepository {
 			deps.env = append(deps.env, e.Requirements...)
-		} else if reqs, err := crawl.DeclaredRequirements(dir); err != nil {
+		} else if reqs, err := crawl.DeclaredRequirements(ctx, dir); err != nil {
 			deps.startup = fmt.Sprintf("its requirements: %v", err)
 		} else {
 			for _, r := range reqs {

@@ -1,6 +1,7 @@
 package testcalls
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -108,7 +109,7 @@ func TestFunctionItems(t *testing.T) {
 	}}
 	it := crawl.Item{Key: "git:u@c", Path: "u", Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{Commit: "c"}}}
 	counts := schemas.Counts{}
-	items := Items(dir, nil, it, traces, counts)
+	items := Items(context.Background(), dir, nil, it, traces, counts)
 	var calls []string
 	for _, fi := range items {
 		calls = append(calls, fi.Call)

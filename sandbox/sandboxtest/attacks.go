@@ -22,12 +22,12 @@ import (
 // interpreter inside the item (what any item can do: exec /usr/bin/python3, which has ctypes
 // and no tracer): only the operating system's isolation stands between it and the supervisor.
 
-// forkedMemoryCode forks n children that each commit (touch) up to size bytes in 8 MiB pieces,
+// ForkedMemoryCode forks n children that each commit (touch) up to size bytes in 8 MiB pieces,
 // until done or refused, report what they hold and keep it until the parent kills them. f
 // returns, as JSON, how many children it got and what they (alive when all had reported) and
 // the parent held: for each, what it touched or its peak RSS (shared pages included), whichever
 // is more.
-const forkedMemoryCode = `import json, os, resource, signal
+const ForkedMemoryCode = `import json, os, resource, signal
 def rss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 def child(w, size):
@@ -413,7 +413,7 @@ def f():
 		// RLIMIT_NPROC x RLIMIT_AS is lowered to the limit, so forks or allocations are refused
 		// and what the item's live processes hold together stays within it.
 		const memory, child = 512 << 20, 200 << 20
-		res := e.Trace(forkedMemoryCode, fmt.Sprintf("f(5, %d)", child),
+		res := e.Trace(ForkedMemoryCode, fmt.Sprintf("f(5, %d)", child),
 			sandbox.Limits{Memory: memory, Processes: 8, AddressSpace: 1 << 30, WallTime: 60 * time.Second, CPUTime: 60 * time.Second})
 		mode := e.SB.Info().Memory
 		e.T.Logf("memory bounded by %s: status %s (%s), value %s", mode, res.Status, res.Detail, res.Value)

@@ -40,7 +40,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ndtrace/ndtrace/sandbox/cgroup"
-
 	"github.com/ndtrace/ndtrace/schemas"
 )
 

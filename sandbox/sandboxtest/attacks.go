@@ -412,14 +412,16 @@ def f():
 		// v1 where memory is bound to it) the OOM killer ends it as memory; with rlimits alone
 		// RLIMIT_NPROC x RLIMIT_AS is lowered to the limit, so forks or allocations are refused
 		// and what the item's live processes hold together stays within it.
-		const memory, child = 512 << 20, 200 << 20
+		// 5 x 300 MiB is more than the 1 GiB limit; without a cgroup the item gets 4 processes of
+		// 256 MiB (rlimitProduct): one fork and every child's allocations past its share refused.
+		const memory, child = 1 << 30, 300 << 20
 		res := e.Trace(ForkedMemoryCode, fmt.Sprintf("f(5, %d)", child),
 			sandbox.Limits{Memory: memory, Processes: 8, AddressSpace: 1 << 30, WallTime: 60 * time.Second, CPUTime: 60 * time.Second})
 		mode := e.SB.Info().Memory
 		e.T.Logf("memory bounded by %s: status %s (%s), value %s", mode, res.Status, res.Detail, res.Value)
 		switch mode {
 		case sandbox.MemoryCgroup2, sandbox.MemoryCgroup1:
-			// 5 x 200 MiB cannot fit in 512 MiB and nothing else stops the children: an OOM kill.
+			// 5 x 300 MiB cannot fit in 1 GiB and nothing else stops the children: an OOM kill.
 			e.want(res, schemas.StatusMemory)
 			if !strings.Contains(res.Detail, "memory limit") {
 				e.T.Errorf("detail %q does not name the item's memory limit", res.Detail)

@@ -267,6 +267,9 @@ type runLimits struct {
 	ReprMS        int64 `json:"repr_ms"`
 }
 
+// v1OOMPoll is how often Go looks for an OOM kill in an item's cgroup v1 group while it runs.
+const v1OOMPoll = 50 * time.Millisecond
+
 // run performs one item on z. healthy is false when the zygote must not be used again.
 func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (res *Result, dec *decoder, healthy bool, err error) {
 	res = &Result{}
@@ -433,11 +436,32 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 	// grace period only catches a zygote that stopped answering.
 	hard := time.NewTimer(lim.WallTime + 5*time.Second)
 	defer hard.Stop()
+	oomDetail := func() string {
+		file := "cgroup memory.max"
+		if _, v1 := z.cg.(*cgroup.V1Sandbox); v1 {
+			file = "cgroup v1 memory.limit_in_bytes"
+		}
+		return fmt.Sprintf("the item's memory limit of %d bytes (%s) was reached", lim.Memory, file)
+	}
+	// cgroup v1 has no memory.oom.group: its OOM killer ends one process and leaves the rest of
+	// the item running (a pool waiting for a worker it killed would wait until the wall-clock
+	// limit). Go watches the group's OOM kills and ends the whole item at the first, as v2 does.
+	var oomTick <-chan time.Time
+	if _, v1 := z.cg.(*cgroup.V1Sandbox); v1 && oomBefore >= 0 {
+		t := time.NewTicker(v1OOMPoll)
+		defer t.Stop()
+		oomTick = t.C
+	}
 	var done *ctrlMsg
 	healthy = true
 wait:
 	for {
 		select {
+		case <-oomTick:
+			if n, oerr := z.cg.OOMKills(); oerr == nil && n > oomBefore {
+				killItem(schemas.StatusMemory, oomDetail())
+				oomTick = nil
+			}
 		case m, ok := <-z.msgs:
 			if !ok {
 				healthy = false
@@ -462,12 +486,7 @@ wait:
 	if oomBefore >= 0 {
 		if n, oerr := z.cg.OOMKills(); oerr == nil && n > oomBefore {
 			killOnce.Do(func() {
-				file := "cgroup memory.max"
-				if _, v1 := z.cg.(*cgroup.V1Sandbox); v1 {
-					file = "cgroup v1 memory.limit_in_bytes"
-				}
-				killStatus = schemas.StatusMemory
-				killDetail = fmt.Sprintf("the item's memory limit of %d bytes (%s) was reached", lim.Memory, file)
+				killStatus, killDetail = schemas.StatusMemory, oomDetail()
 			})
 		}
 	}

@@ -38,8 +38,9 @@
 // The zygote stays in the worker's groups; only the item's processes enter item, through the
 // cgroup.procs files V1Sandbox.ItemProcs opens (one per hierarchy, each written "0" by the item's
 // keeper, as with v2). OOMKills reads the oom_kill count of memory.oom_control; cgroup v1 has no
-// memory.oom.group, so an OOM kill ends one process of the item, not all of them, and no
-// cgroup.kill, so KillItem and Close signal each process left.
+// memory.oom.group, so an OOM kill ends one process of the item, not all of them (the sandbox
+// watches OOMKills and ends the item itself), and no cgroup.kill, so KillItem and Close signal
+// each process left.
 //
 // # Fallback
 //

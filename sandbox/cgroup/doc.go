@@ -32,15 +32,16 @@
 // and checks that the worker may create groups there (in practice a root worker). Each sandbox
 // then gets a V1Sandbox:
 //
-//	<worker's v1 memory group>/ndtrace-sb-<pid>-<n>-<random>/item   memory.limit_in_bytes, memsw, swappiness 0
-//	<worker's v1 pids group>/ndtrace-sb-<pid>-<n>-<random>/item     pids.max
+//	<worker's v1 memory group>/ndtrace-sb-<pid>-<n>-<random>-p<pidns>/item   memory.limit_in_bytes, memsw, swappiness 0
+//	<worker's v1 pids group>/ndtrace-sb-<pid>-<n>-<random>-p<pidns>/item     pids.max
 //
 // The zygote stays in the worker's groups; only the item's processes enter item, through the
 // cgroup.procs files V1Sandbox.ItemProcs opens (one per hierarchy, each written "0" by the item's
 // keeper, as with v2). OOMKills reads the oom_kill count of memory.oom_control; cgroup v1 has no
 // memory.oom.group, so an OOM kill ends one process of the item, not all of them (the sandbox
 // watches OOMKills and ends the item itself), and no cgroup.kill, so KillItem and Close signal
-// each process left.
+// each process left. DetectV1 removes the empty groups of workers of its PID namespace (<pidns>,
+// the namespace's inode) that no longer run: a worker killed before it closed its sandboxes.
 //
 // # Fallback
 //

@@ -33,6 +33,7 @@ const cgroupSuperMagic = 0x27e0eb
 type V1Manager struct {
 	memory *v1Hierarchy
 	pids   *v1Hierarchy // nil: pids not bound to v1, or not writable
+	pidNS  string       // inode of our PID namespace, in sandbox group names ("" if unknown)
 }
 
 // v1Hierarchy is the worker's group in one cgroup v1 hierarchy.
@@ -88,12 +89,67 @@ func detectV1(procCgroupFile, mountinfoFile string) (*V1Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &V1Manager{memory: mem}
+	m := &V1Manager{memory: mem, pidNS: pidNamespace()}
 	// The root group of a hierarchy has no pids.max; the groups made below it do.
 	if pids, err := openV1(controllerPids, pc, mounts, "cgroup.procs"); err == nil {
 		m.pids = pids
 	}
+	m.removeStale()
 	return m, nil
+}
+
+// pidNamespace returns the inode number of the calling process's PID namespace ("" if unknown).
+func pidNamespace() string {
+	l, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	ino := strings.TrimSuffix(strings.TrimPrefix(l, "pid:["), "]")
+	if _, err := strconv.ParseUint(ino, 10, 64); err != nil {
+		return ""
+	}
+	return ino
+}
+
+// v1Name is the name of a sandbox's v1 group: ndtrace-sb-<pid>-<n>-<random>-p<PID namespace>.
+// The PID namespace lets removeStale tell a dead worker's groups from those of a live worker in
+// another PID namespace that shares the hierarchy's group (the pids root, say).
+func (m *V1Manager) v1Name(rnd string) string {
+	return fmt.Sprintf("%s%d-%d-%s-p%s", SandboxPrefix, os.Getpid(), nameSeq.Add(1), rnd, m.pidNS)
+}
+
+// removeStale removes the empty sandbox groups that workers of this PID namespace which are no
+// longer running left behind (a worker killed before it closed its sandboxes). A group with a
+// process in it, or of another PID namespace, or whose worker runs, stays. Best effort.
+func (m *V1Manager) removeStale() {
+	if m.pidNS == "" {
+		return
+	}
+	suffix := "-p" + m.pidNS
+	for _, h := range []*v1Hierarchy{m.memory, m.pids} {
+		if h == nil {
+			continue
+		}
+		entries, err := os.ReadDir(h.dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if !e.IsDir() || !strings.HasPrefix(name, SandboxPrefix) || !strings.HasSuffix(name, suffix) {
+				continue
+			}
+			pidText, _, _ := strings.Cut(strings.TrimPrefix(name, SandboxPrefix), "-")
+			pid, err := strconv.Atoi(pidText)
+			if err != nil || pid <= 0 || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+				continue
+			}
+			// rmdir fails (EBUSY) on a group with processes; the item leaf goes first.
+			if err := h.root.Remove(path.Join(name, ItemLeaf)); err == nil || errors.Is(err, fs.ErrNotExist) {
+				_ = h.root.Remove(name)
+			}
+		}
+	}
 }
 
 // openV1 finds and checks the worker's group in the v1 hierarchy of controller (DetectV1's steps).
@@ -226,10 +282,10 @@ type v1Group struct {
 	root       *os.Root // the sandbox group
 }
 
-// NewSandbox creates ndtrace-sb-<unique>/ItemLeaf in the worker's memory group (and pids group)
-// and applies limits to it: memory.limit_in_bytes and, where the kernel accounts swap,
-// memory.memsw.limit_in_bytes at the same value (no swap), memory.swappiness 0, and pids.max. On
-// error nothing is left behind.
+// NewSandbox creates ndtrace-sb-<pid>-<n>-<random>-p<PID namespace>/ItemLeaf in the worker's
+// memory group (and pids group) and applies limits to it: memory.limit_in_bytes and, where the
+// kernel accounts swap, memory.memsw.limit_in_bytes at the same value (no swap),
+// memory.swappiness 0, and pids.max. On error nothing is left behind.
 func (m *V1Manager) NewSandbox(limits Limits) (*V1Sandbox, error) {
 	if limits.MemoryBytes < 0 || limits.Pids < 0 {
 		return nil, fmt.Errorf("cgroup v1 sandbox: negative limits %+v", limits)
@@ -238,7 +294,7 @@ func (m *V1Manager) NewSandbox(limits Limits) (*V1Sandbox, error) {
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("cgroup v1 sandbox name: %w", err)
 	}
-	s := &V1Sandbox{name: fmt.Sprintf("%s%d-%d-%s", SandboxPrefix, os.Getpid(), nameSeq.Add(1), hex.EncodeToString(rnd[:]))}
+	s := &V1Sandbox{name: m.v1Name(hex.EncodeToString(rnd[:]))}
 	for _, h := range []*v1Hierarchy{m.memory, m.pids} {
 		if h == nil {
 			continue

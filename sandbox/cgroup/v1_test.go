@@ -108,6 +108,7 @@ func TestCgroupV1(t *testing.T) {
 	}
 	defer m.Close()
 	t.Logf("manager: %v", m)
+	testRemoveStale(t, m)
 	s, err := m.NewSandbox(Limits{MemoryBytes: 100 << 20, Pids: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +244,38 @@ exec(sys.argv[2])`, strings.Join(fds, ","), prog)
 	for _, d := range dirs {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left after Close: %v", d, err)
+		}
+	}
+}
+
+// testRemoveStale checks that removeStale removes the empty groups of a dead worker of our PID
+// namespace, and keeps those of a live worker and of another PID namespace.
+func testRemoveStale(t *testing.T, m *V1Manager) {
+	if m.pidNS == "" {
+		t.Log("PID namespace unknown: removeStale not exercised")
+		return
+	}
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{ // name -> removed
+		SandboxPrefix + strconv.Itoa(dead.Process.Pid) + "-1-00000000-p" + m.pidNS:  true,
+		SandboxPrefix + strconv.Itoa(os.Getppid()) + "-1-00000000-p" + m.pidNS:      false,
+		SandboxPrefix + strconv.Itoa(dead.Process.Pid) + "-1-00000000-p1" + m.pidNS: false,
+	}
+	for name := range names {
+		if err := os.MkdirAll(filepath.Join(m.memory.dir, name, ItemLeaf), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(filepath.Join(m.memory.dir, name))
+		defer os.Remove(filepath.Join(m.memory.dir, name, ItemLeaf))
+	}
+	m.removeStale()
+	for name, removed := range names {
+		_, err := os.Stat(filepath.Join(m.memory.dir, name))
+		if gone := errors.Is(err, os.ErrNotExist); gone != removed {
+			t.Errorf("%s: removed %v, want %v (%v)", name, gone, removed, err)
 		}
 	}
 }

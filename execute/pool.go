@@ -57,7 +57,7 @@ func (p *SandboxPool) started(sb *sandbox.Sandbox) {
 	if cg == "" {
 		cg = "none (rlimits)"
 	}
-	slog.Info("sandbox started", "backend", sb.Config().Backend, "python", info.Python, "landlock_abi", info.Landlock, "cgroup", cg)
+	slog.Info("sandbox started", "backend", sb.Config().Backend, "python", info.Python, "landlock_abi", info.Landlock, "cgroup", cg, "memory_bound", info.Memory)
 	if info.Landlock == 0 {
 		slog.Warn("sandbox: the kernel has no Landlock: items get no /proc (docs/sandbox.md)")
 	}

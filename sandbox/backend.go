@@ -41,8 +41,9 @@ type Launch struct {
 	// CgroupDir, when set, is the cgroup v2 directory the sandbox must start in (clone3
 	// CLONE_INTO_CGROUP: SysProcAttr.UseCgroupFD).
 	CgroupDir *os.File
-	// ItemProcs, when set, must become fd 4 of the interpreter: the item group's cgroup.procs.
-	ItemProcs *os.File
+	// ItemProcs, when set, must become fds 4, 5, ... of the interpreter: the item group's
+	// cgroup.procs (one for cgroup v2; one per hierarchy, memory first, for cgroup v1).
+	ItemProcs []*os.File
 	// TmpBytes is the size of the private /tmp.
 	TmpBytes int64
 	// Ctrl is the zygote's end of the control socket; it must become fd 3.
@@ -145,12 +146,9 @@ func readOnlyPaths(python string, extra []string) ([]string, error) {
 }
 
 // extraFiles are the descriptors the interpreter inherits: the control socket as fd 3 and, with
-// cgroup v2, the item group's cgroup.procs as fd 4.
+// a cgroup, the item group's cgroup.procs files as fds 4, 5, ...
 func (l *Launch) extraFiles() []*os.File {
-	if l.ItemProcs != nil {
-		return []*os.File{l.Ctrl, l.ItemProcs}
-	}
-	return []*os.File{l.Ctrl}
+	return append([]*os.File{l.Ctrl}, l.ItemProcs...)
 }
 
 // intoCgroup makes the process start in l.CgroupDir, if any.

@@ -2,13 +2,19 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ndtrace/ndtrace/internal/gencorpus"
 	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -160,6 +166,71 @@ func BenchmarkTracerCPU(b *testing.B) {
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(events), "ns/event")
 				b.ReportMetric(float64(idle.Milliseconds())/float64(b.N), "idle-cpu-ms")
 				b.ReportMetric(float64(events)/float64(b.N), "events")
+			})
+		}
+	}
+}
+
+// BenchmarkForkedMemory measures issue 26's attack on an item's memory: five forked children that
+// each commit (touch) 700 MiB, under the default limits (Memory 2 GiB, AddressSpace 1 GiB,
+// Processes 64), on each backend. It reports what the item's live processes held together once
+// every child had reported (held-MiB: what each touched, or its peak RSS if more; not when the
+// item was ended for memory first) and, where the
+// item runs in a cgroup v1 group, the group's peak (peak-MiB, memory.max_usage_in_bytes). Modes:
+// "auto" is the sandbox's own (cgroup v2, cgroup v1 or rlimits, by what the worker may use),
+// "rlimits" forces rlimits alone (Config.Cgroup off), and "per-process" is the regime before
+// issue 26 (rlimits alone with a memory limit of Processes x AddressSpace, which leaves each
+// process its own RLIMIT_AS). The numbers are in docs/sandbox.md, "Resources".
+func BenchmarkForkedMemory(b *testing.B) {
+	modes := []struct {
+		name   string
+		cgroup string
+		memory int64
+	}{{"auto", sandbox.CgroupAuto, 0}, {"rlimits", sandbox.CgroupOff, 0}, {"per-process", sandbox.CgroupOff, 64 << 30}}
+	for _, backend := range sandbox.Backends() {
+		for _, mode := range modes {
+			b.Run(backend+"/"+mode.name, func(b *testing.B) {
+				sb, err := sandbox.New(context.Background(), sandbox.Config{Backend: backend, Cgroup: mode.cgroup})
+				if err != nil {
+					b.Skip(err)
+				}
+				defer sb.Close()
+				info := sb.Info()
+				req := sandbox.Request{Code: sandboxtest.ForkedMemoryCode, Call: "f(5, 700 << 20)",
+					Limits: sandbox.Limits{Memory: mode.memory, WallTime: 2 * time.Minute, CPUTime: 2 * time.Minute}}
+				var held struct{ Kids, Held, Parent int64 }
+				var peak int64
+				returned := false
+				for i := 0; i < b.N; i++ {
+					res, err := sb.Run(context.Background(), req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					held.Kids, held.Held, held.Parent = 0, 0, 0
+					returned = strings.HasPrefix(res.Value, "'{") // not when the item was ended for memory
+					if returned {
+						if err := json.Unmarshal([]byte(strings.Trim(res.Value, "'")), &held); err != nil {
+							b.Fatalf("value %s: %v", res.Value, err)
+						}
+					}
+					if info.Memory == sandbox.MemoryCgroup1 {
+						data, err := os.ReadFile(filepath.Join(info.Cgroup, "memory.max_usage_in_bytes"))
+						if err != nil {
+							b.Fatal(err)
+						}
+						if peak, err = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.Logf("%s: status %s (%s), %d children, held %d MiB (parent %d MiB), peak %d MiB",
+						info.Memory, res.Status, res.Detail, held.Kids, held.Held>>20, held.Parent>>20, peak>>20)
+				}
+				if returned {
+					b.ReportMetric(float64((held.Held+held.Parent)>>20), "held-MiB")
+				}
+				if info.Memory == sandbox.MemoryCgroup1 {
+					b.ReportMetric(float64(peak>>20), "peak-MiB")
+				}
 			})
 		}
 	}

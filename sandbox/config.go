@@ -18,12 +18,18 @@ type Limits struct {
 	// CPUTime is the CPU-time limit of one run, rounded up to whole seconds (status timeout).
 	CPUTime time.Duration
 	// AddressSpace is RLIMIT_AS in bytes, per process (status memory when the code runs out).
+	// Without a cgroup it may be lowered so that the item's processes x AddressSpace fit Memory.
 	AddressSpace int64
 	// Memory bounds the item as a whole (all its processes, its /tmp and /dev/shm, kernel memory):
-	// cgroup v2 memory.max where the worker has a delegated cgroup v2 (see Config.Cgroup). Without
-	// one, the item's memory is bounded by Processes x AddressSpace + TmpBytes + ShmBytes.
+	// cgroup v2 memory.max where the worker has a delegated cgroup v2, cgroup v1
+	// memory.limit_in_bytes where it may write the v1 memory hierarchy (see Config.Cgroup).
+	// Without either, the item's processes x AddressSpace is lowered to within Memory (fewer
+	// processes first, then less address space each: docs/sandbox.md, "Resources"), and its
+	// tmpfs mounts (TmpBytes + ShmBytes) come on top.
 	Memory int64
-	// Processes is RLIMIT_NPROC for the run's uid: how many processes the code may have at once.
+	// Processes is RLIMIT_NPROC for the run's uid: how many processes (and threads) the item may
+	// have at once, its keeper and init included. Without a cgroup it may be lowered to fit
+	// Memory (see Memory).
 	Processes int
 	// FileSize is RLIMIT_FSIZE: the largest file the code may write, in bytes.
 	FileSize int64
@@ -140,8 +146,11 @@ type Config struct {
 	// Cgroup selects per-item resource accounting: "auto" (the default) uses cgroup v2 when the
 	// worker has a delegated group with the memory and pids controllers (Kubernetes with writable
 	// cgroups, a systemd unit with Delegate=yes): every item gets memory.max (Limits.Memory) and
-	// pids.max (Limits.Processes plus the item's two supervising processes) as a whole. "off"
-	// uses only the per-process rlimits. docs/sandbox.md says what each bounds.
+	// pids.max (Limits.Processes plus the item's two supervising processes) as a whole; where
+	// there is none but memory is bound to a cgroup v1 hierarchy the worker may write (a root
+	// worker on a v1 or hybrid host), cgroup v1 memory.limit_in_bytes and pids.max the same way.
+	// "off" uses only the rlimits, their product lowered to Limits.Memory. docs/sandbox.md says
+	// what each bounds.
 	Cgroup string
 	// RecycleAfter restarts the sandbox after this many runs, so state a run could leave in the
 	// interpreter never accumulates. Default 500.

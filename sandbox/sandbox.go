@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -39,6 +40,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ndtrace/ndtrace/sandbox/cgroup"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -103,8 +105,12 @@ type Info struct {
 	// Landlock is the Landlock ABI version items are confined with; 0 means the kernel has no
 	// Landlock, and items then get no /proc at all (docs/sandbox.md).
 	Landlock int
-	// Cgroup is the sandbox's cgroup v2 group ("" when items are bounded by rlimits only).
+	// Cgroup is the sandbox's cgroup v2 group, or its item group in the cgroup v1 memory
+	// hierarchy ("" when items are bounded by rlimits only).
 	Cgroup string
+	// Memory says how an item's memory is bounded as a whole: MemoryCgroup2, MemoryCgroup1 or
+	// MemoryRlimits (processes x address space lowered to within Limits.Memory).
+	Memory string
 }
 
 // Info returns what isolation the sandbox has.
@@ -114,7 +120,13 @@ func (s *Sandbox) Info() Info {
 	if s.z == nil {
 		return Info{}
 	}
-	i := Info{Python: s.z.python, Landlock: s.z.landlock}
+	i := Info{Python: s.z.python, Landlock: s.z.landlock, Memory: MemoryRlimits}
+	switch s.z.cg.(type) {
+	case *cgroup.Sandbox:
+		i.Memory = MemoryCgroup2
+	case *cgroup.V1Sandbox:
+		i.Memory = MemoryCgroup1
+	}
 	if s.z.cg != nil {
 		i.Cgroup = s.z.cg.Dir()
 	}
@@ -256,6 +268,9 @@ type runLimits struct {
 	ReprMS        int64 `json:"repr_ms"`
 }
 
+// v1OOMPoll is how often Go looks for an OOM kill in an item's cgroup v1 group while it runs.
+const v1OOMPoll = 50 * time.Millisecond
+
 // run performs one item on z. healthy is false when the zygote must not be used again.
 func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (res *Result, dec *decoder, healthy bool, err error) {
 	res = &Result{}
@@ -288,9 +303,15 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 			_, _ = unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, eventsPipeSize)
 		}
 	}
+	asBytes, nproc := lim.AddressSpace, lim.Processes
+	if z.cg == nil {
+		// No cgroup bounds the item as a whole: its processes x address space must fit its
+		// memory limit (docs/sandbox.md, "Resources").
+		asBytes, nproc = rlimitProduct(lim)
+	}
 	msg.Limits = runLimits{
 		WallMS: lim.WallTime.Milliseconds(), CPUS: int64(math.Ceil(lim.CPUTime.Seconds())),
-		ASBytes: lim.AddressSpace, NProc: lim.Processes, FsizeBytes: lim.FileSize, NoFile: lim.OpenFiles,
+		ASBytes: asBytes, NProc: nproc, FsizeBytes: lim.FileSize, NoFile: lim.OpenFiles,
 		MaxEvents: lim.TraceEvents, MaxTraceBytes: lim.TraceBytes, ValueChars: lim.ValueChars,
 		ReprMS: lim.ReprTimeout.Milliseconds(),
 	}
@@ -416,11 +437,32 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 	// grace period only catches a zygote that stopped answering.
 	hard := time.NewTimer(lim.WallTime + 5*time.Second)
 	defer hard.Stop()
+	oomDetail := func() string {
+		file := "cgroup memory.max"
+		if _, v1 := z.cg.(*cgroup.V1Sandbox); v1 {
+			file = "cgroup v1 memory.limit_in_bytes"
+		}
+		return fmt.Sprintf("the item's memory limit of %d bytes (%s) was reached", lim.Memory, file)
+	}
+	// cgroup v1 has no memory.oom.group: its OOM killer ends one process and leaves the rest of
+	// the item running (a pool waiting for a worker it killed would wait until the wall-clock
+	// limit). Go watches the group's OOM kills and ends the whole item at the first, as v2 does.
+	var oomTick <-chan time.Time
+	if _, v1 := z.cg.(*cgroup.V1Sandbox); v1 && oomBefore >= 0 {
+		t := time.NewTicker(v1OOMPoll)
+		defer t.Stop()
+		oomTick = t.C
+	}
 	var done *ctrlMsg
 	healthy = true
 wait:
 	for {
 		select {
+		case <-oomTick:
+			if n, oerr := z.cg.OOMKills(); oerr == nil && n > oomBefore {
+				killItem(schemas.StatusMemory, oomDetail())
+				oomTick = nil
+			}
 		case m, ok := <-z.msgs:
 			if !ok {
 				healthy = false
@@ -445,10 +487,20 @@ wait:
 	if oomBefore >= 0 {
 		if n, oerr := z.cg.OOMKills(); oerr == nil && n > oomBefore {
 			killOnce.Do(func() {
-				killStatus = schemas.StatusMemory
-				killDetail = fmt.Sprintf("the item's memory limit of %d bytes (cgroup memory.max) was reached", lim.Memory)
+				killStatus, killDetail = schemas.StatusMemory, oomDetail()
 			})
 		}
+	}
+	if v1, ok := z.cg.(*cgroup.V1Sandbox); ok && healthy {
+		// The zygote reaped every process of the item before it said done; make sure the item's
+		// group is empty (cgroup v1 has no cgroup.kill, and its OOM killer takes one process
+		// at a time, not the whole item).
+		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if kerr := v1.KillItem(kctx); kerr != nil {
+			slog.Warn("sandbox: emptying the item's cgroup v1 group", "err", kerr)
+			healthy = false
+		}
+		cancel()
 	}
 	// With the item's processes gone the pipes reach EOF; never wait long for a straggler.
 	collected := make(chan struct{})

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -36,6 +37,15 @@ var (
 	sharedSB   *sandbox.Sandbox
 	sharedErr  error
 )
+
+// TestMain closes the shared sandbox after the tests, so that its cgroup (v1 or v2) is removed.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedSB != nil {
+		sharedSB.Close()
+	}
+	os.Exit(code)
+}
 
 // shared returns one sandbox for the tracer tests of this package.
 func shared(t testing.TB) *sandbox.Sandbox {

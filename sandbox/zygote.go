@@ -122,8 +122,8 @@ type zygote struct {
 	python string
 	// landlock is the Landlock ABI the items are confined with (0: none, and no /proc).
 	landlock int
-	// cg is the sandbox's cgroup v2 group (nil: the rlimit fallback); cgLimits its item limits now.
-	cg       *cgroup.Sandbox
+	// cg is the sandbox's cgroup, v2 or v1 (nil: the rlimit fallback); cgLimits its item limits now.
+	cg       itemGroup
 	cgLimits cgroup.Limits
 	cleanup  []func()
 	runs     int
@@ -196,8 +196,8 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 		os.RemoveAll(support)
 		return nil, err
 	}
-	if cg != nil {
-		args = append(args, "--cgroup-fd", "4")
+	for i := range itemProcs {
+		args = append(args, "--cgroup-fd", strconv.Itoa(4+i))
 	}
 	l := &Launch{
 		Python:    cfg.Python,
@@ -220,7 +220,9 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	defer func() {
 		if cgDir != nil {
 			cgDir.Close()
-			itemProcs.Close()
+		}
+		for _, f := range itemProcs {
+			f.Close()
 		}
 	}()
 	cmd, err := b.Command(l)
@@ -468,57 +470,138 @@ var simulate []string
 // itemPids is what an item needs beyond Limits.Processes in its cgroup: its keeper and its init.
 const itemPids = 2
 
-// cgroupLimits are the cgroup v2 limits of an item with limits lim.
+// cgroupLimits are the cgroup limits (v2 or v1) of an item with limits lim.
 func cgroupLimits(lim Limits) cgroup.Limits {
 	return cgroup.Limits{MemoryBytes: lim.Memory, Pids: lim.Processes + itemPids}
 }
 
-var (
-	cgroupOnce sync.Once
-	cgroupMgr  *cgroup.Manager
+// The least an item gets, per process and in processes, when its rlimits are lowered so that
+// its processes x address space fit its Memory (rlimitProduct): an interpreter with pytest and
+// a few libraries loaded reserves far more address space than it touches (thread stacks,
+// malloc arenas, mapped libraries), and RLIMIT_NPROC counts threads too.
+const (
+	minProductAS    = 256 << 20
+	minProductProcs = 8
 )
 
-// cgroupManager returns the worker's delegated cgroup v2 subtree, or nil when there is none
-// (reported once in the log); items are then bounded by rlimits (docs/sandbox.md).
-func cgroupManager() *cgroup.Manager {
-	cgroupOnce.Do(func() {
-		m, err := cgroup.Detect()
-		if err != nil {
-			slog.Info("sandbox: no delegated cgroup v2; items are bounded by rlimits", "reason", err)
-			return
-		}
-		slog.Info("sandbox: items are bounded by cgroup v2", "group", m.String())
-		cgroupMgr = m
-	})
-	return cgroupMgr
+// rlimitProduct returns the RLIMIT_AS and RLIMIT_NPROC of an item whose memory is bounded by
+// rlimits alone. RLIMIT_NPROC counts, besides the item's own processes (the only ones under
+// RLIMIT_AS, which the item process sets on itself), the item's keeper and init (itemPids: they
+// share the user namespace the count is kept in, and run no code of the item's). lim's own limits
+// stand when the item's processes x AddressSpace is within Memory. Otherwise the processes are
+// lowered first, down to minProductProcs (never more than lim allows), and the address space
+// per process is Memory divided by them, but at least minProductAS (never more than
+// lim.AddressSpace or Memory itself), with the processes lowered further to keep the product
+// within Memory. The result always has as x (nproc - itemPids) <= Memory, nproc - itemPids >= 1.
+func rlimitProduct(lim Limits) (as int64, nproc int) {
+	as, procs := lim.AddressSpace, int64(max(lim.Processes-itemPids, 1))
+	if lim.Memory <= 0 || as <= 0 || lim.Processes <= 0 || as <= lim.Memory/procs {
+		return as, lim.Processes
+	}
+	procs = min(procs, max(minProductProcs, lim.Memory/as))
+	as = min(lim.AddressSpace, lim.Memory/procs)
+	if as < minProductAS {
+		as = min(minProductAS, lim.AddressSpace, lim.Memory)
+		procs = max(1, min(procs, lim.Memory/as))
+	}
+	return as, min(int(procs)+itemPids, lim.Processes)
 }
 
-// newCgroup makes a sandbox's cgroup v2 group when cfg asks for one and the worker has a
-// delegated subtree: the directory the zygote starts in and the item group's cgroup.procs.
-func newCgroup(cfg Config) (*cgroup.Sandbox, *os.File, *os.File, error) {
+// itemGroup is the cgroup a sandbox's items run in, all of their processes together: a cgroup v2
+// sandbox group (*cgroup.Sandbox) or a cgroup v1 one (*cgroup.V1Sandbox).
+type itemGroup interface {
+	// Dir names the group, for logs.
+	Dir() string
+	// SetLimits changes the item's limits between items.
+	SetLimits(cgroup.Limits) error
+	// ResetPeakMemory starts a new peak of the item's memory use.
+	ResetPeakMemory() error
+	// OOMKills counts the item's processes killed for memory since the group was made.
+	OOMKills() (int64, error)
+	// Close kills what is left in the group and removes it.
+	Close() error
+}
+
+// Ways an item's memory is bounded as a whole (Info.Memory; docs/sandbox.md, "Resources").
+const (
+	// MemoryCgroup2 is cgroup v2 memory.max on the item's group.
+	MemoryCgroup2 = "cgroup2"
+	// MemoryCgroup1 is cgroup v1 memory.limit_in_bytes (and memsw) on the item's group.
+	MemoryCgroup1 = "cgroup1"
+	// MemoryRlimits is RLIMIT_NPROC x RLIMIT_AS, lowered to within the item's memory limit.
+	MemoryRlimits = "rlimits"
+)
+
+var (
+	cgroupOnce  sync.Once
+	cgroupMgr   *cgroup.Manager
+	cgroupV1Mgr *cgroup.V1Manager
+)
+
+// cgroupManagers returns the worker's delegated cgroup v2 subtree or, where there is none, its
+// writable cgroup v1 memory (and pids) groups; both nil when neither can be used. Which one is in
+// force is reported once in the log; without either, items are bounded by rlimits whose product
+// is lowered to the item's memory limit (docs/sandbox.md).
+func cgroupManagers() (*cgroup.Manager, *cgroup.V1Manager) {
+	cgroupOnce.Do(func() {
+		m, err := cgroup.Detect()
+		if err == nil {
+			slog.Info("sandbox: items are bounded by cgroup v2", "group", m.String())
+			cgroupMgr = m
+			return
+		}
+		v1, err1 := cgroup.DetectV1()
+		if err1 == nil {
+			slog.Info("sandbox: no delegated cgroup v2; items are bounded by cgroup v1 (memory.limit_in_bytes per item)",
+				"group", v1.String(), "reason", err)
+			cgroupV1Mgr = v1
+			return
+		}
+		slog.Info("sandbox: no delegated cgroup v2 nor writable cgroup v1 memory controller; items are bounded by rlimits, processes x address space lowered to the item's memory limit",
+			"reason", err, "v1_reason", err1)
+	})
+	return cgroupMgr, cgroupV1Mgr
+}
+
+// newCgroup makes a sandbox's cgroup when cfg asks for one and the worker has a delegated cgroup
+// v2 subtree or writable cgroup v1 groups: the directory the zygote starts in (v2 only) and the
+// item group's cgroup.procs files.
+func newCgroup(cfg Config) (itemGroup, *os.File, []*os.File, error) {
 	if cfg.Cgroup == CgroupOff {
 		return nil, nil, nil, nil
 	}
-	m := cgroupManager()
-	if m == nil {
-		return nil, nil, nil, nil
+	m, v1 := cgroupManagers()
+	switch {
+	case m != nil:
+		cg, err := m.NewSandbox(cgroupLimits(cfg.Limits))
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+		}
+		dir, err := cg.SupervisorDir()
+		if err != nil {
+			cg.Close()
+			return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+		}
+		procs, err := cg.ItemProcs()
+		if err != nil {
+			dir.Close()
+			cg.Close()
+			return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+		}
+		return cg, dir, []*os.File{procs}, nil
+	case v1 != nil:
+		cg, err := v1.NewSandbox(cgroupLimits(cfg.Limits))
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+		}
+		procs, err := cg.ItemProcs()
+		if err != nil {
+			cg.Close()
+			return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+		}
+		return cg, nil, procs, nil
 	}
-	cg, err := m.NewSandbox(cgroupLimits(cfg.Limits))
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
-	}
-	dir, err := cg.SupervisorDir()
-	if err != nil {
-		cg.Close()
-		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
-	}
-	procs, err := cg.ItemProcs()
-	if err != nil {
-		dir.Close()
-		cg.Close()
-		return nil, nil, nil, fmt.Errorf("sandbox: %w", err)
-	}
-	return cg, dir, procs, nil
+	return nil, nil, nil, nil
 }
 
 // NamespaceError is a sandbox the kernel would not create the namespaces of: user namespaces are

@@ -106,3 +106,43 @@ func TestLoadTracerPartsRefuses(t *testing.T) {
 		}()
 	}
 }
+
+// TestRlimitProduct checks the rlimits of an item bounded by rlimits alone: its processes (all
+// but the keeper and init RLIMIT_NPROC counts) times RLIMIT_AS stay within Limits.Memory, and
+// limits already within it are kept.
+func TestRlimitProduct(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name      string
+		lim       Limits
+		as        int64
+		nproc     int
+		unchanged bool
+	}{
+		{"within", Limits{AddressSpace: 512 * mib, Processes: 6, Memory: 2048 * mib}, 512 * mib, 6, true},
+		{"defaults", DefaultLimits, 256 * mib, 8 + itemPids, false},
+		{"conformance", Limits{AddressSpace: 1024 * mib, Processes: 32, Memory: 2048 * mib}, 256 * mib, 8 + itemPids, false},
+		{"small memory", Limits{AddressSpace: 1024 * mib, Processes: 8, Memory: 512 * mib}, 256 * mib, 2 + itemPids, false},
+		{"few processes", Limits{AddressSpace: 4096 * mib, Processes: 4, Memory: 2048 * mib}, 1024 * mib, 2 + itemPids, false},
+		{"small address space", Limits{AddressSpace: 64 * mib, Processes: 200, Memory: 2048 * mib}, 64 * mib, 32 + itemPids, false},
+		{"tiny memory", Limits{AddressSpace: 1024 * mib, Processes: 64, Memory: 100 * mib}, 100 * mib, 1 + itemPids, false},
+		{"one process", Limits{AddressSpace: 4096 * mib, Processes: 1, Memory: 1024 * mib}, 1024 * mib, 1, false},
+		{"no memory limit", Limits{AddressSpace: 1024 * mib, Processes: 64}, 1024 * mib, 64, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as, nproc := rlimitProduct(tc.lim)
+			if as != tc.as || nproc != tc.nproc {
+				t.Fatalf("rlimitProduct(%+v) = %d MiB x %d, want %d MiB x %d", tc.lim, as>>20, nproc, tc.as>>20, tc.nproc)
+			}
+			if tc.unchanged {
+				return
+			}
+			if procs := int64(max(nproc-itemPids, 1)); as*procs > tc.lim.Memory {
+				t.Fatalf("%d processes x %d MiB = %d MiB, over the memory limit of %d MiB", procs, as>>20, as*procs>>20, tc.lim.Memory>>20)
+			}
+			if nproc > tc.lim.Processes || as > tc.lim.AddressSpace {
+				t.Fatalf("%d MiB x %d raises the limits %+v", as>>20, nproc, tc.lim)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 // Package cgroup bounds the memory and processes of a sandbox's item as a whole, all of its
 // processes together, with cgroup v2, where the worker has a delegated cgroup v2 group (as in
-// Kubernetes with a writable cgroup, or a systemd service with Delegate=yes).
+// Kubernetes with a writable cgroup, or a systemd service with Delegate=yes), or with cgroup v1
+// where memory is bound to v1 and the worker may write its hierarchy.
 //
 // Detect finds and prepares the worker's group; each sandbox then gets a group of its own:
 //
@@ -24,15 +25,34 @@
 // much memory it used (ResetPeakMemory before each item, Linux 6.12+), and KillItem empties the
 // item leaf. Close kills what is left of the sandbox and removes its groups.
 //
+// # cgroup v1
+//
+// Where Detect fails because memory is bound to a cgroup v1 hierarchy (v1 and hybrid hosts),
+// DetectV1 finds the worker's own groups in the v1 memory hierarchy and, optionally, the pids one,
+// and checks that the worker may create groups there (in practice a root worker). Each sandbox
+// then gets a V1Sandbox:
+//
+//	<worker's v1 memory group>/ndtrace-sb-<pid>-<n>-<random>-p<pidns>/item   memory.limit_in_bytes, memsw, swappiness 0
+//	<worker's v1 pids group>/ndtrace-sb-<pid>-<n>-<random>-p<pidns>/item     pids.max
+//
+// The zygote stays in the worker's groups; only the item's processes enter item, through the
+// cgroup.procs files V1Sandbox.ItemProcs opens (one per hierarchy, each written "0" by the item's
+// keeper, as with v2). OOMKills reads the oom_kill count of memory.oom_control; cgroup v1 has no
+// memory.oom.group, so an OOM kill ends one process of the item, not all of them (the sandbox
+// watches OOMKills and ends the item itself), and no cgroup.kill, so KillItem and Close signal
+// each process left. DetectV1 removes the empty groups of workers of its PID namespace (<pidns>,
+// the namespace's inode) that no longer run: a worker killed before it closed its sandboxes.
+//
 // # Fallback
 //
-// Where Detect fails (cgroup v1 or hybrid hosts, where memory and pids are bound to v1; a read-only
-// or undelegated cgroup2 mount; a systemd unit without Delegate=yes), it returns an error wrapping
-// ErrUnavailable that says why, and the sandbox keeps per-process limits only: RLIMIT_AS bounds the
-// address space of each process of the item separately (an item of n processes may use up to n
-// times as much) and RLIMIT_NPROC the number of processes of the item's host uid (one uid pair per
-// sandbox, so per sandbox rather than per item). Neither counts page cache or kernel memory, and
-// memory exhaustion shows up as allocation failures (MemoryError) rather than an OOM kill.
+// Where neither can be used (a read-only or undelegated cgroup2 mount; a systemd unit without
+// Delegate=yes; a v1 host and an unprivileged worker), Detect and DetectV1 return errors wrapping
+// ErrUnavailable and ErrV1Unavailable that say why, and the sandbox keeps per-process limits only:
+// RLIMIT_AS bounds the address space of each process of the item separately and RLIMIT_NPROC the
+// number of its processes, and the sandbox lowers their product to the item's memory limit
+// (docs/sandbox.md, "Resources"). Neither counts page cache or kernel memory, and memory
+// exhaustion shows up as allocation failures (MemoryError) and refused forks rather than an OOM
+// kill.
 //
 // # Delegation
 //

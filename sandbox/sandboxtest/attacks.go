@@ -22,6 +22,63 @@ import (
 // interpreter inside the item (what any item can do: exec /usr/bin/python3, which has ctypes
 // and no tracer): only the operating system's isolation stands between it and the supervisor.
 
+// ForkedMemoryCode forks n children that each commit (touch) up to size bytes in 8 MiB pieces,
+// until done or refused, report what they hold and keep it until the parent kills them. f
+// returns, as JSON, how many children it got and what they (alive when all had reported) and
+// the parent held: for each, what it touched or its peak RSS (shared pages included), whichever
+// is more.
+const ForkedMemoryCode = `import json, os, resource, signal
+def rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def child(w, size):
+    held, got = [], 0
+    try:
+        while got < size:
+            b = bytearray(8 << 20)
+            b[::4096] = b"\x01" * len(range(0, len(b), 4096))
+            held.append(b)
+            got += len(b)
+    except MemoryError:
+        pass
+    os.write(w, b"%d\n" % max(got, rss()))
+    signal.pause()
+def f(n, size):
+    kids = []
+    for i in range(n):
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            break
+        if pid == 0:
+            try:
+                os.close(r)
+                child(w, size)
+            finally:
+                os._exit(0)
+        os.close(w)
+        kids.append((pid, r))
+    reported = {}
+    for pid, r in kids:
+        line = os.read(r, 64)
+        if line.strip():
+            reported[pid] = int(line)
+    held, alive = 0, []
+    for pid, r in kids:
+        if os.waitpid(pid, os.WNOHANG)[0] == 0:
+            alive.append(pid)
+            held += reported.get(pid, 0)
+    parent = rss()
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    for pid, r in kids:
+        os.close(r)
+    return json.dumps({"kids": len(kids), "held": held, "parent": parent})
+`
+
 // kernelProbe runs in a fresh interpreter inside an item and tries the kernel surface directly.
 // It prints one JSON object: name -> the system call's result (>= 0) or -errno. x86_64 only.
 const kernelProbe = `
@@ -323,11 +380,13 @@ def f():
 		}
 	}},
 	{"cgroup_item", func(e *Env) {
-		// With a delegated cgroup v2 the item as a whole is bounded: several children that each
-		// stay under RLIMIT_AS still cannot hold more than Limits.Memory together.
+		// With a delegated cgroup v2 (or a writable cgroup v1 memory controller) the item as a
+		// whole is bounded: several children that each stay under RLIMIT_AS still cannot hold
+		// more than Limits.Memory together.
 		if e.SB.Info().Cgroup == "" {
 			_, err := cgroup.Detect()
-			e.T.Skipf("cgroup v2 with the memory and pids controllers is not delegated to this worker (%v): items are bounded by rlimits (processes_bounded)", err)
+			_, err1 := cgroup.DetectV1()
+			e.T.Skipf("cgroup v2 with the memory and pids controllers is not delegated to this worker (%v), nor is a cgroup v1 memory controller writable (%v): items are bounded by rlimits (processes_bounded, forked_memory)", err, err1)
 		}
 		res := e.Trace(`import os, time
 def f():
@@ -346,6 +405,44 @@ def f():
     return len(kids)
 `, "f()", sandbox.Limits{Memory: 256 << 20, Processes: 16, AddressSpace: 1 << 30, WallTime: 20 * time.Second})
 		e.want(res, schemas.StatusMemory)
+	}},
+	{"forked_memory", func(e *Env) {
+		// Issue 26: five forked children of one item each commit (touch) memory. The item as a
+		// whole stays within Limits.Memory however its memory is bounded: with a cgroup (v2, or
+		// v1 where memory is bound to it) the OOM killer ends it as memory; with rlimits alone
+		// RLIMIT_NPROC x RLIMIT_AS is lowered to the limit, so forks or allocations are refused
+		// and what the item's live processes hold together stays within it.
+		// 5 x 300 MiB is more than the 1 GiB limit; without a cgroup the item gets 4 processes of
+		// 256 MiB (rlimitProduct): one fork and every child's allocations past its share refused.
+		const memory, child = 1 << 30, 300 << 20
+		res := e.Trace(ForkedMemoryCode, fmt.Sprintf("f(5, %d)", child),
+			sandbox.Limits{Memory: memory, Processes: 8, AddressSpace: 1 << 30, WallTime: 60 * time.Second, CPUTime: 60 * time.Second})
+		mode := e.SB.Info().Memory
+		e.T.Logf("memory bounded by %s: status %s (%s), value %s", mode, res.Status, res.Detail, res.Value)
+		switch mode {
+		case sandbox.MemoryCgroup2, sandbox.MemoryCgroup1:
+			// 5 x 300 MiB cannot fit in 1 GiB and nothing else stops the children: an OOM kill.
+			e.want(res, schemas.StatusMemory)
+			if !strings.Contains(res.Detail, "memory limit") {
+				e.T.Errorf("detail %q does not name the item's memory limit", res.Detail)
+			}
+		case sandbox.MemoryRlimits:
+			// No OOM killer acts here (the children are refused, never killed): every child that
+			// reported is alive and holds what it reported.
+			e.want(res, schemas.StatusOK)
+			var held struct{ Kids, Held, Parent int64 }
+			if err := json.Unmarshal([]byte(strings.Trim(res.Value, "'")), &held); err != nil {
+				e.T.Fatalf("value %s: %v", res.Value, err)
+			}
+			if total := held.Held + held.Parent; total > memory {
+				e.T.Fatalf("the item's processes held %d MiB together (%d children), over its %d MiB memory limit",
+					total>>20, held.Kids, memory>>20)
+			}
+		default:
+			e.T.Fatalf("Info().Memory = %q, want one of %s, %s, %s", mode, sandbox.MemoryCgroup2, sandbox.MemoryCgroup1, sandbox.MemoryRlimits)
+		}
+		next := e.Trace("def f():\n    return 42\n", "f()", sandbox.Limits{})
+		e.want(next, schemas.StatusOK)
 	}},
 	{"keyring", func(e *Env) {
 		// The worker's session keyring is out of reach: keyctl is filtered, and every sandbox

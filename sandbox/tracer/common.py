@@ -6,7 +6,7 @@ binary, written to the sandbox's read-only support directory and started inside 
     python3 -s -B -P -c "exec(compile(b''.join([open('/.ndtrace/common.py', 'rb').read(), ...]),
                                       '<string>', 'exec'))"
             --ctrl-fd 3 --support /.ndtrace --ro PATH... --pyc-root PATH... [--own-pidns]
-            [--drop-uid UID --drop-gid GID] [--cgroup-fd N] [--tmp-bytes N] [--shm-bytes N]
+            [--drop-uid UID --drop-gid GID] [--cgroup-fd N...] [--tmp-bytes N] [--shm-bytes N]
 
 The -c program (sandbox.tracerBootstrap) joins the parts in the fixed order of sandbox.tracerFiles
 and compiles them as ONE module under the name -c gives, "<string>": common.py (this docstring,

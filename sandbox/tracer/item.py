@@ -62,9 +62,12 @@ def _keeper(sock, hdr, fds, opts):
     try:
         sock.close()                 # the control socket is the zygote's alone
         os.setsid()                  # own process group: the zygote kills it as a whole
-        if opts.cgroup_fd is not None:
-            # cgroup v2: the item group's cgroup.procs, opened by Go; "0" moves this process.
-            os.write(opts.cgroup_fd, b"0")
+        for fd in opts.cgroup_fd:
+            # The item group's cgroup.procs, opened by Go (cgroup v2: one; v1: one per
+            # hierarchy): "0" moves this process, and so everything it forks, into the group.
+            # It carries the worker's right to move processes: no process of the item keeps it.
+            os.write(fd, b"0")
+            os.close(fd)
         if opts.drop_uid is not None:
             os.setgroups([])
             os.setresgid(opts.drop_gid, opts.drop_gid, opts.drop_gid)

@@ -338,7 +338,7 @@ def parse_args(argv):
     p.add_argument("--ro", action="append", default=[])
     p.add_argument("--pyc-root", action="append", default=[])
     p.add_argument("--ext-root", action="append", default=[])
-    p.add_argument("--cgroup-fd", type=int)
+    p.add_argument("--cgroup-fd", type=int, action="append", default=[])   # item group's cgroup.procs
     p.add_argument("--tmp-bytes", type=int, default=64 << 20)
     p.add_argument("--shm-bytes", type=int, default=16 << 20)
     p.add_argument("--unsandboxed-item")                          # tests: see unsandboxed_item

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/crawl/testcalls"
+	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -427,9 +428,15 @@ func (trc *Tracer) keepTest(ctx context.Context, tt schemas.TestTrace) (schemas.
 
 // KeepTest stores tt, one test's trace, in s and returns what a repository's trace holds of it:
 // its outcome and the reference of the stored trace (content-addressed under TestTracePrefix: the
-// same trace is stored once, and a retry writes nothing new).
+// same trace is stored once, and a retry writes nothing new). The events are stored in their
+// compact form (debugger.Trace: each frame's locals as changes, every string once), not as full
+// events, whose locals repeat at every event.
 func KeepTest(ctx context.Context, s *store.Store, tt schemas.TestTrace) (schemas.TestTrace, error) {
-	data, err := json.Marshal(tt)
+	k := keptTest{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Functions: tt.Functions}
+	if len(tt.Events) > 0 {
+		k.Trace = debugger.NewTrace(tt.Events)
+	}
+	data, err := json.Marshal(k)
 	if err != nil {
 		return tt, fmt.Errorf("encode the trace of test %s: %w", tt.Test, err)
 	}
@@ -439,6 +446,16 @@ func KeepTest(ctx context.Context, s *store.Store, tt schemas.TestTrace) (schema
 		return tt, InfraError(fmt.Errorf("store the trace of test %s: %w", tt.Test, err))
 	}
 	return schemas.TestTrace{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Ref: key}, nil
+}
+
+// keptTest is the stored form of a test's trace (KeepTest).
+type keptTest struct {
+	Test      string               `json:"test"`
+	Outcome   string               `json:"outcome"`
+	Status    schemas.Status       `json:"status"`
+	Detail    string               `json:"detail,omitempty"`
+	Functions []schemas.FuncSource `json:"functions,omitempty"`
+	Trace     *debugger.Trace      `json:"trace,omitempty"`
 }
 
 // TestTracePrefix is where TestStore keeps the traces of repositories' tests.
@@ -456,9 +473,13 @@ func LoadTest(ctx context.Context, s *store.Store, ref string) (schemas.TestTrac
 	if err != nil {
 		return schemas.TestTrace{}, fmt.Errorf("read test trace %s: %w", ref, err)
 	}
-	var tt schemas.TestTrace
-	if err := json.Unmarshal(data, &tt); err != nil {
+	var k keptTest
+	if err := json.Unmarshal(data, &k); err != nil {
 		return schemas.TestTrace{}, fmt.Errorf("read test trace %s: %w", ref, err)
+	}
+	tt := schemas.TestTrace{Test: k.Test, Outcome: k.Outcome, Status: k.Status, Detail: k.Detail, Functions: k.Functions}
+	if k.Trace != nil {
+		tt.Events = k.Trace.Events() // the locals' strings are the trace's, shared between events
 	}
 	return tt, nil
 }

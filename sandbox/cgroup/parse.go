@@ -189,11 +189,23 @@ func locate(cg string, mounts []mountInfo) ([]location, error) {
 	if err := checkCgroupPath(cg); err != nil {
 		return nil, fmt.Errorf("cgroup v2 path %q: %w", cg, err)
 	}
-	var locs []location
-	var rejected []string
+	locs, rejected := mountsOf(cg, mounts, func(m mountInfo) bool { return m.FSType == "cgroup2" })
+	if len(locs) == 0 {
+		if len(rejected) == 0 {
+			return nil, errors.New("no cgroup2 filesystem is mounted in this mount namespace")
+		}
+		return nil, fmt.Errorf("no cgroup2 mount exposes our cgroup %s: %s", cg, strings.Join(rejected, "; "))
+	}
+	return locs, nil
+}
+
+// mountsOf finds the mounts that match and expose the group at path p, last mounted first (a later
+// mount on the same point hides an earlier one), and says why each matching mount that does not
+// was rejected.
+func mountsOf(p string, mounts []mountInfo, match func(mountInfo) bool) (locs []location, rejected []string) {
 	for i := len(mounts) - 1; i >= 0; i-- {
 		m := mounts[i]
-		if m.FSType != "cgroup2" {
+		if !match(m) {
 			continue
 		}
 		if err := checkCgroupPath(m.Root); err != nil {
@@ -206,24 +218,18 @@ func locate(cg string, mounts []mountInfo) ([]location, error) {
 		}
 		var rel string
 		switch {
-		case cg == m.Root:
+		case p == m.Root:
 		case m.Root == "/":
-			rel = cg
-		case strings.HasPrefix(cg, m.Root+"/"):
-			rel = cg[len(m.Root):]
+			rel = p
+		case strings.HasPrefix(p, m.Root+"/"):
+			rel = p[len(m.Root):]
 		default:
-			rejected = append(rejected, fmt.Sprintf("%s (root %s does not contain %s)", m.MountPoint, m.Root, cg))
+			rejected = append(rejected, fmt.Sprintf("%s (root %s does not contain %s)", m.MountPoint, m.Root, p))
 			continue
 		}
 		locs = append(locs, location{Mount: m, Dir: path.Join(m.MountPoint, rel), Rel: rel})
 	}
-	if len(locs) == 0 {
-		if len(rejected) == 0 {
-			return nil, errors.New("no cgroup2 filesystem is mounted in this mount namespace")
-		}
-		return nil, fmt.Errorf("no cgroup2 mount exposes our cgroup %s: %s", cg, strings.Join(rejected, "; "))
-	}
-	return locs, nil
+	return locs, rejected
 }
 
 // v1Mounts maps the controllers bound to cgroup v1 hierarchies to one mount point of theirs, from

@@ -205,34 +205,9 @@ func locateV1(controller, p string, mounts []mountInfo) ([]location, error) {
 	if err := checkCgroupPath(p); err != nil {
 		return nil, fmt.Errorf("cgroup v1 %s path %q: %w", controller, p, err)
 	}
-	var locs []location
-	var rejected []string
-	for i := len(mounts) - 1; i >= 0; i-- {
-		m := mounts[i]
-		if m.FSType != "cgroup" || !slices.Contains(strings.Split(m.SuperOpts, ","), controller) {
-			continue
-		}
-		if err := checkCgroupPath(m.Root); err != nil {
-			rejected = append(rejected, fmt.Sprintf("%s (root %q: %v)", m.MountPoint, m.Root, err))
-			continue
-		}
-		if !strings.HasPrefix(m.MountPoint, "/") || path.Clean(m.MountPoint) != m.MountPoint {
-			rejected = append(rejected, fmt.Sprintf("%q (mount point not a clean absolute path)", m.MountPoint))
-			continue
-		}
-		var rel string
-		switch {
-		case p == m.Root:
-		case m.Root == "/":
-			rel = p
-		case strings.HasPrefix(p, m.Root+"/"):
-			rel = p[len(m.Root):]
-		default:
-			rejected = append(rejected, fmt.Sprintf("%s (root %s does not contain %s)", m.MountPoint, m.Root, p))
-			continue
-		}
-		locs = append(locs, location{Mount: m, Dir: path.Join(m.MountPoint, rel), Rel: rel})
-	}
+	locs, rejected := mountsOf(p, mounts, func(m mountInfo) bool {
+		return m.FSType == "cgroup" && slices.Contains(strings.Split(m.SuperOpts, ","), controller)
+	})
 	if len(locs) == 0 {
 		if len(rejected) == 0 {
 			return nil, fmt.Errorf("no cgroup v1 hierarchy of %s is mounted in this mount namespace", controller)

@@ -149,6 +149,9 @@ const (
 	DefaultMaxBytes        int64 = 256 << 20
 	DefaultMaxFiles              = 20000
 	DefaultCheckoutTimeout       = 5 * time.Minute
+	// DefaultResolveTimeout bounds one Resolve: under the scan's heartbeat timeout (2 minutes),
+	// which every repository resolved renews.
+	DefaultResolveTimeout = time.Minute
 )
 
 func (l CheckoutLimits) withDefaults() CheckoutLimits {
@@ -176,6 +179,10 @@ type Fetcher struct {
 	Stores map[string]*store.Store
 	// Git is the git binary; empty means "git" on the PATH.
 	Git string
+	// ResolveTimeout bounds one Resolve (default [DefaultResolveTimeout]): a git server that
+	// never answers, or a tarball that takes longer to read, is a reject ("resolve timed out
+	// after …"), never a wait without end.
+	ResolveTimeout time.Duration
 }
 
 // ResolveRepo is [Fetcher.Resolve] with a zero Fetcher.
@@ -200,22 +207,32 @@ func Checkout(ctx context.Context, r Resolved, scratch string, lim CheckoutLimit
 //   - tar: the SHA-256 of the archive's bytes.
 //
 // A bad reference or repository (syntax, not found, unknown ref, unsupported file type) gives a
-// *[RepoError]. ls-remote has no timeout of its own: bound it with ctx.
+// *[RepoError], and so does a resolution that takes longer than f.ResolveTimeout (a server that
+// accepts the connection and never answers).
 func (f *Fetcher) Resolve(ctx context.Context, r Repo) (Resolved, error) {
 	kind, err := r.Kind()
 	if err != nil {
 		return Resolved{}, &RepoError{Repo: r, Reason: err.Error(), Err: err}
 	}
+	timeout := f.ResolveTimeout
+	if timeout <= 0 {
+		timeout = DefaultResolveTimeout
+	}
+	rctx, cancel := context.WithTimeoutCause(ctx, timeout, errResolveTimeout)
+	defer cancel()
 	res := Resolved{Repo: r, Kind: kind}
 	switch kind {
 	case KindGit:
-		res.Commit, err = f.resolveGit(ctx, r)
+		res.Commit, err = f.resolveGit(rctx, r)
 	case KindDir:
-		res.ContentHash, err = resolveDir(ctx, r)
+		res.ContentHash, err = resolveDir(rctx, r)
 	case KindTar:
-		res.ContentHash, err = f.resolveTar(ctx, r)
+		res.ContentHash, err = f.resolveTar(rctx, r)
 	}
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(context.Cause(rctx), errResolveTimeout) {
+			return Resolved{}, &RepoError{Repo: r, Reason: fmt.Sprintf("resolve timed out after %s", timeout), Err: err}
+		}
 		return Resolved{}, resolveErr(ctx, r, err)
 	}
 	res.setKey()
@@ -351,7 +368,10 @@ func (f *Fetcher) Checkout(ctx context.Context, r Resolved, scratch string, lim 
 	return w, nil
 }
 
-var errCheckoutTimeout = errors.New("checkout timed out")
+var (
+	errCheckoutTimeout = errors.New("checkout timed out")
+	errResolveTimeout  = errors.New("resolve timed out")
+)
 
 // checkResolved checks that r came from Resolve.
 func checkResolved(r Resolved) error {

@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -955,4 +957,44 @@ func TestRemoveReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkEmpty(t, scratch)
+}
+
+// TestResolveSilentServer (attacker's review, issue 26): a repository list names a git server that
+// accepts the connection and never answers. `git ls-remote` had no bound of its own, so Resolve
+// waited forever: the scan page lost its heartbeat and was retried, each attempt leaving one more
+// git process waiting. Resolve now gives up after Fetcher.ResolveTimeout with a reject.
+func TestResolveSilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	for _, u := range []string{"git://" + ln.Addr().String() + "/owner/repo", "http://" + ln.Addr().String() + "/owner/repo"} {
+		f := &Fetcher{ResolveTimeout: time.Second}
+		_, err := f.Resolve(context.Background(), Repo{URL: u})
+		checkRepoError(t, err, "resolve timed out after 1s")
+		if re := (*RepoError)(nil); errors.As(err, &re) && re.Transient {
+			t.Errorf("%s: a server that never answers is taken as transient (retried): %v", u, err)
+		}
+	}
 }

@@ -299,7 +299,8 @@ func (w *Workdir) Remove() error {
 //     hooks, submodules, LFS smudging or terminal prompts (PATH, SSH_AUTH_SOCK, GIT_SSH_COMMAND,
 //     proxy and CA variables pass through), file:// allowed only for file:// URLs; the tree's size
 //     and file count are checked with `git ls-tree` before anything is written. The .git directory
-//     is removed after checkout.
+//     is removed after checkout. The files are the commit's blobs byte for byte: the repository's
+//     .gitattributes (ident, eol, text, working-tree-encoding, filter) do not apply.
 //   - dir: a copy of regular files (mode 0644, or 0755 if executable), directories and symlinks,
 //     without .git, hashed while copied and compared with r.ContentHash.
 //   - tar: a safe extraction: absolute paths, ".." components, entries written through a symlink,

@@ -312,6 +312,17 @@ func (f *Fetcher) checkoutGit(ctx context.Context, r Resolved, base string, lim 
 	if err := g.checkTree(ctx, r.Repo, src, commit, lim); err != nil {
 		return "", err
 	}
+	// The checkout is the commit's blobs byte for byte: the repository's .gitattributes do not
+	// apply (info/attributes takes precedence over them). ident, eol, text and
+	// working-tree-encoding make git write other bytes than the blobs ls-tree counted, ten times
+	// more for a file of "$Id$" lines.
+	info := filepath.Join(src, ".git", "info")
+	if err := os.MkdirAll(info, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(info, "attributes"), []byte(neutralAttributes), 0o644); err != nil {
+		return "", err
+	}
 	if _, err := g.run(ctx, src, "checkout", "-q", "--detach", commit); err != nil {
 		return "", gitReason(r.Repo, "checkout failed", err)
 	}
@@ -322,6 +333,10 @@ func (f *Fetcher) checkoutGit(ctx context.Context, r Resolved, base string, lim 
 }
 
 var errFetchTooLarge = errors.New("fetch too large")
+
+// neutralAttributes unsets, for every path, the attributes that change the bytes git writes at
+// checkout (filters have no driver configured; unset anyway).
+const neutralAttributes = "* -text -eol -ident -filter -working-tree-encoding\n"
 
 // fetch runs `git fetch --depth 1 URL what` in dir, stopping it if .git grows beyond maxBytes.
 func (g gitRun) fetch(ctx context.Context, dir, repoURL, what string, maxBytes int64) error {

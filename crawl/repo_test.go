@@ -998,3 +998,55 @@ func TestResolveSilentServer(t *testing.T) {
 		}
 	}
 }
+
+// TestGitAttributesCannotGrowCheckout (attacker's review, issue 26): the tree's size is checked
+// with `git ls-tree` (the blobs' sizes) before checkout, but the repository's .gitattributes made
+// git write other bytes than the blobs': `ident` expands every "$Id$" (5 bytes a line here) to
+// "$Id: <40 hex> $" (47), eol=crlf doubles a file of newlines. A repository of a few kilobytes
+// fetched wrote MaxBytes times ten to the worker's disk before the limit was seen. The checkout is
+// now the commit's blobs byte for byte, whatever the attributes say.
+func TestGitAttributesCannotGrowCheckout(t *testing.T) {
+	ctx := context.Background()
+	const lines = 50_000
+	for _, tc := range []struct{ name, attrs, body string }{
+		{"ident", "*.txt ident\n", strings.Repeat("$Id$\n", lines)},
+		{"eol_crlf", "*.txt text eol=crlf\n", strings.Repeat("\n", 5*lines)},
+		{"autocrlf_macro", "*.txt text=auto eol=crlf\n", strings.Repeat("x\n", 5*lines/2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, _ := testrepos.Git(t, "passing")
+			dir := strings.TrimPrefix(url, "file://")
+			files := map[string]string{".gitattributes": tc.attrs, "big.txt": tc.body}
+			for name, body := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			commit := testrepos.Commit(t, dir, "attributes")
+			var total int64
+			for _, data := range testrepos.Files(t, "passing") {
+				total += int64(len(data))
+			}
+			for _, body := range files {
+				total += int64(len(body))
+			}
+			res, err := ResolveRepo(ctx, Repo{URL: url, Ref: commit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			scratch := t.TempDir()
+			w, err := Checkout(ctx, res, scratch, CheckoutLimits{MaxBytes: total})
+			if err != nil {
+				t.Fatalf("checkout of a tree of %d bytes within MaxBytes %d: %v", total, total, err)
+			}
+			defer w.Remove()
+			got, err := os.ReadFile(filepath.Join(w.Dir, "big.txt"))
+			if err != nil || string(got) != tc.body {
+				t.Errorf("big.txt: %d bytes, want the blob's %d (%v)", len(got), len(tc.body), err)
+			}
+			if w.Bytes != total {
+				t.Errorf("checkout of %d bytes, want the tree's %d", w.Bytes, total)
+			}
+		})
+	}
+}

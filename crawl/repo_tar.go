@@ -16,6 +16,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ndtrace/ndtrace/store"
 )
@@ -218,7 +219,21 @@ type extractor struct {
 }
 
 func (x *extractor) fail(format string, args ...any) error {
-	return &RepoError{Repo: x.repo, Reason: fmt.Sprintf(format, args...)}
+	return &RepoError{Repo: x.repo, Reason: clip(fmt.Sprintf(format, args...), maxReason)}
+}
+
+// maxReason bounds a reason that holds an archive's names (a PAX name may be 1 MiB long).
+const maxReason = 1000
+
+// clip cuts s to at most n bytes, on a character boundary, marking the cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // extract writes every entry; bad turns a read error into the error to return.
@@ -251,6 +266,11 @@ func (x *extractor) extract(ctx context.Context, tr *tar.Reader, bad func(error)
 			return x.fail("bad archive: entry %q has no name", hdr.Name)
 		}
 		if err := x.entry(ctx, tr, hdr, name, bad); err != nil {
+			if nameTooLong(err) {
+				// A name (or a link's target) longer than the file system takes is the
+				// archive's, never something a retry fixes.
+				return x.fail("name too long: %s", clip(name, 200))
+			}
 			return err
 		}
 	}

@@ -647,6 +647,14 @@ func TestTarSafety(t *testing.T) {
 			reason: "bad archive: a name longer than 4096 bytes"},
 		{name: "symlink_target_too_long", entries: []tarEntry{link("l", strings.Repeat("./", 2100)+"x.py")},
 			reason: "has a target longer than 4096 bytes"},
+		// A name within PATH_MAX that the checkout's own folder puts past it is the archive's
+		// fault too: a reject, not an error naming the worker's folder, retried (attacker's
+		// review, issue 26).
+		{name: "path_max_with_root", entries: []tarEntry{file("a.py", ""), file(strings.Repeat(strings.Repeat("d", 203)+"/", 20)+"x.py", "")},
+			reason: "name too long: " + strings.Repeat("d", 199)},
+		// and its names reach a reason cut short.
+		{name: "device_long_name", entries: []tarEntry{{name: strings.Repeat(strings.Repeat("x", 200)+"/", 19) + "x", typ: tar.TypeChar}},
+			reason: "unsupported entry in archive: xxxx"},
 		{name: "good", entries: []tarEntry{dir("./"), dir("pkg/"), file("pkg/mod.py", "X = 1\n"), file("./run.py", "import pkg\n"),
 			link("pkg/alias.py", "mod.py"), link("up.py", "pkg/../run.py"), hard("copy.py", "pkg/mod.py"), file("deep/er/f.py", "")},
 			check: func(t *testing.T, dir string) {
@@ -674,6 +682,9 @@ func TestTarSafety(t *testing.T) {
 				if tc.reason != "" {
 					checkRepoError(t, err, tc.reason)
 					checkEmpty(t, scratch)
+					if re := (*RepoError)(nil); errors.As(err, &re) && len(re.Reason) > maxReason+len("…") {
+						t.Errorf("a reason of %d bytes", len(re.Reason))
+					}
 					return
 				}
 				if err != nil {

@@ -3,6 +3,7 @@
 package crawl
 
 import (
+	"errors"
 	"os/exec"
 	"syscall"
 )
@@ -21,3 +22,6 @@ func killProcessGroup(cmd *exec.Cmd) {
 
 // oNoFollow makes opening a symlink fail.
 const oNoFollow = syscall.O_NOFOLLOW
+
+// nameTooLong reports whether err is the file system refusing a name or a path as too long.
+func nameTooLong(err error) bool { return errors.Is(err, syscall.ENAMETOOLONG) }

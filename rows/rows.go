@@ -15,11 +15,15 @@ import (
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
+// MaxRejectReason bounds, in characters, the reason of a reject Of gives: it holds what the item's
+// code or repository wrote (an exception's message, a collection's stderr, a checkout's reason).
+const MaxRejectReason = 1000
+
 // Of builds every row of one traced item, or the reject that says why it gives none. An error is
 // one of reading a repository's test traces kept apart (Options.LoadTest): a retry may fix it.
 func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts schemas.Counts) ([]schemas.Row, *schemas.Reject, error) {
 	reject := func(class schemas.RejectClass, reason string) ([]schemas.Row, *schemas.Reject, error) {
-		return nil, &schemas.Reject{Source: t.Item.Origin(), Key: t.Item.Key, Class: class, Reason: reason}, nil
+		return nil, &schemas.Reject{Source: t.Item.Origin(), Key: t.Item.Key, Class: class, Reason: cutText(reason, MaxRejectReason)}, nil
 	}
 	switch {
 	case t.Poison != "":

@@ -53,10 +53,13 @@ func stageOf(r schemas.Reject, stage schemas.YieldStage) schemas.YieldStage {
 }
 
 // cutReason keeps the first maxYieldReason characters of a reason.
-func cutReason(s string) string {
-	if utf8.RuneCountInString(s) <= maxYieldReason {
+func cutReason(s string) string { return cutText(s, maxYieldReason) }
+
+// cutText cuts s to its first n characters, marking the cut with "...".
+func cutText(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
 	r := []rune(s)
-	return string(r[:maxYieldReason]) + "..."
+	return string(r[:n]) + "..."
 }

@@ -26,21 +26,41 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("the installed packages are larger than %d bytes (environments.max_bytes)", e.Limit)
 }
 
+// RefusedError is an environment whose installed files an archive cannot hold as Extract takes
+// them back (a name with a backslash, a link out of it, a device, too many entries): the
+// packages' doing, never the worker's.
+type RefusedError struct {
+	What string
+}
+
+func (e *RefusedError) Error() string {
+	return "the installed packages hold what an environment cannot: " + e.What
+}
+
+// validName reports whether an entry's name (without a trailing slash) is one Extract takes.
+func validName(name string) bool {
+	return name != "" && !path.IsAbs(name) && path.Clean(name) == name && name != ".." && !strings.HasPrefix(name, "../") &&
+		!strings.ContainsAny(name, "\\\x00")
+}
+
 // Archive makes a tar of the folder dir, its entries named prefix/...: folders, regular files and
 // symbolic links that stay inside dir (others are refused), after the files of extra (name ->
 // content) at the top. It returns the archive and the size and number of dir's files; a dir
-// larger than maxBytes is a *TooLargeError.
+// larger than maxBytes is a *TooLargeError, one holding what Extract would refuse (a name it
+// does not take, a link out of dir, another type of file, more than MaxEntries entries in all) a
+// *RefusedError.
 func Archive(dir, prefix string, maxBytes int64, extra map[string][]byte) ([]byte, int64, int, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	var total int64
-	var files int
+	var files, entries int
 	names := make([]string, 0, len(extra))
 	for n := range extra {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
+		entries++
 		hdr := &tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(extra[n])), Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, 0, 0, fmt.Errorf("pyenv: archive %s: %w", dir, err)
@@ -52,6 +72,7 @@ func Archive(dir, prefix string, maxBytes int64, extra map[string][]byte) ([]byt
 	// The folders above dir, so that the archive extracts on its own.
 	parts := strings.Split(strings.Trim(prefix, "/"), "/")
 	for i := 1; i < len(parts); i++ {
+		entries++
 		hdr := &tar.Header{Name: strings.Join(parts[:i], "/") + "/", Typeflag: tar.TypeDir, Mode: 0o755, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, 0, 0, fmt.Errorf("pyenv: archive %s: %w", dir, err)
@@ -70,8 +91,11 @@ func Archive(dir, prefix string, maxBytes int64, extra map[string][]byte) ([]byt
 		if err != nil {
 			return err
 		}
-		if files++; files > MaxEntries {
-			return fmt.Errorf("more than %d entries", MaxEntries)
+		if files++; entries+files > MaxEntries {
+			return &RefusedError{What: fmt.Sprintf("more than %d entries", MaxEntries)}
+		}
+		if !validName(name) {
+			return &RefusedError{What: fmt.Sprintf("a file named %q", rel)}
 		}
 		hdr := &tar.Header{Name: name, ModTime: info.ModTime().Truncate(1e9), Format: tar.FormatPAX}
 		switch {
@@ -83,7 +107,7 @@ func Archive(dir, prefix string, maxBytes int64, extra map[string][]byte) ([]byt
 				return err
 			}
 			if !linkInside(name, target, prefix) {
-				return fmt.Errorf("%s: a symbolic link to %s, outside the environment", rel, target)
+				return &RefusedError{What: fmt.Sprintf("%s: a symbolic link to %s, outside the environment", rel, target)}
 			}
 			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, target, 0o777
 		case d.Type().IsRegular():
@@ -92,7 +116,7 @@ func Archive(dir, prefix string, maxBytes int64, extra map[string][]byte) ([]byt
 			}
 			hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, info.Size(), fileMode(info.Mode())
 		default:
-			return fmt.Errorf("%s: not a regular file, folder or link (%s)", rel, d.Type())
+			return &RefusedError{What: fmt.Sprintf("%s: not a regular file, folder or link (%s)", rel, d.Type())}
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
@@ -111,7 +135,8 @@ func Archive(dir, prefix string, maxBytes int64, extra map[string][]byte) ([]byt
 	})
 	if err != nil {
 		var big *TooLargeError
-		if errors.As(err, &big) {
+		var refused *RefusedError
+		if errors.As(err, &big) || errors.As(err, &refused) {
 			return nil, 0, 0, err
 		}
 		return nil, 0, 0, fmt.Errorf("pyenv: archive %s: %w", dir, err)
@@ -175,8 +200,7 @@ func Extract(r io.Reader, root string, maxBytes int64) error {
 			return fmt.Errorf("more than %d entries", MaxEntries)
 		}
 		name := strings.TrimSuffix(hdr.Name, "/")
-		if name == "" || path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") ||
-			strings.ContainsAny(name, "\\\x00") {
+		if !validName(name) {
 			return fmt.Errorf("entry %q: not a clean relative name", hdr.Name)
 		}
 		local := filepath.FromSlash(name)

@@ -324,8 +324,12 @@ func (c *Cache) build(ctx context.Context, b *builder, dir, hash string, pkgs []
 	archive, _, _, err := Archive(sp, prefix, b.cfg.MaxBytes, map[string][]byte{descriptorFile: inner})
 	if err != nil {
 		var big *TooLargeError
-		if errors.As(err, &big) {
+		var refused *RefusedError
+		switch {
+		case errors.As(err, &big):
 			return Env{}, &Error{Reason: big.Error()}
+		case errors.As(err, &refused):
+			return Env{}, &Error{Reason: refused.Error()}
 		}
 		return Env{}, err
 	}

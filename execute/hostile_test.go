@@ -1,7 +1,9 @@
 package execute_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"reflect"
@@ -107,5 +109,57 @@ func TestKeepTest(t *testing.T) {
 		if _, err := execute.LoadTest(ctx, s, ref); err == nil {
 			t.Errorf("LoadTest(%q) read it", ref)
 		}
+	}
+}
+
+// TestRepositoryTracesHoldNoWorkerPath (attacker's review, issue 26): a repository is checked out
+// in a fresh folder of the worker's scratch folder (a random name), mounted at the same path in the
+// sandbox, so a test's values that hold its own path (os.path.dirname(__file__), a data file next
+// to it) put that folder into the repository's rows: the same repository, spec and seed gave other
+// rows on every run and on every worker (the house's determinism rule), and its rows told the
+// worker's folders. Values now name the checkout as execute.CheckoutPath.
+func TestRepositoryTracesHoldNoWorkerPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a repository's tests in the sandbox; run without -short")
+	}
+	ctx := context.Background()
+	dir := filepath.Join(sandboxtest.HostDir(t), "paths")
+	sandboxtest.WriteTree(t, dir, map[string]string{
+		"calc.py": "import os\n\n\ndef here(name):\n    base = os.path.dirname(os.path.abspath(__file__))\n" +
+			"    return os.path.join(base, name)\n",
+		"tests/test_calc.py": "from calc import here\n\n\ndef test_here():\n    assert here('data.txt').endswith('data.txt')\n",
+	})
+	f, done, err := crawl.NewFetcher(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	items, _, err := f.Items(ctx, schemas.SourceSpec{Kind: "repository", URL: dir})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("items: %v %+v", err, items)
+	}
+	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
+	defer pool.Close()
+	var runs [2][]byte
+	for i := range runs {
+		scratch := sandboxtest.HostDir(t) // another worker's scratch folder
+		trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: scratch}
+		tr, err := trc.Trace(ctx, items[0], schemas.Spec{}.WithDefaults(), func() {})
+		if err != nil || tr.Repo == nil || len(tr.Repo.Traces) != 1 {
+			t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
+		}
+		runs[i], err = json.Marshal(tr.Repo.Traces)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(runs[i], []byte(scratch)) {
+			t.Errorf("run %d: the trace names the worker's scratch folder %s", i, scratch)
+		}
+	}
+	if !bytes.Contains(runs[0], []byte(execute.CheckoutPath+"/data.txt")) {
+		t.Errorf("no value names %s/data.txt: %s", execute.CheckoutPath, runs[0])
+	}
+	if !bytes.Equal(runs[0], runs[1]) {
+		t.Errorf("two runs of one repository give different traces:\n%s\n%s", runs[0], runs[1])
 	}
 }

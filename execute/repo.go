@@ -295,7 +295,14 @@ func functionConfig(cfg sandbox.Config, dir string) sandbox.Config {
 	return cfg
 }
 
-// relativize makes the file names of a test trace relative to the checkout dir.
+// CheckoutPath is what the checkout's folder reads as in the values of a repository's test traces
+// (a test's os.path.dirname(__file__), a tmp_path next to it): the folder itself is the worker's
+// (its scratch folder, then a random name), so rows holding it would differ from run to run and
+// from worker to worker, and tell the worker's folders.
+const CheckoutPath = "/checkout"
+
+// relativize makes the file names of a test trace relative to the checkout dir, and its values
+// (locals, return values, exceptions) name the checkout as CheckoutPath.
 func relativize(tt *schemas.TestTrace, dir string) {
 	rel := func(f string) string {
 		if r, ok := strings.CutPrefix(f, dir+"/"); ok {
@@ -304,12 +311,33 @@ func relativize(tt *schemas.TestTrace, dir string) {
 		return f
 	}
 	for i := range tt.Events {
-		tt.Events[i].File = rel(tt.Events[i].File)
+		ev := &tt.Events[i]
+		ev.File = rel(ev.File)
+		hideCheckout(ev, dir)
 	}
 	for i := range tt.Functions {
 		tt.Functions[i].File = rel(tt.Functions[i].File)
 	}
-	tt.Detail = strings.ReplaceAll(tt.Detail, dir+"/", "")
+	tt.Detail = hidePath(strings.ReplaceAll(tt.Detail, dir+"/", ""), dir)
+}
+
+// hideCheckout makes the values of ev name the checkout dir as CheckoutPath.
+func hideCheckout(ev *schemas.Event, dir string) {
+	for j := range ev.Locals {
+		ev.Locals[j].Value = hidePath(ev.Locals[j].Value, dir)
+	}
+	if ev.Value != nil && strings.Contains(*ev.Value, dir) {
+		v := hidePath(*ev.Value, dir)
+		ev.Value = &v
+	}
+}
+
+// hidePath replaces the checkout dir in s with CheckoutPath.
+func hidePath(s, dir string) string {
+	if !strings.Contains(s, dir) {
+		return s
+	}
+	return strings.ReplaceAll(s, dir, CheckoutPath)
 }
 
 // outcomeKey is a test run's outcome, or its status when it did not finish.

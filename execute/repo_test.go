@@ -14,6 +14,14 @@ func TestRelativize(t *testing.T) {
 	if tt.Events[0].File != "a.py" || tt.Events[1].File != "/usr/lib/x.py" || tt.Functions[0].File != "pkg/b.py" || tt.Detail != "failed in a.py line 3" {
 		t.Errorf("%+v", tt)
 	}
+	// Values name the checkout as CheckoutPath, never as the worker's folder.
+	v := "PosixPath('/s/r/data')"
+	tt = schemas.TestTrace{Detail: "no /s/r", Events: []schemas.Event{{Locals: schemas.Locals{{Name: "d", Value: "'/s/r'"}, {Name: "n", Value: "3"}}, Value: &v}}}
+	relativize(&tt, "/s/r")
+	if l := tt.Events[0].Locals; l[0].Value != "'/checkout'" || l[1].Value != "3" || *tt.Events[0].Value != "PosixPath('/checkout/data')" ||
+		tt.Detail != "no /checkout" || v != "PosixPath('/s/r/data')" {
+		t.Errorf("%+v, %s", tt, *tt.Events[0].Value)
+	}
 }
 
 // TestNeutralisedClass: counters of neutralised runner options are by class, whatever names a

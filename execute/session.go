@@ -136,6 +136,13 @@ func (s *RepoSession) replayRepoRow(ctx context.Context, row schemas.Row, spec s
 	res, err := s.tests.ReplayTest(ctx, sandbox.ReplayTestRequest{Dir: s.dir, Runner: s.runner, Test: tt.Test,
 		Paths: s.imports, Options: s.options, Actions: actions, Limits: lim,
 		Entry: sandbox.ReplayEntry{File: file, QualName: entry.QualName, Occurrence: entry.Occurrence}})
+	if res != nil {
+		// The row's values name the checkout as CheckoutPath (relativize): so do the replay's.
+		for i := range res.Events {
+			hideCheckout(&res.Events[i], s.dir)
+		}
+		res.Detail = hidePath(res.Detail, s.dir)
+	}
 	return replayOutcome(row, traj, res, err)
 }
 

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,10 @@ const (
 	// MaxItems the function-level items one repository gives.
 	MaxInputsPerFunction = 4
 	MaxItems             = 200
+	// MaxModuleBytes is the largest module whose functions give items, and MaxCodeBytes bounds
+	// the code all the items of one repository hold: each item carries its module's whole text.
+	MaxModuleBytes = 1 << 20
+	MaxCodeBytes   = 16 << 20
 )
 
 // Items lists the function-level items found in a repository's test traces, in order of
@@ -38,7 +43,10 @@ const (
 //     call returns a context manager that runs none of the body (only `with` would);
 //   - params: parameters that cannot be passed back positionally (*args, **kwargs, keyword-only)
 //     or that the call event does not show;
-//   - arguments: an argument whose rendering is not a plain literal.
+//   - arguments: an argument whose rendering is not a plain literal;
+//   - module_too_large: a function of a module larger than MaxModuleBytes (each item carries
+//     its module's text);
+//   - code_bytes: items past MaxCodeBytes of code in all.
 //
 // Generator functions are kept: the tracer consumes the generator their call returns.
 //
@@ -65,6 +73,7 @@ type Finder struct {
 	perFunc map[[2]string]int // items per function
 	seen    map[string]bool   // file and call of every item
 	items   []crawl.Item
+	code    int        // the bytes of code the items hold
 	deps    *depWalker // the items' Deps
 }
 
@@ -155,13 +164,22 @@ func (f *Finder) Add(tt schemas.TestTrace) {
 		}
 		code, ok := f.modules[ev.File]
 		if !ok {
-			data, err := os.ReadFile(ev.File)
+			data, err := readModule(ev.File)
 			if err != nil {
 				continue
 			}
 			code = string(data)
 			f.modules[ev.File] = code
 		}
+		switch {
+		case len(code) > MaxModuleBytes:
+			f.skip("module_too_large")
+			continue
+		case f.code+len(code) > MaxCodeBytes:
+			f.skip("code_bytes")
+			continue
+		}
+		f.code += len(code)
 		f.seen[rel+"\x00"+call] = true
 		f.perFunc[k]++
 		sum := sha256.Sum256([]byte(call))
@@ -179,6 +197,16 @@ func (f *Finder) Add(tt schemas.TestTrace) {
 			Deps:     f.deps.Deps(filepath.ToSlash(rel)),
 		})
 	}
+}
+
+// readModule reads a module's text, at most MaxModuleBytes+1 bytes of it.
+func readModule(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxModuleBytes+1))
 }
 
 // funcDef is what Items reads of a function's def.

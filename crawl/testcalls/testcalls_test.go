@@ -2,9 +2,12 @@ package testcalls
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,5 +128,51 @@ func TestFunctionItems(t *testing.T) {
 		"functions_skipped:async": 1, "functions_skipped:context_manager": 1}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("counts %v, want %v", counts, want)
+	}
+}
+
+// TestItemsCodeBounded (attacker's review, issue 26): every item found in a module carries the
+// module's whole text as its code. A repository whose tests call the functions of one large module
+// (padded with a comment) with many inputs gave up to MaxItems items of that text each: 200 copies
+// of a 200 MiB module in its trace's JSON, each traced with it. A module larger than
+// MaxModuleBytes gives no item, and all the items of one repository hold at most MaxCodeBytes of
+// code; both are counted.
+func TestItemsCodeBounded(t *testing.T) {
+	dir := t.TempDir()
+	pad := func(n int) string { return "# " + strings.Repeat("x", n) + "\n" }
+	mods := map[string]string{"big.py": "def f(x):\n    return x\n" + pad(MaxModuleBytes)}
+	for i := 0; i < 24; i++ {
+		mods[fmt.Sprintf("m%02d.py", i)] = "def f(x):\n    return x\n" + pad(MaxModuleBytes*9/10)
+	}
+	var events []schemas.Event
+	var funcs []schemas.FuncSource
+	frame := 0
+	for _, name := range slices.Sorted(maps.Keys(mods)) {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(mods[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		funcs = append(funcs, schemas.FuncSource{File: file, QualName: "f", FirstLine: 1, LastLine: 2, Source: "def f(x):\n    return x"})
+		for k := 0; k < MaxInputsPerFunction; k++ {
+			frame++
+			events = append(events, schemas.Event{Event: schemas.EventCall, Func: "f", File: file, Frame: frame,
+				Locals: schemas.Locals{{Name: "x", Value: fmt.Sprint(k)}}})
+		}
+	}
+	it := crawl.Item{Key: "git:u@c", Path: "u", Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{Commit: "c"}}}
+	counts := schemas.Counts{}
+	items := Items(context.Background(), dir, nil, it, []schemas.TestTrace{{Test: "tests/test_x.py::test_x", Events: events, Functions: funcs}}, counts)
+	total := 0
+	for _, fi := range items {
+		total += len(fi.Code)
+		if fi.Path == "big.py" {
+			t.Errorf("an item of big.py, a module of %d bytes", len(fi.Code))
+		}
+	}
+	if total > MaxCodeBytes || len(items) == 0 {
+		t.Errorf("%d items holding %d bytes of code, want some, at most %d bytes", len(items), total, MaxCodeBytes)
+	}
+	if counts[schemas.CountFunctionSkipped("module_too_large")] != MaxInputsPerFunction || counts[schemas.CountFunctionSkipped("code_bytes")] == 0 {
+		t.Errorf("counts %v", counts)
 	}
 }

@@ -3,6 +3,7 @@ package pyenv
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,4 +41,30 @@ func TestHostileWheelIsTheEnvironmentsFault(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestWheelBombNotUnpacked (attacker's review, issue 26): the size of an environment was measured
+// after pip had installed it, on the worker's disk outside the sandbox: a wheel of a few hundred
+// kilobytes (a file of zeros deflates a thousand to one) unpacks to gigabytes, filling the disk
+// every other repository's checkout and environment on the worker share. The wheels are now
+// downloaded first and their declared sizes (which Python's zipfile never writes past) summed
+// before anything is unpacked: a set larger than MaxBytes is an *Error and pip never installs it.
+func TestWheelBombNotUnpacked(t *testing.T) {
+	needPip(t)
+	ctx := context.Background()
+	w := testwheels.Wheel{Name: "ndtrace-bomb", Version: "1.0", Files: map[string]string{
+		"bomb/__init__.py": "", "bomb/zeros.bin": strings.Repeat("\x00", 8<<20)}}
+	wheels := testwheels.Folder(t, "", []testwheels.Wheel{w})
+	var runs [][]string
+	c := &Cache{Dir: t.TempDir(), OnPip: func(args []string) { runs = append(runs, args) }}
+	_, err := c.Ensure(ctx, Config{FindLinks: []string{wheels}, MaxBytes: 1 << 20}, reqs(t, "ndtrace-bomb==1.0"))
+	var pe *Error
+	if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "larger than 1048576 bytes") {
+		t.Errorf("Ensure: %v, want an *Error: larger than the limit", err)
+	}
+	for _, args := range runs {
+		if slices.Contains(args, "install") && !slices.Contains(args, "--dry-run") {
+			t.Errorf("pip installed the wheels (%v) before their size was known", args)
+		}
+	}
 }

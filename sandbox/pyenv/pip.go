@@ -1,6 +1,7 @@
 package pyenv
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -67,10 +68,17 @@ type builder struct {
 // maxReason caps the length of a reason taken from pip's output.
 const maxReason = 2000
 
-// pip runs the interpreter's pip, isolated: no configuration file, no PIP_* variable, no user
-// site, a private HOME, cache and temporary folder, no prompt; against the virtualenv of the work
-// folder (made first). A failure of pip itself is an *Error with its message.
+// pip runs the interpreter's pip install, isolated: no configuration file, no PIP_* variable, no
+// user site, a private HOME, cache and temporary folder, no prompt; against the virtualenv of the
+// work folder (made first), with the configured index and find-links. A failure of pip itself is
+// an *Error with its message.
 func (b *builder) pip(ctx context.Context, args ...string) error {
+	return b.pipCommand(ctx, "install", true, append([]string{"--root-user-action=ignore", "--no-warn-script-location"}, args...)...)
+}
+
+// pipCommand runs pip's command cmd as pip does, with the configured index and find-links when
+// index is true, else with none (--no-index).
+func (b *builder) pipCommand(ctx context.Context, cmd string, index bool, args ...string) error {
 	if b.venv == "" {
 		venv := filepath.Join(b.work, "venv")
 		// No pip inside the environment: the worker's pip installs into it (--python).
@@ -80,16 +88,17 @@ func (b *builder) pip(ctx context.Context, args ...string) error {
 		b.venv = venv
 	}
 	full := []string{"-I", "-m", "pip", "--isolated", "--no-input", "--disable-pip-version-check", "--no-color",
-		"--python", filepath.Join(b.venv, "bin", "python"), "install",
-		"--cache-dir", filepath.Join(b.work, "cache"), "--progress-bar", "off", "--root-user-action=ignore",
-		"--no-warn-script-location"}
-	if b.cfg.IndexURL != "" {
+		"--python", filepath.Join(b.venv, "bin", "python"), cmd,
+		"--cache-dir", filepath.Join(b.work, "cache"), "--progress-bar", "off"}
+	if index && b.cfg.IndexURL != "" {
 		full = append(full, "--index-url", b.cfg.IndexURL)
 	} else {
 		full = append(full, "--no-index")
 	}
-	for _, l := range b.cfg.FindLinks {
-		full = append(full, "--find-links", l)
+	if index {
+		for _, l := range b.cfg.FindLinks {
+			full = append(full, "--find-links", l)
+		}
 	}
 	if !b.cfg.AllowSdist {
 		// No package's build code runs outside the sandbox.
@@ -357,13 +366,57 @@ func (b *builder) install(ctx context.Context, pkgs []Package) (string, error) {
 	if err := os.WriteFile(pinned, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("pyenv: %w", err)
 	}
-	// --no-compile: the environment holds no bytecode (see stripBytecode).
-	args := []string{"--no-deps", "--ignore-installed", "--no-compile", "--quiet", "-r", pinned}
+	// The wheels are downloaded first and looked into: pip would unpack them on the worker's
+	// disk whatever their size.
+	wheels := filepath.Join(b.work, "wheels")
+	args := []string{"--no-deps", "--quiet", "-d", wheels, "-r", pinned}
 	if hashed {
 		args = append(args, "--require-hashes")
 	}
-	if err := b.pip(ctx, args...); err != nil {
+	if err := b.pipCommand(ctx, "download", true, args...); err != nil {
+		return "", err
+	}
+	if err := checkWheels(wheels, b.cfg.MaxBytes); err != nil {
+		return "", err
+	}
+	// --no-compile: the environment holds no bytecode (see stripBytecode).
+	args = []string{"--no-deps", "--ignore-installed", "--no-compile", "--quiet", "--find-links", wheels, "-r", pinned}
+	if hashed {
+		args = append(args, "--require-hashes")
+	}
+	if err := b.pipCommand(ctx, "install", false, append([]string{"--root-user-action=ignore", "--no-warn-script-location"}, args...)...); err != nil {
 		return "", err
 	}
 	return filepath.Join(b.venv, "lib", "python"+b.py.Version, "site-packages"), nil
+}
+
+// checkWheels sums what the wheels in dir unpack to, from their zip directories (Python's zipfile
+// never writes more than an entry's declared size): more than maxBytes, or more than MaxEntries
+// files, is an *Error, found before anything is unpacked. Source distributions (allow_sdist)
+// cannot be measured before they are built.
+func checkWheels(dir string, maxBytes int64) error {
+	names, err := filepath.Glob(filepath.Join(dir, "*.whl"))
+	if err != nil {
+		return fmt.Errorf("pyenv: %w", err)
+	}
+	var total uint64
+	files := 0
+	for _, name := range names {
+		z, err := zip.OpenReader(name)
+		if err != nil {
+			return &Error{Reason: fmt.Sprintf("wheel %s: %v", filepath.Base(name), err)}
+		}
+		for _, f := range z.File {
+			files++
+			total += f.UncompressedSize64
+		}
+		z.Close()
+		switch {
+		case total > uint64(maxBytes):
+			return &Error{Reason: (&TooLargeError{Limit: maxBytes}).Error()}
+		case files > MaxEntries:
+			return &Error{Reason: (&RefusedError{What: fmt.Sprintf("more than %d entries", MaxEntries)}).Error()}
+		}
+	}
+	return nil
 }

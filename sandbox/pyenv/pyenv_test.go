@@ -74,8 +74,8 @@ func TestEnsureIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pips.Load() != 2 {
-		t.Errorf("%d pip runs, want 2 (resolve, install)", pips.Load())
+	if pips.Load() != 3 {
+		t.Errorf("%d pip runs, want 3 (resolve, download, install)", pips.Load())
 	}
 	if len(env.Packages) != 2 || env.Packages[1].Name != "ndtrace-fixture-b" || env.Packages[1].Version != "1.2" || len(env.Packages[0].SHA256) != 64 {
 		t.Errorf("packages %+v: want fixture-a 1.0 and fixture-b 1.2 with hashes", env.Packages)

@@ -411,10 +411,20 @@ func ParseRepoList(data []byte) ([]Repo, error) {
 	return repos, nil
 }
 
+// Longest URL and ref taken: git gets them as arguments, and the kernel refuses one over 128 KiB
+// (git would not start: no reason of the repository's, which the scan would retry).
+const (
+	maxURLBytes = 4096
+	maxRefBytes = 1024
+)
+
 // urlKind classifies a repository URL (see Repo) and checks its syntax.
 func urlKind(s string) (RepoKind, error) {
 	if s == "" {
 		return "", errors.New("empty URL")
+	}
+	if len(s) > maxURLBytes {
+		return "", fmt.Errorf("URL longer than %d bytes", maxURLBytes)
 	}
 	if !utf8.ValidString(s) {
 		return "", errors.New("URL is not valid UTF-8")
@@ -526,6 +536,9 @@ func isTarName(p string) bool {
 // checkRef checks a git ref's syntax: a subset of git check-ref-format's rules, plus no leading '-'.
 func checkRef(ref string) error {
 	bad := func(why string) error { return fmt.Errorf("bad ref %q: %s", ref, why) }
+	if len(ref) > maxRefBytes {
+		return fmt.Errorf("bad ref %q: longer than %d bytes", clip(ref, 100), maxRefBytes)
+	}
 	switch {
 	case strings.HasPrefix(ref, "-"):
 		return bad("starts with '-'")

@@ -1061,3 +1061,24 @@ func TestGitAttributesCannotGrowCheckout(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveLongURL (attacker's review, issue 26): a repository list line is up to MaxLine
+// (64 MiB) long. A URL or ref longer than the kernel takes as one argument (128 KiB) made git fail
+// to start: a plain error, which the scan takes as the network's (transient), so the page was
+// scanned again until the activity's deadline, the dataset blocked meanwhile. Such a line is now
+// malformed.
+func TestResolveLongURL(t *testing.T) {
+	long := strings.Repeat("a", 200<<10)
+	for _, r := range []Repo{
+		{URL: "https://example.invalid/" + long},
+		{URL: "git@example.invalid:" + long},
+		{URL: "https://example.invalid/o/r", Ref: long},
+		{URL: "/srv/" + long},
+	} {
+		_, err := ResolveRepo(context.Background(), r)
+		checkRepoError(t, err, "longer than")
+		if _, ok, err := ParseRepoLine(r.URL + " " + r.Ref); ok || err == nil || len(err.Error()) > 1000 {
+			t.Errorf("ParseRepoLine: ok %v, an error of %d bytes", ok, len(fmt.Sprint(err)))
+		}
+	}
+}

@@ -432,7 +432,7 @@ func ParseRepoLine(line string) (r Repo, ok bool, err error) {
 		r.Ref = fields[1]
 	}
 	if _, err := r.Kind(); err != nil {
-		return Repo{}, false, fmt.Errorf("%s: %w", redactURL(r.URL), err)
+		return Repo{}, false, fmt.Errorf("%s: %w", clip(redactURL(r.URL), 200), err)
 	}
 	return r, true, nil
 }

@@ -74,6 +74,10 @@ func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
 	closeStore := func() error { return nil }
 	if st == nil {
 		if st, key, err = openBucketOf(ctx, u); err != nil {
+			if u.RawQuery != "" && ctx.Err() == nil {
+				// The parameters are the list's: a retry opens the same bucket the same way.
+				return nil, &RepoError{Repo: r, Reason: "cannot open the bucket with this URL's parameters", Err: err}
+			}
 			return nil, fmt.Errorf("open the bucket of %s: %w", redactURL(r.URL), err)
 		}
 		closeStore = st.Close

@@ -1082,3 +1082,18 @@ func TestResolveLongURL(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveBadBucketParameters (attacker's review, issue 26): a repository list may name a
+// tarball in a bucket with the query parameters store.Open takes. Parameters it does not take made
+// Resolve fail with a plain error, which the scan takes as the network's (transient): the page was
+// scanned again on every attempt until the activity's deadline. A bucket URL whose parameters
+// cannot be opened is now the line's reject.
+func TestResolveBadBucketParameters(t *testing.T) {
+	for _, u := range []string{"mem://bucket/x.tgz?nosuchparam=1", "s3://bucket/x.tgz?nosuchparam=1", "azblob://bucket/x.tgz?nosuchparam=1"} {
+		_, err := ResolveRepo(context.Background(), Repo{URL: u})
+		checkRepoError(t, err, "cannot open the bucket")
+		if re := (*RepoError)(nil); errors.As(err, &re) && re.Transient {
+			t.Errorf("%s: transient: %v", u, err)
+		}
+	}
+}

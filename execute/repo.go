@@ -138,6 +138,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	}
 	// The dependencies the source declares (env:), installed into an environment of their own.
 	wd.begin("the environment", trc.envTimeout())
+	envSitePackages := ""
 	if sp, reason, err := trc.environment(ctx, it, w.Dir); err != nil || reason != "" {
 		if err != nil {
 			return t, InfraError(err)
@@ -145,7 +146,10 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		return bad(schemas.YieldEnvironment, "%s", reason)
 	} else if sp != "" {
 		paths = append(paths, sp)
+		envSitePackages = sp
 	}
+	// The worker's folders the traces' values may show, and what they read as (relativize).
+	hidden := pathsOf(w.Dir, envSitePackages)
 	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
 			return bad(schemas.YieldMounts, "python_path: %v", err)
@@ -260,7 +264,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			found.Add(tt)
 		}
 		// File names relative to the repository root: the scratch folder differs from run to run.
-		relativize(&tt, w.Dir)
+		relativize(&tt, w.Dir, hidden)
 		if tt, err = trc.keepTest(ctx, tt); err != nil {
 			return t, err
 		}
@@ -280,7 +284,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	t.Status, t.Repo = schemas.StatusOK, rt
 	wd.stopBeating()
 	if within != nil {
-		ses := &RepoSession{traced: t, dir: w.Dir, tests: sb, funcConfig: functionConfig(fcfg, w.Dir),
+		ses := &RepoSession{traced: t, dir: w.Dir, hidden: hidden, tests: sb, funcConfig: functionConfig(fcfg, w.Dir),
 			imports: imports, runner: col.Runner, options: col.Options}
 		defer ses.close()
 		return t, within(t, ses)
@@ -295,15 +299,34 @@ func functionConfig(cfg sandbox.Config, dir string) sandbox.Config {
 	return cfg
 }
 
-// CheckoutPath is what the checkout's folder reads as in the values of a repository's test traces
-// (a test's os.path.dirname(__file__), a tmp_path next to it): the folder itself is the worker's
-// (its scratch folder, then a random name), so rows holding it would differ from run to run and
-// from worker to worker, and tell the worker's folders.
-const CheckoutPath = "/checkout"
+// CheckoutPath and EnvsPath are what the checkout's folder and the folder of environments read as
+// in the values of a repository's test traces (a test's os.path.dirname(__file__), a tmp_path
+// next to it, a dependency's __file__): the folders themselves are the worker's (its scratch
+// folder, then a random name; its environments folder), so rows holding them would differ from
+// run to run and from worker to worker, and tell the worker's folders.
+const (
+	CheckoutPath = "/checkout"
+	EnvsPath     = "/envs"
+)
+
+// workerPaths are the worker's folders a repository's traces may show, each with what it reads as.
+type workerPaths [][2]string
+
+// pathsOf is the checkout dir and, when the repository has an environment (its site-packages
+// folder sitePackages, ENVS/HASH/lib/pythonX.Y/site-packages), the folder of environments.
+func pathsOf(dir, sitePackages string) workerPaths {
+	p := workerPaths{{dir, CheckoutPath}}
+	if sitePackages != "" {
+		// With its slash: the folder's own name may be short, and only paths below it are meant.
+		envs := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(sitePackages))))
+		p = append(p, [2]string{strings.TrimSuffix(envs, "/") + "/", EnvsPath + "/"})
+	}
+	return p
+}
 
 // relativize makes the file names of a test trace relative to the checkout dir, and its values
-// (locals, return values, exceptions) name the checkout as CheckoutPath.
-func relativize(tt *schemas.TestTrace, dir string) {
+// (locals, return values, exceptions) name the worker's folders by their aliases.
+func relativize(tt *schemas.TestTrace, dir string, p workerPaths) {
 	rel := func(f string) string {
 		if r, ok := strings.CutPrefix(f, dir+"/"); ok {
 			return r
@@ -313,31 +336,34 @@ func relativize(tt *schemas.TestTrace, dir string) {
 	for i := range tt.Events {
 		ev := &tt.Events[i]
 		ev.File = rel(ev.File)
-		hideCheckout(ev, dir)
+		p.hideIn(ev)
 	}
 	for i := range tt.Functions {
 		tt.Functions[i].File = rel(tt.Functions[i].File)
 	}
-	tt.Detail = hidePath(strings.ReplaceAll(tt.Detail, dir+"/", ""), dir)
+	tt.Detail = p.hide(strings.ReplaceAll(tt.Detail, dir+"/", ""))
 }
 
-// hideCheckout makes the values of ev name the checkout dir as CheckoutPath.
-func hideCheckout(ev *schemas.Event, dir string) {
+// hideIn makes the values of ev name the worker's folders by their aliases.
+func (p workerPaths) hideIn(ev *schemas.Event) {
 	for j := range ev.Locals {
-		ev.Locals[j].Value = hidePath(ev.Locals[j].Value, dir)
+		ev.Locals[j].Value = p.hide(ev.Locals[j].Value)
 	}
-	if ev.Value != nil && strings.Contains(*ev.Value, dir) {
-		v := hidePath(*ev.Value, dir)
-		ev.Value = &v
+	if ev.Value != nil {
+		if v := p.hide(*ev.Value); v != *ev.Value {
+			ev.Value = &v
+		}
 	}
 }
 
-// hidePath replaces the checkout dir in s with CheckoutPath.
-func hidePath(s, dir string) string {
-	if !strings.Contains(s, dir) {
-		return s
+// hide replaces the worker's folders in s with their aliases.
+func (p workerPaths) hide(s string) string {
+	for _, a := range p {
+		if a[0] != "" && strings.Contains(s, a[0]) {
+			s = strings.ReplaceAll(s, a[0], a[1])
+		}
 	}
-	return strings.ReplaceAll(s, dir, CheckoutPath)
+	return s
 }
 
 // outcomeKey is a test run's outcome, or its status when it did not finish.

@@ -58,6 +58,7 @@ func (trc *Tracer) TraceRepo(ctx context.Context, it crawl.Item, spec schemas.Sp
 type RepoSession struct {
 	traced     TracedItem // the repository's trace (file names relative to dir)
 	dir        string     // the checkout
+	hidden     workerPaths
 	tests      *sandbox.Sandbox
 	funcConfig sandbox.Config // the sandbox configuration of its functions (functionConfig)
 	funcs      *sandbox.Sandbox
@@ -137,11 +138,12 @@ func (s *RepoSession) replayRepoRow(ctx context.Context, row schemas.Row, spec s
 		Paths: s.imports, Options: s.options, Actions: actions, Limits: lim,
 		Entry: sandbox.ReplayEntry{File: file, QualName: entry.QualName, Occurrence: entry.Occurrence}})
 	if res != nil {
-		// The row's values name the checkout as CheckoutPath (relativize): so do the replay's.
+		// The row's values name the worker's folders by their aliases (relativize): so do the
+		// replay's.
 		for i := range res.Events {
-			hideCheckout(&res.Events[i], s.dir)
+			s.hidden.hideIn(&res.Events[i])
 		}
-		res.Detail = hidePath(res.Detail, s.dir)
+		res.Detail = s.hidden.hide(res.Detail)
 	}
 	return replayOutcome(row, traj, res, err)
 }

@@ -46,7 +46,8 @@ const (
 //   - arguments: an argument whose rendering is not a plain literal;
 //   - module_too_large: a function of a module larger than MaxModuleBytes (each item carries
 //     its module's text);
-//   - code_bytes: items past MaxCodeBytes of code in all.
+//   - code_bytes: items past MaxCodeBytes of code in all;
+//   - checkout_path: an argument that holds the checkout's folder (the worker's, a random name).
 //
 // Generator functions are kept: the tracer consumes the generator their call returns.
 //
@@ -152,6 +153,12 @@ func (f *Finder) Add(tt schemas.TestTrace) {
 		args, ok := paramArgs(d.params, ev.Locals)
 		if !ok {
 			f.skip("arguments")
+			continue
+		}
+		if strings.Contains(args, f.dir) {
+			// The worker's checkout folder (a random name): the item would differ on every run
+			// and worker.
+			f.skip("checkout_path")
 			continue
 		}
 		call := ev.Func + "(" + args + ")"

@@ -176,3 +176,27 @@ func TestItemsCodeBounded(t *testing.T) {
 		t.Errorf("counts %v", counts)
 	}
 }
+
+// TestItemsNoWorkerPath (attacker's review, issue 26): an argument that holds the checkout's
+// folder (a test passing os.path.join(os.path.dirname(__file__), "data.txt")) is the worker's
+// scratch folder and a random name: an item made of it had another call, key and rows on every run
+// and worker. Such calls give no item (functions_skipped:checkout_path).
+func TestItemsNoWorkerPath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "m.py")
+	if err := os.WriteFile(file, []byte("def load(p):\n    return p\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(frame int, v string) schemas.Event {
+		return schemas.Event{Event: schemas.EventCall, Func: "load", File: file, Frame: frame, Locals: schemas.Locals{{Name: "p", Value: v}}}
+	}
+	traces := []schemas.TestTrace{{Test: "tests/test_m.py::test_load",
+		Events:    []schemas.Event{ev(1, "'"+dir+"/data.txt'"), ev(2, "'data.txt'")},
+		Functions: []schemas.FuncSource{{File: file, QualName: "load", FirstLine: 1, LastLine: 2, Source: "def load(p):\n    return p"}}}}
+	it := crawl.Item{Key: "git:u@c", Path: "u", Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{Commit: "c"}}}
+	counts := schemas.Counts{}
+	items := Items(context.Background(), dir, nil, it, traces, counts)
+	if len(items) != 1 || items[0].Call != "load('data.txt')" || counts[schemas.CountFunctionSkipped("checkout_path")] != 1 {
+		t.Errorf("items %+v, counts %v: want load('data.txt') only", items, counts)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/crawl"
@@ -161,5 +162,50 @@ func TestRepositoryTracesHoldNoWorkerPath(t *testing.T) {
 	}
 	if !bytes.Equal(runs[0], runs[1]) {
 		t.Errorf("two runs of one repository give different traces:\n%s\n%s", runs[0], runs[1])
+	}
+}
+
+// TestRepositoryRejectHoldsNoWorkerPath (attacker's review, issue 26): a repository that cannot be
+// used is a reject whose reason is what its collection printed; only the checkout's folder
+// followed by a slash was taken out of it, so a collection error naming the folder itself
+// (os.getcwd(), the checkout) put the worker's scratch folder and a random name into the
+// dataset's rejects: another reason on every run and worker. It now reads as
+// execute.CheckoutPath, as in the traces.
+func TestRepositoryRejectHoldsNoWorkerPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a repository's tests in the sandbox; run without -short")
+	}
+	ctx := context.Background()
+	dir := filepath.Join(sandboxtest.HostDir(t), "cwd")
+	sandboxtest.WriteTree(t, dir, map[string]string{
+		"conftest.py":        "import os\n\nraise RuntimeError('here: ' + os.getcwd())\n",
+		"tests/test_calc.py": "def test_x():\n    assert True\n",
+	})
+	f, done, err := crawl.NewFetcher(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	items, _, err := f.Items(ctx, schemas.SourceSpec{Kind: "repository", URL: dir})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("items: %v %+v", err, items)
+	}
+	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
+	defer pool.Close()
+	var details [2]string
+	for i := range details {
+		scratch := sandboxtest.HostDir(t)
+		trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: scratch}
+		tr, err := trc.Trace(ctx, items[0], schemas.Spec{}.WithDefaults(), func() {})
+		if err != nil || tr.Repo != nil {
+			t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
+		}
+		details[i] = tr.Detail
+		if strings.Contains(tr.Detail, scratch) {
+			t.Errorf("run %d: the reason names the worker's scratch folder: %s", i, tr.Detail)
+		}
+	}
+	if !strings.Contains(details[0], "here: "+execute.CheckoutPath) || details[0] != details[1] {
+		t.Errorf("reasons %q and %q: want the same, naming %s", details[0], details[1], execute.CheckoutPath)
 	}
 }

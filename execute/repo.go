@@ -82,11 +82,12 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	defer wd.release()
 	defer func() { err = stalled(parent, ctx, err) }()
 	wd.begin("checkout", co.Timeout)
-	checkout := "" // the checkout's folder, once made: reasons name files relative to it
+	checkout := ""         // the checkout's folder, once made: reasons name files relative to it
+	var hidden workerPaths // the worker's folders, once known: reasons name them as traces do
 	bad := func(stage schemas.YieldStage, format string, args ...any) (TracedItem, error) {
 		t.Status, t.Stage, t.Detail = schemas.StatusInvalid, stage, fmt.Sprintf(format, args...)
 		if checkout != "" {
-			t.Detail = strings.ReplaceAll(t.Detail, checkout+"/", "")
+			t.Detail = hidden.hide(strings.ReplaceAll(t.Detail, checkout+"/", ""))
 		}
 		return t, nil
 	}
@@ -111,6 +112,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	}
 	defer w.Remove()
 	checkout = w.Dir
+	hidden = pathsOf(w.Dir, "")
 	wd.begin("reading the import layout", layoutTimeout)
 	paths := append([]string(nil), it.Repo.PythonPath...)
 	// Where the project's packages are when not at the top (src/ layout, package-dir...), as an
@@ -149,7 +151,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		envSitePackages = sp
 	}
 	// The worker's folders the traces' values may show, and what they read as (relativize).
-	hidden := pathsOf(w.Dir, envSitePackages)
+	hidden = pathsOf(w.Dir, envSitePackages)
 	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
 			return bad(schemas.YieldMounts, "python_path: %v", err)

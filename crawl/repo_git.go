@@ -399,6 +399,7 @@ func (g gitRun) checkTree(ctx context.Context, r Repo, dir, commit string, lim C
 		return fmt.Errorf("git ls-tree: %w", err)
 	}
 	files, total, limitErr := 0, int64(0), error(nil)
+	var dirs folderCounter
 	br := bufio.NewReader(stdout)
 	for limitErr == nil {
 		entry, err := readEntry(br, maxTreeEntry)
@@ -414,15 +415,24 @@ func (g gitRun) checkTree(ctx context.Context, r Repo, dir, commit string, lim C
 			break
 		}
 		// "<mode> SP <type> SP <object> SP <size, space-padded> TAB <path> NUL"
-		meta, _, _ := strings.Cut(entry, "\t")
+		meta, name, _ := strings.Cut(entry, "\t")
 		f := strings.Fields(meta)
-		if len(f) != 4 || f[1] != "blob" {
-			continue // trees are not listed with -r; commits are submodules, left empty
+		if len(f) != 4 || f[1] != "blob" && f[1] != "commit" {
+			continue // trees are not listed with -r
 		}
+		// A commit is a submodule, checked out as an empty folder: an entry all the same. The
+		// folders the paths name are made too, and counted as a tar's or a folder's are.
 		files++
 		if files > lim.MaxFiles {
 			limitErr = &RepoError{Repo: r, Reason: fmt.Sprintf("too many files: %d > %d", files, lim.MaxFiles)}
 			break
+		}
+		if n := dirs.add(strings.TrimSuffix(name, "\x00")); n > lim.MaxFiles {
+			limitErr = &RepoError{Repo: r, Reason: fmt.Sprintf("too many directories: %d > %d", n, lim.MaxFiles)}
+			break
+		}
+		if f[1] == "commit" {
+			continue
 		}
 		if f[0] != "120000" {
 			size, err := strconv.ParseInt(f[3], 10, 64)
@@ -451,6 +461,35 @@ func (g gitRun) checkTree(ctx context.Context, r Repo, dir, commit string, lim C
 }
 
 var errEntryTooLong = errors.New("entry too long")
+
+// folderCounter counts the folders the paths of a depth-first listing (git ls-tree -r: every
+// entry below a folder comes together) name, in time linear in the paths' length.
+type folderCounter struct {
+	prev string // the previous path's folder, "" for the top
+	n    int
+}
+
+// add counts the folders of path p that the previous paths did not name, and returns the count.
+func (c *folderCounter) add(p string) int {
+	dir := ""
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		dir = p[:i]
+	}
+	var now, before []string
+	if dir != "" {
+		now = strings.Split(dir, "/")
+	}
+	if c.prev != "" {
+		before = strings.Split(c.prev, "/")
+	}
+	k := 0
+	for k < len(now) && k < len(before) && now[k] == before[k] {
+		k++
+	}
+	c.n += len(now) - k
+	c.prev = dir
+	return c.n
+}
 
 // readEntry reads br up to the next NUL (included) as bufio.Reader.ReadString(0) does, but at most
 // maxBytes: a longer entry is errEntryTooLong, found without holding more than maxBytes of it.

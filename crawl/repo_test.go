@@ -1097,3 +1097,73 @@ func TestResolveBadBucketParameters(t *testing.T) {
 		}
 	}
 }
+
+// TestGitTreeFoldersCounted (attacker's review, issue 26): a git tree was checked with ls-tree
+// before checkout, counting its blobs only: folders were not counted (tar and folder checkouts
+// count them), nor submodule entries, which git checks out as empty folders. A fetch within
+// MaxBytes could hold millions of either (a few files each at the end of its own chain of
+// folders, or one tree of gitlinks to the same commit), each an inode of the worker's disk made
+// before anything saw it. Both now count against MaxFiles before checkout.
+func TestGitTreeFoldersCounted(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		add    func(t *testing.T, dir, commit string)
+		reason string
+	}{
+		{"folders", func(t *testing.T, dir, _ string) {
+			for i := 0; i < 10; i++ {
+				p := filepath.Join(dir, fmt.Sprintf("d%d/e/f/g", i))
+				if err := os.MkdirAll(p, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(p, "x.py"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testrepos.RunGit(t, dir, "add", "-A")
+		}, "too many directories: "},
+		{"gitlinks", func(t *testing.T, dir, commit string) {
+			for i := 0; i < 40; i++ {
+				testrepos.RunGit(t, dir, "update-index", "--add", "--cacheinfo", "160000,"+commit+",sub"+strconv.Itoa(i))
+			}
+		}, "too many files: 31 > 30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, first := testrepos.Git(t, "passing")
+			dir := strings.TrimPrefix(url, "file://")
+			tc.add(t, dir, first)
+			testrepos.RunGit(t, dir, "commit", "-q", "-m", tc.name)
+			commit := strings.TrimSpace(testrepos.RunGit(t, dir, "rev-parse", "HEAD"))
+			res, err := ResolveRepo(ctx, Repo{URL: url, Ref: commit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			scratch := t.TempDir()
+			_, err = Checkout(ctx, res, scratch, CheckoutLimits{MaxFiles: 30})
+			checkRepoError(t, err, tc.reason)
+			checkEmpty(t, scratch)
+		})
+	}
+}
+
+func TestFolderCounter(t *testing.T) {
+	for _, tc := range []struct {
+		paths []string
+		want  int
+	}{
+		{[]string{"a.py", "b.py"}, 0},
+		{[]string{"a/b/c.py", "a/b/d.py", "a/e.py", "a/f/g.py", "h.py"}, 3},
+		{[]string{"a/x", "a.py", "a0/b/c/d", "a0/b/e/f", "ab/c"}, 6},
+		{[]string{"s1", "s2", "d/s3"}, 1},
+	} {
+		var c folderCounter
+		n := 0
+		for _, p := range tc.paths {
+			n = c.add(p)
+		}
+		if n != tc.want {
+			t.Errorf("%v: %d folders, want %d", tc.paths, n, tc.want)
+		}
+	}
+}

@@ -177,7 +177,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	}
 	defer sb.Close()
 
-	wd.begin("collecting tests", collectTimeout)
+	wd.begin("collecting tests", 2*collectTimeout) // a second collection follows a usage error
 	col, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
 		Limits: sandbox.Limits{WallTime: collectTimeout, CPUTime: collectTimeout}})
 	if err != nil {

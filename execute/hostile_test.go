@@ -25,29 +25,14 @@ import (
 // attempt until the activity's deadline. It now gives its trace, with its functions given up and
 // counted, and no error.
 func TestExitingPthIsTheRepositorysOwn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a repository's tests in the sandbox; run without -short")
-	}
 	ctx := context.Background()
-	dir := filepath.Join(sandboxtest.HostDir(t), "pthexit")
-	sandboxtest.WriteTree(t, dir, map[string]string{
+	f, it, pool := repoFixture(t, "pthexit", map[string]string{
 		"calc.py":            "def double(x):\n    return 2 * x\n",
 		"zz.pth":             "import os; os._exit(97)\n",
 		"tests/test_calc.py": "from calc import double\n\n\ndef test_double():\n    assert double(21) == 42\n",
 	})
-	f, done, err := crawl.NewFetcher(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
-	items, _, err := f.Items(ctx, schemas.SourceSpec{Kind: "repository", URL: dir})
-	if err != nil || len(items) != 1 {
-		t.Fatalf("items: %v %+v", err, items)
-	}
-	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
-	defer pool.Close()
 	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
-	tr, err := trc.Trace(ctx, items[0], schemas.Spec{}.WithDefaults(), func() {})
+	tr, err := trc.Trace(ctx, it, schemas.Spec{}.WithDefaults(), func() {})
 	if err != nil {
 		t.Fatalf("an error (retried): %v", err)
 	}
@@ -120,32 +105,17 @@ func TestKeepTest(t *testing.T) {
 // rows on every run and on every worker (the house's determinism rule), and its rows told the
 // worker's folders. Values now name the checkout as execute.CheckoutPath.
 func TestRepositoryTracesHoldNoWorkerPath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a repository's tests in the sandbox; run without -short")
-	}
 	ctx := context.Background()
-	dir := filepath.Join(sandboxtest.HostDir(t), "paths")
-	sandboxtest.WriteTree(t, dir, map[string]string{
+	f, it, pool := repoFixture(t, "paths", map[string]string{
 		"calc.py": "import os\n\n\ndef here(name):\n    base = os.path.dirname(os.path.abspath(__file__))\n" +
 			"    return os.path.join(base, name)\n",
 		"tests/test_calc.py": "from calc import here\n\n\ndef test_here():\n    assert here('data.txt').endswith('data.txt')\n",
 	})
-	f, done, err := crawl.NewFetcher(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
-	items, _, err := f.Items(ctx, schemas.SourceSpec{Kind: "repository", URL: dir})
-	if err != nil || len(items) != 1 {
-		t.Fatalf("items: %v %+v", err, items)
-	}
-	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
-	defer pool.Close()
 	var runs [2][]byte
 	for i := range runs {
 		scratch := sandboxtest.HostDir(t) // another worker's scratch folder
 		trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: scratch}
-		tr, err := trc.Trace(ctx, items[0], schemas.Spec{}.WithDefaults(), func() {})
+		tr, err := trc.Trace(ctx, it, schemas.Spec{}.WithDefaults(), func() {})
 		if err != nil || tr.Repo == nil || len(tr.Repo.Traces) != 1 {
 			t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
 		}
@@ -172,31 +142,16 @@ func TestRepositoryTracesHoldNoWorkerPath(t *testing.T) {
 // dataset's rejects: another reason on every run and worker. It now reads as
 // execute.CheckoutPath, as in the traces.
 func TestRepositoryRejectHoldsNoWorkerPath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a repository's tests in the sandbox; run without -short")
-	}
 	ctx := context.Background()
-	dir := filepath.Join(sandboxtest.HostDir(t), "cwd")
-	sandboxtest.WriteTree(t, dir, map[string]string{
+	f, it, pool := repoFixture(t, "cwd", map[string]string{
 		"conftest.py":        "import os\n\nraise RuntimeError('here: ' + os.getcwd())\n",
 		"tests/test_calc.py": "def test_x():\n    assert True\n",
 	})
-	f, done, err := crawl.NewFetcher(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
-	items, _, err := f.Items(ctx, schemas.SourceSpec{Kind: "repository", URL: dir})
-	if err != nil || len(items) != 1 {
-		t.Fatalf("items: %v %+v", err, items)
-	}
-	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
-	defer pool.Close()
 	var details [2]string
 	for i := range details {
 		scratch := sandboxtest.HostDir(t)
 		trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: scratch}
-		tr, err := trc.Trace(ctx, items[0], schemas.Spec{}.WithDefaults(), func() {})
+		tr, err := trc.Trace(ctx, it, schemas.Spec{}.WithDefaults(), func() {})
 		if err != nil || tr.Repo != nil {
 			t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
 		}
@@ -208,4 +163,29 @@ func TestRepositoryRejectHoldsNoWorkerPath(t *testing.T) {
 	if !strings.Contains(details[0], "here: "+execute.CheckoutPath) || details[0] != details[1] {
 		t.Errorf("reasons %q and %q: want the same, naming %s", details[0], details[1], execute.CheckoutPath)
 	}
+}
+
+// repoFixture writes a repository of files into a folder named name, skipping the test under
+// -short, and returns a fetcher for it, its repository-level item and a sandbox pool, closed when
+// the test ends.
+func repoFixture(t *testing.T, name string, files map[string]string) (*crawl.Fetcher, crawl.Item, *execute.SandboxPool) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a repository's tests in the sandbox; run without -short")
+	}
+	ctx := context.Background()
+	dir := filepath.Join(sandboxtest.HostDir(t), name)
+	sandboxtest.WriteTree(t, dir, files)
+	f, done, err := crawl.NewFetcher(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = done() })
+	items, _, err := f.Items(ctx, schemas.SourceSpec{Kind: "repository", URL: dir})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("items: %v %+v", err, items)
+	}
+	pool := execute.NewSandboxPool(sandbox.Config{}, 1)
+	t.Cleanup(pool.Close)
+	return f, items[0], pool
 }

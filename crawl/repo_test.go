@@ -669,14 +669,7 @@ func TestTarSafety(t *testing.T) {
 	for _, tc := range tests {
 		for _, gz := range []bool{false, true} {
 			t.Run(tc.name+"/gz="+strconv.FormatBool(gz), func(t *testing.T) {
-				p := filepath.Join(t.TempDir(), "x.tgz")
-				if err := os.WriteFile(p, makeTar(t, gz, tc.entries...), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				res, err := ResolveRepo(ctx, Repo{URL: p})
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := resolveTar(t, gz, tc.entries...)
 				scratch := t.TempDir()
 				w, err := Checkout(ctx, res, scratch, CheckoutLimits{})
 				if tc.reason != "" {
@@ -728,16 +721,9 @@ func TestTarStreamCaps(t *testing.T) {
 	for _, tc := range tests {
 		for _, gz := range []bool{false, true} {
 			t.Run(tc.name+"/gz="+strconv.FormatBool(gz), func(t *testing.T) {
-				p := filepath.Join(t.TempDir(), "x.tgz")
-				if err := os.WriteFile(p, makeTar(t, gz, tc.entries...), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				res, err := ResolveRepo(ctx, Repo{URL: p})
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := resolveTar(t, gz, tc.entries...)
 				scratch := t.TempDir()
-				_, err = Checkout(ctx, res, scratch, lim)
+				_, err := Checkout(ctx, res, scratch, lim)
 				checkRepoError(t, err, tc.reason)
 				checkEmpty(t, scratch)
 			})
@@ -1166,4 +1152,18 @@ func TestFolderCounter(t *testing.T) {
 			t.Errorf("%v: %d folders, want %d", tc.paths, n, tc.want)
 		}
 	}
+}
+
+// resolveTar writes a tarball of entries (gzipped if gz) and resolves it as a repository.
+func resolveTar(t *testing.T, gz bool, entries ...tarEntry) Resolved {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x.tgz")
+	if err := os.WriteFile(p, makeTar(t, gz, entries...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ResolveRepo(context.Background(), Repo{URL: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -221,8 +221,8 @@ func countEvents(r *schemas.Row, events []schemas.Event) {
 	}
 }
 
-// TraceCounts counts the events of a compact trace by type.
-func TraceCounts(tr *debugger.Trace) func(*schemas.Row) {
+// traceCounts counts the events of a compact trace by type.
+func traceCounts(tr *debugger.Trace) func(*schemas.Row) {
 	return func(r *schemas.Row) {
 		for i := 0; i < tr.Len(); i++ {
 			countEvent(r, tr.Kind(i))

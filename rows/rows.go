@@ -55,7 +55,7 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 		return reject(schemas.StatusReject(t.Status), string(t.Status))
 	}
 	item, trace := debuggerItem(&t)
-	src := FunctionSource(t.Item)
+	src := functionSource(t.Item)
 	var rows []schemas.Row
 	var last string
 	for _, dir := range spec.Directions {
@@ -67,7 +67,7 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 		}
 		for k := 0; k < spec.TrajectoriesPerTrace; k++ {
 			seed := Seed(spec.Seed, t.Item.Key, dir, k)
-			row, err := build(src, tree, code, TraceCounts(trace), p, seed, o)
+			row, err := build(src, tree, code, traceCounts(trace), p, seed, o)
 			if err != nil {
 				counts[schemas.CountDropped(reasonKey(err))]++
 				last = err.Error()
@@ -91,8 +91,8 @@ func debuggerItem(t *execute.TracedItem) (debugger.Item, *debugger.Trace) {
 	return debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}, trace
 }
 
-// FunctionSource is the source columns of a function-level item's rows.
-func FunctionSource(it crawl.Item) Source {
+// functionSource is the source columns of a function-level item's rows.
+func functionSource(it crawl.Item) Source {
 	return Source{Level: "function", RepoURL: it.RepoURL, Commit: it.Commit, Path: it.Path,
 		QualName: it.QualName, SourceID: it.SourceID}
 }
@@ -126,7 +126,7 @@ func FunctionRow(t execute.TracedItem, dir debugger.Direction, seed uint64, p de
 	if err != nil {
 		return schemas.Row{}, &TreeError{err}
 	}
-	return build(FunctionSource(t.Item), tree, code, TraceCounts(trace), p, seed, o)
+	return build(functionSource(t.Item), tree, code, traceCounts(trace), p, seed, o)
 }
 
 // OptionsFor are the options the rows of spec are built with by tokenizer tok at createdAt.

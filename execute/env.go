@@ -17,13 +17,18 @@ import (
 // schemas.YieldEnvironment).
 const envReason = "environment: "
 
-// envTimeout is how long building a repository's environment may take (environments.timeout).
-func (trc *Tracer) envTimeout() time.Duration {
+// envSpec is the spec's configuration of environments, defaults filled in.
+func (trc *Tracer) envSpec() schemas.EnvironmentsSpec {
 	es := schemas.EnvironmentsSpec{}
 	if trc.environments != nil {
 		es = *trc.environments
 	}
-	d, _ := es.WithDefaults().Timeout.Value() // a bad one is the spec's error, found by environment
+	return es.WithDefaults()
+}
+
+// envTimeout is how long building a repository's environment may take (environments.timeout).
+func (trc *Tracer) envTimeout() time.Duration {
+	d, _ := trc.envSpec().Timeout.Value() // a bad one is the spec's error, found by environment
 	return d
 }
 
@@ -59,11 +64,7 @@ func (trc *Tracer) environment(ctx context.Context, it crawl.Item, dir string) (
 	if len(reqs) == 0 {
 		return "", "", nil
 	}
-	es := schemas.EnvironmentsSpec{}
-	if trc.environments != nil {
-		es = *trc.environments
-	}
-	es = es.WithDefaults()
+	es := trc.envSpec()
 	timeout, err := es.Timeout.Value()
 	if err != nil {
 		return "", "", BadInput("environments.timeout: %v", err)

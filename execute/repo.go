@@ -489,10 +489,11 @@ func (trc *Tracer) keepTest(ctx context.Context, tt schemas.TestTrace) (schemas.
 // events, whose locals repeat at every event.
 func KeepTest(ctx context.Context, s *store.Store, tt schemas.TestTrace) (schemas.TestTrace, error) {
 	k := keptTest{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Functions: tt.Functions}
+	var tr *debugger.Trace
 	if len(tt.Events) > 0 {
-		k.Trace = debugger.NewTrace(tt.Events)
+		tr = debugger.NewTrace(tt.Events)
 	}
-	data, err := json.Marshal(k)
+	data, err := appendWithTrace(nil, k, tr) // the trace appended in place, as in a chunk
 	if err != nil {
 		return tt, fmt.Errorf("encode the trace of test %s: %w", tt.Test, err)
 	}

@@ -15,12 +15,22 @@ import (
 func (t TracedItem) AppendJSON(b []byte) ([]byte, error) {
 	tr := t.Trace
 	t.Trace = nil
-	rest, err := json.Marshal(t)
+	b, err := appendWithTrace(b, t, tr)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// appendWithTrace appends v, a struct that marshals to a JSON object without its trace, to b with
+// the member "trace": tr (when tr is not nil) appended in place by tr.AppendJSON.
+func appendWithTrace(b []byte, v any, tr *debugger.Trace) ([]byte, error) {
+	rest, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	if tr == nil {
-		return append(append(b, rest...), '\n'), nil
+		return append(b, rest...), nil
 	}
 	b = append(b, rest[:len(rest)-1]...) // without its closing brace
 	if len(rest) > 2 {
@@ -30,7 +40,7 @@ func (t TracedItem) AppendJSON(b []byte) ([]byte, error) {
 	if b, err = tr.AppendJSON(b); err != nil {
 		return nil, err
 	}
-	return append(b, '}', '\n'), nil
+	return append(b, '}'), nil
 }
 
 // DecodeTracedItem reads one line of a stored chunk (AppendJSON's) as json.Unmarshal would,

@@ -77,6 +77,24 @@ func (r Repo) Kind() (RepoKind, error) {
 	return kind, nil
 }
 
+// Anonymous reports whether r names a git repository reached over an anonymous transport (an
+// https, http or git URL): not a local folder, a file URL or a tarball (which a bucket URL
+// names), nor an ssh or scp-like URL, which git reaches with the worker's own ssh identity.
+func (r Repo) Anonymous() bool {
+	if k, err := urlKind(r.URL); err != nil || k != KindGit {
+		return false
+	}
+	scheme, _, ok := strings.Cut(r.URL, "://")
+	if !ok {
+		return false // scp-like: ssh
+	}
+	switch strings.ToLower(scheme) {
+	case "https", "http", "git":
+		return true
+	}
+	return false
+}
+
 // RepoError is a per-repository failure: the repository cannot be resolved or checked out (not found,
 // too large, unsafe, …). The pipeline records it as a reject with Reason and goes on. Failures that
 // are not the repository's fault (a cancelled context, a missing git binary, an unreadable scratch
@@ -263,6 +281,15 @@ func openPath(root, dir string) error {
 		}
 	}
 }
+
+// CheckoutAlias and EnvsAlias are what a checkout's folder and the worker's folder of environments
+// read as in the values of a repository's test traces: the folders themselves are the worker's (a
+// random name in its scratch folder; its environments folder), so values holding them would
+// differ from run to run and from worker to worker, and tell the worker's folders.
+const (
+	CheckoutAlias = "/checkout"
+	EnvsAlias     = "/envs"
+)
 
 // Workdir is a materialized repository in a worker's scratch space.
 type Workdir struct {
@@ -485,6 +512,11 @@ func urlKind(s string) (RepoKind, error) {
 		default:
 			return "", fmt.Errorf("unsupported scheme %q (want https, http, ssh, git, file, mem, s3, gs or azblob)", scheme)
 		}
+	}
+	if i := strings.Index(s, "::"); i > 0 && !strings.HasPrefix(s, "[") && !strings.Contains(s[:i], "/") {
+		// transport::address: git runs the remote helper git-remote-<transport> (fd talks over
+		// one of git's own file descriptors)
+		return "", fmt.Errorf("git remote-helper syntax (%s::...) is not allowed", clip(s[:i], 40))
 	}
 	if host, p, ok := scpLike(s); ok {
 		if host == "" {

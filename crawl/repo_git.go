@@ -46,6 +46,13 @@ func (g gitRun) command(ctx context.Context, dir string, args ...string) *exec.C
 		fileAllow = "always"
 	}
 	full := []string{
+		// Only these transports: no remote helper (fd::, ext::, or one installed on the worker)
+		// whatever a URL or the repository's configuration names.
+		"-c", "protocol.allow=never",
+		"-c", "protocol.https.allow=always",
+		"-c", "protocol.http.allow=always",
+		"-c", "protocol.ssh.allow=always",
+		"-c", "protocol.git.allow=always",
 		"-c", "protocol.file.allow=" + fileAllow,
 		"-c", "protocol.ext.allow=never",
 		"-c", "core.hooksPath=" + os.DevNull,

@@ -162,6 +162,18 @@ func TestRepoKind(t *testing.T) {
 		if got, err := (Repo{URL: tc.url}).Kind(); got != tc.kind || err != nil {
 			t.Errorf("Kind(%q) = %q, %v; want %q", tc.url, got, err, tc.kind)
 		}
+		anon := tc.kind == KindGit && (strings.HasPrefix(tc.url, "http") || strings.HasPrefix(tc.url, "git://"))
+		if got := (Repo{URL: tc.url}).Anonymous(); got != anon {
+			t.Errorf("Anonymous(%q) = %v, want %v", tc.url, got, anon)
+		}
+	}
+	// git's remote-helper syntax (transport::address) runs a helper program of git's (fd::3
+	// talks over a file descriptor of the git process; others are installed helpers): refused
+	// here, and git runs with every transport but the ones named disallowed (gitRun.command).
+	for _, u := range []string{"fd::3", "fd::3/x", "ext::sh", "foo::https://h/a", "testgit::/srv/r"} {
+		if k, err := (Repo{URL: u}).Kind(); err == nil {
+			t.Errorf("Kind(%q) = %q, want an error", u, k)
+		}
 	}
 	r := Repo{URL: "https://x-access-token:s3cret@github.com/a/b", Ref: "main"}
 	if s := r.String(); s != "https://github.com/a/b main" {

@@ -25,8 +25,8 @@ func TestFetcherItems(t *testing.T) {
 		rejects []string // reasons, in order
 	}{
 		{"url", schemas.SourceSpec{Kind: "repository", URL: passURL, Ref: "main"}, 1, nil},
-		{"list", schemas.SourceSpec{Kind: "repository", List: list}, 1, []string{"ref not found", "not"}},
-		{"limit", schemas.SourceSpec{Kind: "repository", List: list, Limit: 1}, 1, []string{}},
+		{"list", schemas.SourceSpec{Kind: "repository", List: list, TrustList: true}, 1, []string{"ref not found", "not"}},
+		{"limit", schemas.SourceSpec{Kind: "repository", List: list, Limit: 1, TrustList: true}, 1, []string{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -331,6 +331,13 @@ func (f *Fetcher) scanRepoList(ctx context.Context, src schemas.SourceSpec, cur 
 				lines = append(lines, repoLine{n: n, at: *at, entry: Entry{Reject: &schemas.Reject{Source: src.List,
 					Key: fmt.Sprintf("%s:%d", src.List, n), Class: schemas.RejectMalformed,
 					Reason: fmt.Sprintf("repository list line %d: %v", n, err)}}})
+			case ok && !src.TrustList && !r.Anonymous():
+				// A list's lines are data: without trust_list, never the worker's files, buckets
+				// or ssh identity.
+				lines = append(lines, repoLine{n: n, at: *at, entry: Entry{Reject: &schemas.Reject{Source: src.List,
+					Key: fmt.Sprintf("%s:%d", src.List, n), Class: schemas.RejectRepository,
+					Reason: fmt.Sprintf("repository list line %d: %s is not a git repository over https, http or git; "+
+						"a list names local folders, file URLs, buckets or ssh repositories only with trust_list: true", n, clip(redactURL(r.URL), 200))}}})
 			case ok:
 				lines = append(lines, repoLine{n: n, at: *at, repo: &r})
 				repos++

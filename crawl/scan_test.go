@@ -314,11 +314,11 @@ func scanCases(t *testing.T) []scanCase {
 		{"repo_bad_url", schemas.SourceSpec{Kind: "repository", URL: "ftp://example.invalid/x"}},
 		{"repo_dir", schemas.SourceSpec{Kind: "repository", URL: repoDir, Functions: new(bool)}},
 		{"repo_tar", schemas.SourceSpec{Kind: "repository", URL: tarPath, Limit: 1}},
-		{"list", schemas.SourceSpec{Kind: "repository", List: goodList}},
-		{"list_limit1", schemas.SourceSpec{Kind: "repository", List: goodList, Limit: 1}},
-		{"list_limit2", schemas.SourceSpec{Kind: "repository", List: goodList, Limit: 2}},
-		{"list_limit3", schemas.SourceSpec{Kind: "repository", List: goodList, Limit: 3}},
-		{"list_bad_line", schemas.SourceSpec{Kind: "repository", List: list}}, // not comparable with the old reader
+		{"list", schemas.SourceSpec{Kind: "repository", List: goodList, TrustList: true}},
+		{"list_limit1", schemas.SourceSpec{Kind: "repository", List: goodList, Limit: 1, TrustList: true}},
+		{"list_limit2", schemas.SourceSpec{Kind: "repository", List: goodList, Limit: 2, TrustList: true}},
+		{"list_limit3", schemas.SourceSpec{Kind: "repository", List: goodList, Limit: 3, TrustList: true}},
+		{"list_bad_line", schemas.SourceSpec{Kind: "repository", List: list, TrustList: true}}, // not comparable with the old reader
 	}
 	return cases
 }
@@ -447,7 +447,7 @@ func TestScanResumesMidFile(t *testing.T) {
 	}{
 		{"jsonl", schemas.SourceSpec{Kind: "jsonl", Path: corpus, Func: "f"}, corpus},
 		{"jsonl_file_url", schemas.SourceSpec{Kind: "jsonl", Path: "file://" + corpus, Func: "f"}, corpus},
-		{"list", schemas.SourceSpec{Kind: "repository", List: list}, list},
+		{"list", schemas.SourceSpec{Kind: "repository", List: list, TrustList: true}, list},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -545,7 +545,7 @@ case " $* " in
 	;;
 esac`, state, need, urls[0]))
 	f := &Fetcher{Git: git}
-	src := schemas.SourceSpec{Kind: "repository", List: list}
+	src := schemas.SourceSpec{Kind: "repository", List: list, TrustList: true}
 	got, _, err := scanAll(t, f, src, SourceCursor{}, unbounded)
 	if err != nil {
 		t.Fatal(err)
@@ -621,7 +621,7 @@ func TestScanTransient(t *testing.T) {
 	fi;;
 esac`, flakyURL, down))
 	f := &Fetcher{Git: git}
-	src := schemas.SourceSpec{Kind: "repository", List: list}
+	src := schemas.SourceSpec{Kind: "repository", List: list, TrustList: true}
 	want, _, err := scanAll(t, f, src, SourceCursor{}, unbounded)
 	if err != nil {
 		t.Fatal(err)
@@ -696,7 +696,7 @@ func TestScanBadListLine(t *testing.T) {
 	dir := t.TempDir()
 	repoDir := testrepos.Dir(t, "passing")
 	list := writeFile(t, dir, "repos.txt", repoDir+"\nhttps://h/a main extra\n\n./x ref # a ref for a directory\n"+repoDir+"\n")
-	items, rejects, err := (&Fetcher{}).Items(context.Background(), schemas.SourceSpec{Kind: "repository", List: list})
+	items, rejects, err := (&Fetcher{}).Items(context.Background(), schemas.SourceSpec{Kind: "repository", List: list, TrustList: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,6 +709,35 @@ func TestScanBadListLine(t *testing.T) {
 	}
 	if _, err := ParseRepoList([]byte(mustRead(t, list))); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("ParseRepoList: %v, want an error for line 2", err)
+	}
+}
+
+// TestScanListUntrusted (attacker's review, issue 26): a crawl list is data, made by a crawl or by
+// someone else, yet its lines could name the worker's own folders (its home, its credentials),
+// file URLs and tarballs in its buckets, or ssh repositories reached with its ssh identity, read
+// with the worker's access and turned into rows.
+// Without trust_list each such line is a reject; with it, a local repository is read.
+func TestScanListUntrusted(t *testing.T) {
+	dir := t.TempDir()
+	repoDir := testrepos.Dir(t, "passing")
+	list := writeFile(t, dir, "repos.txt", repoDir+"\nfile://"+repoDir+"\nmem://b/x.tgz\n"+filepath.Join(dir, "x.tar.gz")+
+		"\ngit@github.com:private/repo.git\nssh://git@h/private/repo\n")
+	items, rejects, err := (&Fetcher{}).Items(context.Background(), schemas.SourceSpec{Kind: "repository", List: list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 0 || len(rejects) != 6 {
+		t.Fatalf("%d items, rejects %+v; want 6 rejects", len(items), rejects)
+	}
+	for _, r := range rejects {
+		if r.Class != schemas.RejectRepository || !strings.Contains(r.Reason, "trust_list") {
+			t.Errorf("reject %+v, want a repository reject naming trust_list", r)
+		}
+	}
+	local := writeFile(t, dir, "local.txt", repoDir+"\n") // (the ssh lines would reach the network)
+	items, _, err = (&Fetcher{}).Items(context.Background(), schemas.SourceSpec{Kind: "repository", List: local, TrustList: true})
+	if err != nil || len(items) == 0 {
+		t.Fatalf("trusted: %d items, %v; want the folder's", len(items), err)
 	}
 }
 
@@ -732,7 +761,7 @@ func TestScanErrors(t *testing.T) {
 		{Kind: "jsonl", Path: missing},
 		{Kind: "jsonl", Path: "file://" + missing},
 		{Kind: "python", Path: missing, Calls: []string{"f()"}},
-		{Kind: "repository", List: missing},
+		{Kind: "repository", List: missing, TrustList: true},
 	} {
 		if _, _, err := f.Scan(ctx, src, SourceCursor{}, 1, nop); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%+v: error %v, want fs.ErrNotExist", src, err)

@@ -2,14 +2,15 @@ package debugger
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ndtrace/ndtrace/internal/jsonmembers"
+	"io"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ndtrace/ndtrace/internal/jsonmembers"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -287,11 +288,42 @@ func (t *Trace) MarshalJSON() ([]byte, error) {
 // AppendJSON appends what MarshalJSON writes to b, so that a caller writing many traces into one
 // buffer (a stored chunk of traces) copies each trace's form once.
 func (t *Trace) AppendJSON(b []byte) ([]byte, error) {
-	strs, err := json.Marshal(t.strs)
-	if err != nil {
-		return nil, err
+	size := 64 + len(t.evs)*32 + len(t.pairs)*5
+	for _, s := range t.strs {
+		size += len(s) + 2 // escapes aside
 	}
-	b = slices.Grow(b, len(strs)+64+len(t.evs)*32+len(t.pairs)*5)
+	return t.encode(slices.Grow(b, size), nil)
+}
+
+// WriteJSON writes what MarshalJSON writes to w, a piece at a time: a trace of any size is written
+// through a buffer of writeJSONPiece bytes, never whole in memory a second time.
+func (t *Trace) WriteJSON(w io.Writer) error {
+	b, err := t.encode(make([]byte, 0, 2*writeJSONPiece), func(b []byte) ([]byte, error) {
+		if len(b) < writeJSONPiece {
+			return b, nil
+		}
+		_, err := w.Write(b)
+		return b[:0], err
+	})
+	if err == nil {
+		_, err = w.Write(b)
+	}
+	return err
+}
+
+// writeJSONPiece is how many bytes WriteJSON gathers before a write.
+const writeJSONPiece = 64 << 10
+
+// encode appends the trace's JSON form to b, calling flush (when not nil) after every string and
+// event with what has been appended so far, and going on with the buffer flush returns.
+func (t *Trace) encode(b []byte, flush func([]byte) ([]byte, error)) ([]byte, error) {
+	var err error
+	step := func() bool {
+		if flush != nil {
+			b, err = flush(b)
+		}
+		return err == nil
+	}
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, traceFormat, 10)
 	b = append(b, `,"n":`...)
@@ -299,7 +331,22 @@ func (t *Trace) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"np":`...)
 	b = strconv.AppendInt(b, int64(len(t.pairs)), 10)
 	b = append(b, `,"strs":`...)
-	b = append(b, strs...)
+	if t.strs == nil {
+		b = append(b, "null"...) // as json.Marshal writes a nil slice
+	} else {
+		b = append(b, '[')
+	}
+	for i, s := range t.strs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b = schemas.AppendJSONString(b, s, true); !step() { // as json.Marshal writes it
+			return nil, err
+		}
+	}
+	if t.strs != nil {
+		b = append(b, ']')
+	}
 	b = append(b, `,"evs":[`...)
 	for i := range t.evs {
 		e := &t.evs[i]
@@ -316,6 +363,9 @@ func (t *Trace) AppendJSON(b []byte) ([]byte, error) {
 		for _, p := range t.pairs[e.pairs : e.pairs+2*e.npairs] {
 			b = append(b, ',')
 			b = strconv.AppendUint(b, uint64(p), 10)
+		}
+		if !step() {
+			return nil, err
 		}
 	}
 	return append(b, "]}"...), nil

@@ -1,10 +1,13 @@
 package debugger_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/debugger"
@@ -66,6 +69,57 @@ func TestTraceRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceWriteJSON checks that WriteJSON writes, in pieces, the bytes AppendJSON appends, and
+// that these are what encoding/json makes of them (a valid document, strings escaped as
+// json.Marshal escapes them), for strings that need every kind of escape and a trace larger than
+// one piece.
+func TestTraceWriteJSON(t *testing.T) {
+	odd := "<a href='x'>&</a> \"\\ \x00\x1f\b\f\n\r\t \u2028\u2029 \xff\xfe é 日本"
+	var evs []schemas.Event
+	for i := 0; i < 3000; i++ { // about 300 KB: several pieces
+		v := fmt.Sprintf("%q %d %s", odd, i, strings.Repeat("x", i%97))
+		evs = append(evs, schemas.Event{Event: "line", Frame: 1, Func: "f" + odd, File: "a.py", Lineno: i, Src: odd,
+			Locals: schemas.Locals{{Name: "s", Value: v}}, Value: &v})
+	}
+	for _, events := range [][]schemas.Event{nil, evs[:1], evs} {
+		tr := debugger.NewTrace(events)
+		want, err := json.Marshal(tr) // encoding/json checks and compacts what AppendJSON wrote
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkWriteJSON(t, tr, want)
+		for _, ev := range events {
+			for _, str := range []string{ev.Func, ev.Src, ev.Locals[0].Value} {
+				if esc, _ := json.Marshal(str); !bytes.Contains(want, esc) {
+					t.Fatalf("%q is not written as json.Marshal writes it (%s): %.200s", str, esc, want)
+				}
+			}
+		}
+	}
+}
+
+// checkWriteJSON checks that tr's AppendJSON and WriteJSON (through a writer that takes odd
+// pieces) both give want.
+func checkWriteJSON(t *testing.T, tr *debugger.Trace, want []byte) {
+	t.Helper()
+	got, err := tr.AppendJSON([]byte("prefix"))
+	if err != nil || string(got) != "prefix"+string(want) {
+		t.Fatalf("AppendJSON: %v, %.200q, want %.200q", err, got, want)
+	}
+	var w bytes.Buffer
+	if err := tr.WriteJSON(&w); err != nil || !bytes.Equal(w.Bytes(), want) {
+		t.Fatalf("WriteJSON: %v, %d bytes, want the %d of AppendJSON", err, w.Len(), len(want))
+	}
+	if err := tr.WriteJSON(failWriter{}); err == nil {
+		t.Fatal("WriteJSON did not return its writer's error")
+	}
+}
+
+// failWriter fails every write.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 // TestTraceRejectsMalformed checks that stored traces with bad indices are refused, not trusted.
 func TestTraceRejectsMalformed(t *testing.T) {
@@ -204,6 +258,7 @@ func FuzzTraceJSON(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkWriteJSON(t, &tr, again)
 		var back debugger.Trace
 		if err := back.UnmarshalJSON(again); err != nil {
 			t.Fatalf("%q: written back as %q, unreadable: %v", data, again, err)

@@ -13,8 +13,11 @@ import (
 // (paper §4.3). The trace covers only the repository's own files; each trajectory's entry point is
 // one function call sampled from it, and the trajectory is truncated to that call's scope.
 type RepoItem struct {
-	// Events and Status come from the traced test run.
+	// Events and Status come from the traced test run; Trace, when set, is the run's events in
+	// compact form and Events is not read (a tree is built over a Trace: made from Events at
+	// every draw otherwise).
 	Events []schemas.Event
+	Trace  *Trace
 	Status schemas.Status
 	// Functions are the sources of the functions the run visited (the CODE context is built from
 	// them: the functions visited in the entry's scope, not whole files).
@@ -56,7 +59,12 @@ func (it RepoItem) SampleEntry(seed uint64) (*Tree, Entry, error) {
 	if err != nil {
 		return nil, Entry{}, err
 	}
-	fwd, err := BuildForward(it.Events, exit)
+	var fwd *Tree
+	if it.Trace != nil {
+		fwd, err = BuildForwardTrace(it.Trace, exit)
+	} else {
+		fwd, err = BuildForward(it.Events, exit)
+	}
 	if err != nil {
 		return nil, Entry{}, err
 	}
@@ -89,7 +97,10 @@ func (it RepoItem) SampleEntry(seed uint64) (*Tree, Entry, error) {
 	if err != nil {
 		return nil, Entry{}, err
 	}
-	return t, Entry{File: c.File(), QualName: c.Func(), Line: c.Lineno(), Occurrence: nth[c]}, nil
+	// The entry outlives the trace (rows name it): its strings are copied, since a trace's strings
+	// may be slices of one string that holds them all (a stored trace read back), which a row
+	// would otherwise keep whole.
+	return t, Entry{File: strings.Clone(c.File()), QualName: strings.Clone(c.Func()), Line: c.Lineno(), Occurrence: nth[c]}, nil
 }
 
 // Tree returns the state tree of a trajectory of the item in direction dir (the entry's scope,

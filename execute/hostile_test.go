@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -64,6 +65,38 @@ func TestInfraErrorKeepsItsMessage(t *testing.T) {
 	}
 }
 
+// TestWorkerSandboxFailureIsNotTheRepositorys (attacker's review, issue 26): a repository gets a
+// sandbox of its own, with its mounts; when that sandbox would not start, the repository was
+// rejected for good ("sandbox with this repository's mounts"), even when what failed was the
+// worker (here, a folder of its own configuration gone since its pool started; out of processes
+// or memory under load): a dataset lost the repository to the worker's trouble. It is now the
+// worker's error (retried elsewhere) unless a sandbox without the repository's mounts starts.
+func TestWorkerSandboxFailureIsNotTheRepositorys(t *testing.T) {
+	ctx := context.Background()
+	f, it, _ := repoFixture(t, "worker", map[string]string{
+		"tests/test_a.py": "def test_a():\n    assert True\n",
+	})
+	site := filepath.Join(sandboxtest.HostDir(t), "site-packages")
+	if err := os.MkdirAll(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pool := execute.NewSandboxPool(sandbox.Config{PythonPath: []string{site}}, 1)
+	defer pool.Close()
+	_, release, err := pool.Get(ctx) // the pool's sandbox starts while the folder is there
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := os.RemoveAll(site); err != nil {
+		t.Fatal(err)
+	}
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
+	tr, err := trc.Trace(ctx, it, schemas.Spec{}.WithDefaults(), func() {})
+	if !errors.Is(err, execute.ErrInfra) {
+		t.Fatalf("trace: %v, %s %s %s; want the worker's error", err, tr.Status, tr.Stage, tr.Detail)
+	}
+}
+
 // TestKeepTest: a test trace kept apart reads back whole, its reference is its content's, and a
 // reference that is not one of a kept trace is refused.
 func TestKeepTest(t *testing.T) {
@@ -87,12 +120,21 @@ func TestKeepTest(t *testing.T) {
 	if err != nil || again.Ref != kept.Ref {
 		t.Fatalf("kept again: %+v %v", again, err)
 	}
-	back, err := execute.LoadTest(ctx, s, kept.Ref)
-	if err != nil || !reflect.DeepEqual(back, tt) {
-		t.Fatalf("read back %+v %v, want %+v", back, err, tt)
+	back, tr, err := execute.LoadTest(ctx, s, kept.Ref)
+	if err != nil || tr == nil {
+		t.Fatalf("read back %+v %v %v", back, tr, err)
 	}
-	for _, ref := range []string{"batches/x.json", execute.TestTracePrefix + "../batches/x.json"} {
-		if _, err := execute.LoadTest(ctx, s, ref); err == nil {
+	back.Events = tr.Events()
+	if !reflect.DeepEqual(back, tt) {
+		t.Fatalf("read back %+v, want %+v", back, tt)
+	}
+	// An object under a key of the form, not written by a worker: its bytes do not hash to it.
+	forged := execute.TestTracePrefix + strings.Repeat("0", 64) + ".json"
+	if _, err := s.PutFirst(ctx, forged, []byte(`{"test":"tests/test_a.py::test_x","outcome":"passed","status":"ok"}`), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"batches/x.json", execute.TestTracePrefix + "../batches/x.json", forged} {
+		if _, _, err := execute.LoadTest(ctx, s, ref); err == nil {
 			t.Errorf("LoadTest(%q) read it", ref)
 		}
 	}
@@ -103,13 +145,16 @@ func TestKeepTest(t *testing.T) {
 // sandbox, so a test's values that hold its own path (os.path.dirname(__file__), a data file next
 // to it) put that folder into the repository's rows: the same repository, spec and seed gave other
 // rows on every run and on every worker (the house's determinism rule), and its rows told the
-// worker's folders. Values now name the checkout as execute.CheckoutPath.
+// worker's folders. Values now name the checkout as execute.CheckoutPath, in the tests' traces
+// and in those of the function items found in them.
 func TestRepositoryTracesHoldNoWorkerPath(t *testing.T) {
 	ctx := context.Background()
 	f, it, pool := repoFixture(t, "paths", map[string]string{
-		"calc.py": "import os\n\n\ndef here(name):\n    base = os.path.dirname(os.path.abspath(__file__))\n" +
-			"    return os.path.join(base, name)\n",
-		"tests/test_calc.py": "from calc import here\n\n\ndef test_here():\n    assert here('data.txt').endswith('data.txt')\n",
+		"paths.py": "import os\n\nROOT = os.path.dirname(os.path.abspath(__file__))\n",
+		"calc.py": "import os\n\nfrom paths import ROOT\n\n\ndef here(name):\n    base = ROOT\n    return os.path.join(base, name)\n\n\n" +
+			"def files(name):\n    yield os.path.join(ROOT, name)\n",
+		"tests/test_calc.py": "from calc import files, here\n\n\ndef test_here():\n    assert here('data.txt').endswith('data.txt')\n" +
+			"    assert list(files('more.txt'))[0].endswith('more.txt')\n",
 	})
 	var runs [2][]byte
 	for i := range runs {
@@ -119,7 +164,14 @@ func TestRepositoryTracesHoldNoWorkerPath(t *testing.T) {
 		if err != nil || tr.Repo == nil || len(tr.Repo.Traces) != 1 {
 			t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
 		}
-		runs[i], err = json.Marshal(tr.Repo.Traces)
+		// The function items found in the test (here('data.txt'), files('more.txt')) run with
+		// the checkout importable: their values hold the checkout's folder too, and so does
+		// the list of what the generator gave (its row's return value).
+		if len(tr.Repo.Functions) != 2 || tr.Repo.Functions[0].Trace == nil || tr.Repo.Functions[1].Consume == nil {
+			t.Fatalf("functions: %+v", tr.Repo.Functions)
+		}
+		f0, f1 := tr.Repo.Functions[0], tr.Repo.Functions[1]
+		runs[i], err = json.Marshal([]any{tr.Repo.Traces, f0.Trace, f0.Detail, f1.Trace, f1.Consume})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,8 +179,11 @@ func TestRepositoryTracesHoldNoWorkerPath(t *testing.T) {
 			t.Errorf("run %d: the trace names the worker's scratch folder %s", i, scratch)
 		}
 	}
-	if !bytes.Contains(runs[0], []byte(execute.CheckoutPath+"/data.txt")) {
-		t.Errorf("no value names %s/data.txt: %s", execute.CheckoutPath, runs[0])
+	if n := bytes.Count(runs[0], []byte(execute.CheckoutPath+"/data.txt")); n < 2 {
+		t.Errorf("%d values name %s/data.txt, want the test's and the function item's: %s", n, execute.CheckoutPath, runs[0])
+	}
+	if !bytes.Contains(runs[0], []byte(`"value":"['`+execute.CheckoutPath+`/more.txt']"`)) {
+		t.Errorf("the generator's values do not name %s/more.txt: %s", execute.CheckoutPath, runs[0])
 	}
 	if !bytes.Equal(runs[0], runs[1]) {
 		t.Errorf("two runs of one repository give different traces:\n%s\n%s", runs[0], runs[1])

@@ -4,14 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/crawl/testcalls"
@@ -171,9 +173,24 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		if ctx.Err() != nil {
 			return t, ctx.Err()
 		}
-		// The pool's sandboxes start on this worker, so what fails is this repository's mounts
-		// (python_path, venv, the checkout).
-		return bad(schemas.YieldMounts, "sandbox with this repository's mounts: %v", err)
+		// This repository's mounts (python_path, venv, the checkout) are at fault only if a
+		// sandbox without them starts here now: else the worker is (out of processes or memory,
+		// its own folders gone), and dropping the repository for good would lose it.
+		plain, perr := sandbox.New(ctx, trc.Sandboxes.Config())
+		if perr != nil {
+			if ctx.Err() != nil {
+				return t, ctx.Err()
+			}
+			return t, InfraError(fmt.Errorf("sandbox for %s: %w (and without its mounts: %v)", it.Key, err, perr))
+		}
+		plain.Close()
+		// Once more with them, as what failed may have passed (the first start's trouble).
+		if sb, err = sandbox.New(ctx, cfg); err != nil {
+			if ctx.Err() != nil {
+				return t, ctx.Err()
+			}
+			return bad(schemas.YieldMounts, "sandbox with this repository's mounts: %v", err)
+		}
 	}
 	defer sb.Close()
 
@@ -224,8 +241,24 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			oreq.Options = sandbox.OptionsOriginal
 			orig, err = sb.RunTest(ctx, oreq)
 		}
+		// The traced run's events go into their compact form as they are decoded, their file
+		// names and values made the checkout's (relative): one test's whole decoded trace never
+		// exists at once.
+		var tb *debugger.TraceBuilder
+		events := 0
+		pathCalls := map[int]bool{} // the call events whose arguments named a worker's folder
 		if err == nil {
 			req.Traced = true
+			tb = debugger.NewTraceBuilder()
+			hider := newPathHider(hidden, w.Dir)
+			req.Events = func(ev *schemas.Event) {
+				e, changed := hider.event(ev)
+				if changed && ev.Event == schemas.EventCall {
+					pathCalls[events] = true
+				}
+				tb.Add(e)
+				events++
+			}
 			tr, err = sb.RunTest(ctx, req)
 		}
 		alive()
@@ -261,13 +294,17 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			continue
 		}
 		tt := schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
-			Detail: tr.Result.Detail, Events: tr.Result.Events, Functions: tr.Result.Functions}
-		if found != nil {
-			found.Add(tt)
-		}
+			Detail: tr.Result.Detail, Functions: tr.Result.Functions}
 		// File names relative to the repository root: the scratch folder differs from run to run.
 		relativize(&tt, w.Dir, hidden)
-		if tt, err = trc.keepTest(ctx, tt); err != nil {
+		var trace *debugger.Trace
+		if events > 0 {
+			trace = tb.Trace()
+		}
+		if found != nil {
+			found.AddTrace(tt.Test, tt.Functions, trace, func(i int) bool { return pathCalls[i] })
+		}
+		if tt, err = trc.keepTest(ctx, tt, trace); err != nil {
 			return t, err
 		}
 		rt.Traces = append(rt.Traces, tt)
@@ -276,7 +313,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	fcfg := cfg
 	fcfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), imports...)
 	if found != nil {
-		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, found.Items(), rt.Counts, lim, func() {
+		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, found.Items(), rt.Counts, lim, hidden, func() {
 			alive()
 			wd.begin("a function of its tests", lim.WallTime)
 		}); err != nil {
@@ -303,12 +340,10 @@ func functionConfig(cfg sandbox.Config, dir string) sandbox.Config {
 
 // CheckoutPath and EnvsPath are what the checkout's folder and the folder of environments read as
 // in the values of a repository's test traces (a test's os.path.dirname(__file__), a tmp_path
-// next to it, a dependency's __file__): the folders themselves are the worker's (its scratch
-// folder, then a random name; its environments folder), so rows holding them would differ from
-// run to run and from worker to worker, and tell the worker's folders.
+// next to it, a dependency's __file__): see crawl.CheckoutAlias.
 const (
-	CheckoutPath = "/checkout"
-	EnvsPath     = "/envs"
+	CheckoutPath = crawl.CheckoutAlias
+	EnvsPath     = crawl.EnvsAlias
 )
 
 // workerPaths are the worker's folders a repository's traces may show, each with what it reads as.
@@ -329,33 +364,137 @@ func pathsOf(dir, sitePackages string) workerPaths {
 // relativize makes the file names of a test trace relative to the checkout dir, and its values
 // (locals, return values, exceptions) name the worker's folders by their aliases.
 func relativize(tt *schemas.TestTrace, dir string, p workerPaths) {
-	rel := func(f string) string {
-		if r, ok := strings.CutPrefix(f, dir+"/"); ok {
-			return r
-		}
-		return f
-	}
 	for i := range tt.Events {
-		ev := &tt.Events[i]
-		ev.File = rel(ev.File)
-		p.hideIn(ev)
+		tt.Events[i] = *p.hiddenEvent(dir, &tt.Events[i])
 	}
 	for i := range tt.Functions {
-		tt.Functions[i].File = rel(tt.Functions[i].File)
+		tt.Functions[i].File = relFile(dir, tt.Functions[i].File)
 	}
 	tt.Detail = p.hide(strings.ReplaceAll(tt.Detail, dir+"/", ""))
 }
 
-// hideIn makes the values of ev name the worker's folders by their aliases.
-func (p workerPaths) hideIn(ev *schemas.Event) {
-	for j := range ev.Locals {
-		ev.Locals[j].Value = p.hide(ev.Locals[j].Value)
+// relFile is file relative to dir when it is below it, else file.
+func relFile(dir, file string) string {
+	if dir == "" {
+		return file
 	}
-	if ev.Value != nil {
-		if v := p.hide(*ev.Value); v != *ev.Value {
-			ev.Value = &v
+	if r, ok := strings.CutPrefix(file, dir+"/"); ok {
+		return r
+	}
+	return file
+}
+
+// hiddenEvent is ev with its file name relative to dir (relFile; "" keeps it) and its values
+// (locals, return value, exception) naming the worker's folders by their aliases: ev itself when
+// nothing changes, else a copy. ev is never modified (a sandbox's event sink may share its
+// Locals with later events).
+func (p workerPaths) hiddenEvent(dir string, ev *schemas.Event) *schemas.Event {
+	e, _ := (&pathHider{p: p, dir: dir}).event(ev)
+	return e
+}
+
+// pathHider is hiddenEvent over a run's events as they stream, remembering each value it changed
+// by the string itself: the decoder hands on the same string for a local that did not change,
+// so a long value holding a folder is rewritten once, not at every event of its frame.
+type pathHider struct {
+	p    workerPaths
+	dir  string
+	done map[*byte]hiddenValue // nil: nothing remembered
+}
+
+// hiddenValue is a value pathHider changed and what it reads as.
+type hiddenValue struct{ raw, hidden string }
+
+// maxHiddenValues bounds what a pathHider remembers (it starts again when full).
+const maxHiddenValues = 4096
+
+// newPathHider returns a pathHider of p's folders, the file names made relative to dir.
+func newPathHider(p workerPaths, dir string) *pathHider {
+	return &pathHider{p: p, dir: dir, done: map[*byte]hiddenValue{}}
+}
+
+// value is s with the worker's folders named by their aliases, and whether it changed.
+func (h *pathHider) value(s string) (string, bool) {
+	if s == "" {
+		return s, false
+	}
+	k := unsafe.StringData(s)
+	if v, ok := h.done[k]; ok && len(v.raw) == len(s) {
+		// The same bytes (the entry keeps raw alive, so its address is not reused).
+		return v.hidden, true
+	}
+	v := h.p.hide(s)
+	if v == s {
+		return s, false
+	}
+	if h.done != nil {
+		if len(h.done) >= maxHiddenValues {
+			clear(h.done)
+		}
+		h.done[k] = hiddenValue{s, v}
+	}
+	return v, true
+}
+
+// event is hiddenEvent's event, and whether a value (a local, the return value or exception)
+// named a worker's folder.
+func (h *pathHider) event(ev *schemas.Event) (*schemas.Event, bool) {
+	file := relFile(h.dir, ev.File)
+	var locals schemas.Locals
+	for j, l := range ev.Locals {
+		if v, ok := h.value(l.Value); ok {
+			if locals == nil {
+				locals = slices.Clone(ev.Locals)
+			}
+			locals[j].Value = v
 		}
 	}
+	var value *string
+	if ev.Value != nil {
+		if v, ok := h.value(*ev.Value); ok {
+			value = &v
+		}
+	}
+	if file == ev.File && locals == nil && value == nil {
+		return ev, false
+	}
+	e := *ev
+	e.File = file
+	if locals != nil {
+		e.Locals = locals
+	}
+	if value != nil {
+		e.Value = value
+	}
+	return &e, locals != nil || value != nil
+}
+
+// hideResult makes the values of a run's events, and its detail, name the worker's folders by
+// their aliases (res may be nil).
+func (p workerPaths) hideResult(res *sandbox.Result) {
+	if res == nil || len(p) == 0 {
+		return
+	}
+	for i := range res.Events {
+		res.Events[i] = *p.hiddenEvent("", &res.Events[i])
+	}
+	res.Detail = p.hide(res.Detail)
+	res.Consume = p.hideConsume(res.Consume)
+}
+
+// hideConsume is c with its value (the list of the values a consumed iterator gave, a row's
+// return value) naming the worker's folders by their aliases: c itself when nothing changes, else
+// a copy.
+func (p workerPaths) hideConsume(c *schemas.Consume) *schemas.Consume {
+	if c == nil {
+		return nil
+	}
+	if v := p.hide(c.Value); v != c.Value {
+		cc := *c
+		cc.Value = v
+		return &cc
+	}
+	return c
 }
 
 // hide replaces the worker's folders in s with their aliases.
@@ -382,8 +521,9 @@ func outcomeKey(r *sandbox.TestResult) string {
 // module's source as the code, the call as the expression, with the checkout importable (so that
 // the module's imports of its own package work). A
 // function whose run breaks its sandbox is its own reject (status sandbox_error), never the
-// repository's error: the only error returned is the context's.
-func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, cands []crawl.Item, counts schemas.Counts, lim sandbox.Limits, alive func()) ([]TracedItem, error) {
+// repository's error: the only error returned is the context's. The traces' values name the
+// worker's folders by their aliases (hidden), as the tests' do.
+func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, cands []crawl.Item, counts schemas.Counts, lim sandbox.Limits, hidden workerPaths, alive func()) ([]TracedItem, error) {
 	var out []TracedItem
 	var sb *sandbox.Sandbox
 	defer func() {
@@ -406,7 +546,9 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 				return out, nil
 			}
 		}
-		res, err := sb.Run(ctx, sandbox.Request{Code: c.Code, Filename: c.Filename, Call: c.Call, Limits: lim})
+		tb, events, hider := debugger.NewTraceBuilder(), 0, newPathHider(hidden, "")
+		res, err := sb.Run(ctx, sandbox.Request{Code: c.Code, Filename: c.Filename, Call: c.Call, Limits: lim,
+			Events: func(ev *schemas.Event) { e, _ := hider.event(ev); tb.Add(e); events++ }})
 		t := TracedItem{Item: c, Status: schemas.StatusInvalid}
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -427,7 +569,10 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 			t.Detail = err.Error()
 			broke = 0
 		default:
-			t.Status, t.Detail, t.Trace, t.Blocks, t.Consume = res.Status, res.Detail, compactTrace(res.Events), res.Blocks, res.Consume
+			t.Status, t.Detail, t.Blocks, t.Consume = res.Status, hidden.hide(res.Detail), res.Blocks, hidden.hideConsume(res.Consume)
+			if events > 0 {
+				t.Trace = tb.Trace()
+			}
 			broke = 0
 		}
 		out = append(out, t)
@@ -473,13 +618,16 @@ func neutralisedClass(name string) string {
 	return "other"
 }
 
-// keepTest keeps tt in the tracer's TestStore, when it has one (KeepTest); without one, tt stays
-// whole in the repository's trace.
-func (trc *Tracer) keepTest(ctx context.Context, tt schemas.TestTrace) (schemas.TestTrace, error) {
+// keepTest keeps tt, with its events in compact form tr (nil for none), in the tracer's
+// TestStore, when it has one (keepTrace); without one, tt stays whole in the repository's trace.
+func (trc *Tracer) keepTest(ctx context.Context, tt schemas.TestTrace, tr *debugger.Trace) (schemas.TestTrace, error) {
 	if trc.TestStore == nil {
+		if tr != nil {
+			tt.Events = tr.Events()
+		}
 		return tt, nil
 	}
-	return KeepTest(ctx, trc.TestStore, tt)
+	return keepTrace(ctx, trc.TestStore, tt, tr)
 }
 
 // KeepTest stores tt, one test's trace, in s and returns what a repository's trace holds of it:
@@ -488,18 +636,27 @@ func (trc *Tracer) keepTest(ctx context.Context, tt schemas.TestTrace) (schemas.
 // compact form (debugger.Trace: each frame's locals as changes, every string once), not as full
 // events, whose locals repeat at every event.
 func KeepTest(ctx context.Context, s *store.Store, tt schemas.TestTrace) (schemas.TestTrace, error) {
-	k := keptTest{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Functions: tt.Functions}
 	var tr *debugger.Trace
 	if len(tt.Events) > 0 {
 		tr = debugger.NewTrace(tt.Events)
 	}
-	data, err := appendWithTrace(nil, k, tr) // the trace appended in place, as in a chunk
-	if err != nil {
+	return keepTrace(ctx, s, tt, tr)
+}
+
+// keepTrace is KeepTest for a trace whose events are already in compact form tr (tt.Events is
+// not read).
+func keepTrace(ctx context.Context, s *store.Store, tt schemas.TestTrace, tr *debugger.Trace) (schemas.TestTrace, error) {
+	k := keptTest{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Functions: tt.Functions}
+	// Written twice, a piece at a time (to hash it, then to store it): a test's trace may be tens
+	// of MB in compact form, and its JSON form is never whole in memory.
+	write := func(w io.Writer) error { return writeWithTrace(w, k, tr) }
+	h := sha256.New()
+	if err := write(h); err != nil {
 		return tt, fmt.Errorf("encode the trace of test %s: %w", tt.Test, err)
 	}
-	sum := sha256.Sum256(data)
-	key := TestTracePrefix + hex.EncodeToString(sum[:]) + ".json"
-	if _, err := s.PutFirst(ctx, key, data, "application/json"); err != nil {
+	digest := hex.EncodeToString(h.Sum(nil))
+	key := TestTracePrefix + digest + ".json"
+	if _, err := s.PutFirstFrom(ctx, key, digest, "application/json", write); err != nil {
 		return tt, InfraError(fmt.Errorf("store the trace of test %s: %w", tt.Test, err))
 	}
 	return schemas.TestTrace{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Ref: key}, nil
@@ -512,7 +669,7 @@ type keptTest struct {
 	Status    schemas.Status       `json:"status"`
 	Detail    string               `json:"detail,omitempty"`
 	Functions []schemas.FuncSource `json:"functions,omitempty"`
-	Trace     *debugger.Trace      `json:"trace,omitempty"`
+	// (the trace follows as the member "trace": keepTrace, decodeWithTrace)
 }
 
 // TestTracePrefix is where TestStore keeps the traces of repositories' tests.
@@ -521,22 +678,26 @@ const TestTracePrefix = "work/tests/"
 // MaxTestTraceBytes bounds what reading a stored test trace may take (LoadTest).
 const MaxTestTraceBytes = 1 << 30
 
-// LoadTest reads the test trace stored under ref (a schemas.TestTrace.Ref) from s.
-func LoadTest(ctx context.Context, s *store.Store, ref string) (schemas.TestTrace, error) {
+// LoadTest reads the test trace stored under ref (a schemas.TestTrace.Ref) from s: the test's
+// record, without its events, and its events in compact form (nil for none).
+func LoadTest(ctx context.Context, s *store.Store, ref string) (schemas.TestTrace, *debugger.Trace, error) {
 	if !strings.HasPrefix(ref, TestTracePrefix) || strings.Contains(ref, "..") {
-		return schemas.TestTrace{}, fmt.Errorf("test trace %q: not a reference of a stored trace", ref)
+		return schemas.TestTrace{}, nil, fmt.Errorf("test trace %q: not a reference of a stored trace", ref)
 	}
 	data, err := s.ReadLimit(ctx, ref, MaxTestTraceBytes)
 	if err != nil {
-		return schemas.TestTrace{}, fmt.Errorf("read test trace %s: %w", ref, err)
+		return schemas.TestTrace{}, nil, fmt.Errorf("read test trace %s: %w", ref, err)
+	}
+	// The key is the content's hash (keepTrace): an object that does not match it was not
+	// written by a worker, and is not trusted.
+	sum := sha256.Sum256(data)
+	if want := strings.TrimSuffix(strings.TrimPrefix(ref, TestTracePrefix), ".json"); hex.EncodeToString(sum[:]) != want {
+		return schemas.TestTrace{}, nil, fmt.Errorf("read test trace %s: its content does not hash to its key", ref)
 	}
 	var k keptTest
-	if err := json.Unmarshal(data, &k); err != nil {
-		return schemas.TestTrace{}, fmt.Errorf("read test trace %s: %w", ref, err)
+	tr, err := decodeWithTrace(data, &k)
+	if err != nil {
+		return schemas.TestTrace{}, nil, fmt.Errorf("read test trace %s: %w", ref, err)
 	}
-	tt := schemas.TestTrace{Test: k.Test, Outcome: k.Outcome, Status: k.Status, Detail: k.Detail, Functions: k.Functions}
-	if k.Trace != nil {
-		tt.Events = k.Trace.Events() // the locals' strings are the trace's, shared between events
-	}
-	return tt, nil
+	return schemas.TestTrace{Test: k.Test, Outcome: k.Outcome, Status: k.Status, Detail: k.Detail, Functions: k.Functions}, tr, nil
 }

@@ -90,7 +90,7 @@ func (s *RepoSession) Replay(ctx context.Context, it crawl.Item, row schemas.Row
 		}
 		s.funcs = sb
 	}
-	return replayFunction(ctx, s.funcs, it, row, spec)
+	return replayFunction(ctx, s.funcs, it, row, spec, s.hidden)
 }
 
 // replayRepoRow replays a forward repository-level row: its test is run again under bdb from the
@@ -137,14 +137,9 @@ func (s *RepoSession) replayRepoRow(ctx context.Context, row schemas.Row, spec s
 	res, err := s.tests.ReplayTest(ctx, sandbox.ReplayTestRequest{Dir: s.dir, Runner: s.runner, Test: tt.Test,
 		Paths: s.imports, Options: s.options, Actions: actions, Limits: lim,
 		Entry: sandbox.ReplayEntry{File: file, QualName: entry.QualName, Occurrence: entry.Occurrence}})
-	if res != nil {
-		// The row's values name the worker's folders by their aliases (relativize): so do the
-		// replay's.
-		for i := range res.Events {
-			s.hidden.hideIn(&res.Events[i])
-		}
-		res.Detail = s.hidden.hide(res.Detail)
-	}
+	// The row's values name the worker's folders by their aliases (relativize): so do the
+	// replay's.
+	s.hidden.hideResult(res)
 	return replayOutcome(row, traj, res, err)
 }
 
@@ -171,11 +166,13 @@ func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spe
 		return schemas.ReplayOutcome{}, err
 	}
 	defer release()
-	return replayFunction(ctx, sb, it, row, spec)
+	return replayFunction(ctx, sb, it, row, spec, nil)
 }
 
-// replayFunction replays a forward function-level row of item it in sandbox sb.
-func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row schemas.Row, spec schemas.Spec) (schemas.ReplayOutcome, error) {
+// replayFunction replays a forward function-level row of item it in sandbox sb; the replay's
+// values name the worker's folders by their aliases (hidden: a repository's; nil for none), as
+// the row's do.
+func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row schemas.Row, spec schemas.Spec, hidden workerPaths) (schemas.ReplayOutcome, error) {
 	traj, err := tokenize.Parse(row.Text)
 	if err != nil {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
@@ -188,6 +185,7 @@ func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
 	}
 	res, err := sb.Replay(ctx, req)
+	hidden.hideResult(res)
 	return replayOutcome(row, traj, res, err)
 }
 

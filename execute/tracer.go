@@ -148,15 +148,6 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Trace: trace, Blocks: res.Blocks, Consume: res.Consume}, nil
 }
 
-// compactTrace returns the compact form of a run's events, nil for none. Once it is made, the
-// decoded events (and any buffer their strings point into) can go.
-func compactTrace(events []schemas.Event) *debugger.Trace {
-	if len(events) == 0 {
-		return nil
-	}
-	return debugger.NewTrace(events)
-}
-
 // CompactTrace returns the item's trace in compact form, from Events for a chunk stored before
 // Trace.
 func (t *TracedItem) CompactTrace() *debugger.Trace {

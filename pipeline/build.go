@@ -134,7 +134,7 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 	}
 	opts := rows.OptionsFor(spec, tok, run.CreatedAt)
 	// A repository's test traces are kept apart (execute.Tracer.TestStore): read one at a time.
-	opts.LoadTest = func(ref string) (schemas.TestTrace, error) { return execute.LoadTest(ctx, s, ref) }
+	opts.LoadTest = func(ref string) (schemas.TestTrace, *debugger.Trace, error) { return execute.LoadTest(ctx, s, ref) }
 	rec := &BatchRecord{Hash: tr.Hash, Counts: schemas.Counts{}, CreatedAt: run.CreatedAt}
 	var built []schemas.Row
 	for c := 0; c < tr.Chunks; c++ {

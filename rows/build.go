@@ -49,7 +49,7 @@ type Options struct {
 	TracerVersion string
 	// LoadTest reads a repository's test trace kept apart (schemas.TestTrace.Ref) for Of; nil
 	// when every trace is inline.
-	LoadTest func(ref string) (schemas.TestTrace, error)
+	LoadTest func(ref string) (schemas.TestTrace, *debugger.Trace, error)
 }
 
 func (o Options) withDefaults() Options {

@@ -27,6 +27,7 @@ func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Opti
 	var rows []schemas.Row
 	last := "no test gave a trajectory"
 	for _, tt := range rt.Traces {
+		var tr *debugger.Trace // tt's events in compact form
 		if _, err := debugger.ExitFor(tt.Status); err != nil {
 			counts[schemas.CountSkippedTest(tt.Status)]++
 			continue
@@ -35,19 +36,21 @@ func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Opti
 			if o.LoadTest == nil {
 				return nil, "", fmt.Errorf("test %s of %s is stored apart and there is no way to read it", tt.Test, t.Item.Key)
 			}
-			stored, err := o.LoadTest(tt.Ref)
+			stored, trace, err := o.LoadTest(tt.Ref)
 			if err != nil {
 				return nil, "", err
 			}
 			if stored.Test != tt.Test {
 				return nil, "", fmt.Errorf("test %s of %s: the stored trace %s is of test %s", tt.Test, t.Item.Key, tt.Ref, stored.Test)
 			}
-			tt = stored
+			tt, tr = stored, trace
+		} else if len(tt.Events) > 0 {
+			tr = debugger.NewTrace(tt.Events) // once for all the test's draws
 		}
 		for _, dir := range spec.Directions {
 			for k := 0; k < spec.TrajectoriesPerTrace; k++ {
 				seed := Seed(spec.Seed, t.Item.Key+"#"+tt.Test, dir, k)
-				row, err := RepoRow(t.Item, tt, debugger.Direction(dir), seed, p, o)
+				row, err := RepoRow(t.Item, tt, tr, debugger.Direction(dir), seed, p, o)
 				var tree *TreeError
 				switch {
 				case errors.As(err, &tree):
@@ -77,9 +80,10 @@ func (e *TreeError) Error() string { return e.Err.Error() }
 func (e *TreeError) Unwrap() error { return e.Err }
 
 // RepoRow builds the repository-level row of test tt of repository it in direction dir with seed,
-// which also picks the entry call. An error of the tree is a *TreeError.
-func RepoRow(it crawl.Item, tt schemas.TestTrace, dir debugger.Direction, seed uint64, p debugger.Policy, o Options) (schemas.Row, error) {
-	item := debugger.RepoItem{Events: tt.Events, Status: tt.Status, Functions: tt.Functions}
+// which also picks the entry call. tr, when not nil, is tt's events in compact form (tt.Events is
+// then not read). An error of the tree is a *TreeError.
+func RepoRow(it crawl.Item, tt schemas.TestTrace, tr *debugger.Trace, dir debugger.Direction, seed uint64, p debugger.Policy, o Options) (schemas.Row, error) {
+	item := debugger.RepoItem{Events: tt.Events, Trace: tr, Status: tt.Status, Functions: tt.Functions}
 	tree, code, entry, err := item.Tree(dir, seed)
 	if err != nil {
 		return schemas.Row{}, &TreeError{err}

@@ -151,6 +151,9 @@ type TestRequest struct {
 	// Options is how pytest applies the repository's addopts: Collection.Options, or
 	// OptionsOriginal for an untraced run with the configuration as it is.
 	Options RunnerOptions
+	// Events, when set, gets the trace's events one at a time as they are decoded, as in Request,
+	// and Result.Events stays empty: a test's whole decoded trace never exists at once.
+	Events func(ev *schemas.Event)
 }
 
 // TestResult is the outcome of one test run.
@@ -284,6 +287,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 	msg := runMsg{Kind: "test", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test, Traced: req.Traced,
 		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath, Options: string(req.Options), Paths: paths}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
+	msg.sink = req.Events
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
 		return nil, err

@@ -13,36 +13,36 @@ import (
 // everywhere. It allocates nothing beyond dst's growth.
 func (e *Event) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"event":`...)
-	dst = appendJSONString(dst, e.Event, false)
+	dst = AppendJSONString(dst, e.Event, false)
 	dst = append(dst, `,"frame":`...)
 	dst = strconv.AppendInt(dst, int64(e.Frame), 10)
 	dst = append(dst, `,"func":`...)
-	dst = appendJSONString(dst, e.Func, false)
+	dst = AppendJSONString(dst, e.Func, false)
 	dst = append(dst, `,"file":`...)
-	dst = appendJSONString(dst, e.File, false)
+	dst = AppendJSONString(dst, e.File, false)
 	dst = append(dst, `,"lineno":`...)
 	dst = strconv.AppendInt(dst, int64(e.Lineno), 10)
 	dst = append(dst, `,"depth":`...)
 	dst = strconv.AppendInt(dst, int64(e.Depth), 10)
 	dst = append(dst, `,"src":`...)
-	dst = appendJSONString(dst, e.Src, false)
+	dst = AppendJSONString(dst, e.Src, false)
 	dst = append(dst, `,"locals":{`...)
 	for i, v := range e.Locals {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, v.Name, true)
+		dst = AppendJSONString(dst, v.Name, true)
 		dst = append(dst, ':')
-		dst = appendJSONString(dst, v.Value, true)
+		dst = AppendJSONString(dst, v.Value, true)
 	}
 	dst = append(dst, '}')
 	if e.Value != nil {
 		dst = append(dst, `,"value":`...)
-		dst = appendJSONString(dst, *e.Value, false)
+		dst = AppendJSONString(dst, *e.Value, false)
 	}
 	if e.ExcType != "" {
 		dst = append(dst, `,"exc_type":`...)
-		dst = appendJSONString(dst, e.ExcType, false)
+		dst = AppendJSONString(dst, e.ExcType, false)
 	}
 	if e.Unwind {
 		dst = append(dst, `,"unwind":true`...)
@@ -62,8 +62,9 @@ var jsonPlain, jsonPlainHTML = func() (p, h [utf8.RuneSelf]bool) {
 
 const lowerHex = "0123456789abcdef"
 
-// appendJSONString appends s as a JSON string, exactly as encoding/json writes it.
-func appendJSONString(dst []byte, s string, escapeHTML bool) []byte {
+// AppendJSONString appends s as a JSON string, exactly as encoding/json writes it (escapeHTML:
+// as json.Marshal, which escapes <, > and &; off: as an Encoder with SetEscapeHTML(false)).
+func AppendJSONString(dst []byte, s string, escapeHTML bool) []byte {
 	plain := &jsonPlain
 	if escapeHTML {
 		plain = &jsonPlainHTML

@@ -108,6 +108,12 @@ type SourceSpec struct {
 	URL  string `yaml:"url" json:"url,omitempty"`
 	Ref  string `yaml:"ref" json:"ref,omitempty"`
 	List string `yaml:"list" json:"list,omitempty"`
+	// TrustList lets the lines of List name local folders, file URLs, tarballs in buckets and ssh
+	// repositories, read with the worker's own access. Off by default: a crawl list is data (made
+	// by a crawl, or by someone else), and its lines may name only git repositories over
+	// anonymous transports (https, http, git), never the worker's own files, buckets or ssh
+	// identity.
+	TrustList bool `yaml:"trust_list" json:"trust_list,omitempty"`
 	// Runner is the test runner: pytest, unittest, or empty for pytest when it is available.
 	Runner string `yaml:"runner" json:"runner,omitempty"`
 	// PythonPath lists directories of site-packages that the repositories' tests import from, and
@@ -285,6 +291,9 @@ func (s Spec) Validate() error {
 			}
 			if src.Ref != "" && src.URL == "" {
 				return bad(f+".ref", "a ref goes with url (a crawl list gives refs per line)")
+			}
+			if src.TrustList && src.List == "" {
+				return bad(f+".trust_list", "goes with list")
 			}
 			if src.Runner != "" && src.Runner != "pytest" && src.Runner != "unittest" {
 				return bad(f+".runner", "%q is not pytest or unittest", src.Runner)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,10 +42,13 @@ func (s *Store) ReadLimit(ctx context.Context, key string, limit int64) ([]byte,
 	if r.Size() > limit {
 		return nil, fmt.Errorf("store: read %s in %s: %d bytes, more than the limit of %d", key, s.url, r.Size(), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
+	// Into a buffer of the object's size, and the room ReadFrom asks for to see the end: io.ReadAll
+	// would grow one by doubling, holding up to three times the object at once.
+	buf := bytes.NewBuffer(make([]byte, 0, max(r.Size(), 0)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
 		return nil, s.wrap("read", key, err)
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("store: read %s in %s: more than the limit of %d bytes", key, s.url, limit)
 	}

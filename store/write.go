@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -75,19 +77,35 @@ func (s *Store) PutOnce(ctx context.Context, key string, data []byte, contentTyp
 // and the write itself is conditional, so of writers racing for a key exactly one creates it. The
 // object is readable only once complete. Atomicity is as for PutOnce.
 func (s *Store) PutFirst(ctx context.Context, key string, data []byte, contentType string) (created bool, err error) {
+	return s.putFirst(ctx, key, sha256Hex(data), contentType, func(opts *blob.WriterOptions) error {
+		return s.putObject(ctx, key, data, opts)
+	})
+}
+
+// PutFirstFrom is PutFirst for an object too large to hold whole in memory: write writes its
+// bytes, those whose hex SHA-256 is digest (the caller hashed them before), as they are uploaded,
+// a piece at a time. A write that fails, or whose bytes do not hash to digest, leaves nothing under
+// key.
+func (s *Store) PutFirstFrom(ctx context.Context, key, digest, contentType string, write func(io.Writer) error) (created bool, err error) {
+	return s.putFirst(ctx, key, digest, contentType, func(opts *blob.WriterOptions) error {
+		return s.putFrom(ctx, key, digest, write, opts)
+	})
+}
+
+// putFirst is PutFirst with put writing the object (of hex SHA-256 digest) with the options given.
+func (s *Store) putFirst(ctx context.Context, key, digest, contentType string, put func(*blob.WriterOptions) error) (bool, error) {
 	switch ok, err := s.Exists(ctx, key); {
 	case err != nil:
 		return false, err
 	case ok:
 		return false, nil
 	}
-	opts := &blob.WriterOptions{
+	err := put(&blob.WriterOptions{
 		ContentType: contentType,
-		Metadata:    map[string]string{"sha256": sha256Hex(data)},
+		Metadata:    map[string]string{"sha256": digest},
 		IfNotExist:  true,
 		BufferSize:  uploadBuffer,
-	}
-	err = s.putObject(ctx, key, data, opts)
+	})
 	switch {
 	case err == nil:
 		return true, nil
@@ -97,6 +115,46 @@ func (s *Store) PutFirst(ctx context.Context, key string, data []byte, contentTy
 		return false, s.wrap("write", key, err)
 	}
 }
+
+// putFrom uploads what write writes under key, through a pipe. gocloud's writer commits what it
+// got when it is closed unless its context is cancelled: a write that fails, or whose bytes do not
+// hash to digest, cancels the upload's context before the pipe ends, so nothing is committed.
+func (s *Store) putFrom(ctx context.Context, key, digest string, write func(io.Writer) error, opts *blob.WriterOptions) error {
+	if s.local() {
+		unlock := fileLocks.lock(filepath.Join(s.dir, filepath.FromSlash(key)))
+		defer unlock()
+	}
+	if opts.ContentType == "" {
+		opts.ContentType = "application/octet-stream" // Upload needs one; nothing to detect it from
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pr, pw := io.Pipe()
+	var werr error // the write's own failure, set before done closes
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h := sha256.New()
+		werr = write(io.MultiWriter(pw, h))
+		if werr == nil && hex.EncodeToString(h.Sum(nil)) != digest {
+			werr = fmt.Errorf("the bytes written do not hash to %s", digest)
+		}
+		if werr != nil {
+			cancel(werr) // before the reader sees the end: the upload is abandoned, not committed
+		}
+		pw.CloseWithError(werr)
+	}()
+	err := s.bucket.Upload(ctx, key, pr, opts)
+	pr.CloseWithError(errUploadEnded) // a write still going fails and returns
+	<-done
+	if werr != nil && !errors.Is(werr, errUploadEnded) {
+		return werr // the cause, not the "context canceled" the upload saw of it
+	}
+	return err
+}
+
+// errUploadEnded is what a write still going gets once the upload has returned.
+var errUploadEnded = errors.New("the upload ended")
 
 // PutOptions are the options of Put. The zero value (or a nil *PutOptions) writes with no content
 // type (the backend detects one) and no metadata.

@@ -548,7 +548,7 @@ func compareRepoRow(t execute.TracedItem, row *schemas.Row, spec schemas.Spec, t
 	if err != nil {
 		return diff(schemas.DiffRebuild, "policy: %v", err)
 	}
-	got, err := rows.RepoRow(t.Item, tt, debugger.Direction(row.Direction), uint64(row.Seed), p, rows.OptionsFor(spec, tok, row.CreatedAt))
+	got, err := rows.RepoRow(t.Item, tt, nil, debugger.Direction(row.Direction), uint64(row.Seed), p, rows.OptionsFor(spec, tok, row.CreatedAt))
 	if err != nil {
 		return diff(schemas.DiffRebuild, "rebuild with seed %d: %v", row.Seed, err)
 	}

@@ -92,7 +92,7 @@ func BenchmarkRepositories(b *testing.B) {
 	var rows, tests int64
 	for i := 0; i < b.N; i++ {
 		out := filepath.Join(dir, fmt.Sprintf("data-%d", i))
-		spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
+		spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\n    trust_list: true\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
 		var stdout, stderr bytes.Buffer
 		t0 := time.Now()
 		if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {

@@ -57,6 +57,7 @@ output: %s
 sources:
   - kind: repository
     list: %s
+    trust_list: true
     env: repository
 environments:
   index_url: %s

@@ -53,6 +53,7 @@ output: %s
 sources:
   - kind: repository
     list: %s
+    trust_list: true
 decontaminate:
   - name: evalset
     path: %s
@@ -396,7 +397,7 @@ func runRepoList(t *testing.T, name string, lines []string, sourceYAML, extraYAM
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "data")
-	spec := writeSpec(t, dir, fmt.Sprintf("name: %s\noutput: %s\nsources:\n  - kind: repository\n    list: %s\n%s%slimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n",
+	spec := writeSpec(t, dir, fmt.Sprintf("name: %s\noutput: %s\nsources:\n  - kind: repository\n    list: %s\n    trust_list: true\n%s%slimits:\n  timeout: 3s\ncreated_at: 2026-11-24T00:00:00Z\n",
 		name, out, listPath, sourceYAML, extraYAML))
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {

@@ -51,25 +51,44 @@ func BenchmarkRepositoryPeakRSS(b *testing.B) {
 		}
 		return root
 	}
-	var peaks [2]int64
+	workerBin, err := benchWorkerBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	temporal, stopServer := serverChild(b, dir)
+	// peaks: by default (one process, embedded server) and as a cluster runs it (the worker
+	// binary against ndtrace server), each for 4 and 40 tests.
+	var peaks [2][2]int64
 	for i := 0; i < b.N; i++ {
-		for j, n := range []int{4, 40} {
-			name := fmt.Sprintf("r%d-%d", n, i)
-			spec := filepath.Join(dir, name+".yaml")
-			body := fmt.Sprintf("name: %s\noutput: %s\nsources:\n  - kind: repository\n    url: %s\n    functions: false\n"+
-				"created_at: 2026-11-22T00:00:00Z\nlimits:\n  timeout: 120s\n", name, filepath.Join(dir, name+"-data"), repo(name, n))
-			if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
-				b.Fatal(err)
-			}
-			_, peak := runBinary(b, "run", "--spec", spec)
-			peaks[j] = max(peaks[j], peak)
-			m := benchManifest(b, filepath.Join(dir, name+"-data"))
-			if m.Counts["tests_run"] != int64(n) || m.Totals.Rows == 0 {
-				b.Fatalf("%s: %d tests run, %d rows (counts %v)", name, m.Counts["tests_run"], m.Totals.Rows, m.Counts)
+		for w, worker := range []bool{false, true} {
+			for j, n := range []int{4, 40} {
+				name := fmt.Sprintf("r%d-%d-%v", n, i, worker)
+				spec := filepath.Join(dir, name+".yaml")
+				body := fmt.Sprintf("name: %s\noutput: %s\nsources:\n  - kind: repository\n    url: %s\n    functions: false\n"+
+					"created_at: 2026-11-22T00:00:00Z\nlimits:\n  timeout: 120s\n", name, filepath.Join(dir, name+"-data"), repo(name, n))
+				if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				var peak int64
+				if worker {
+					_, peak = runBinaryAt(b, workerBin, "run", "--spec", spec, "--temporal", temporal)
+				} else {
+					_, peak = runBinary(b, "run", "--spec", spec)
+				}
+				peaks[w][j] = max(peaks[w][j], peak)
+				m := benchManifest(b, filepath.Join(dir, name+"-data"))
+				if m.Counts["tests_run"] != int64(n) || m.Totals.Rows == 0 {
+					b.Fatalf("%s: %d tests run, %d rows (counts %v)", name, m.Counts["tests_run"], m.Totals.Rows, m.Counts)
+				}
 			}
 		}
 	}
-	b.ReportMetric(float64(peaks[0])/(1<<20), "4-tests-peak-RSS-MiB")
-	b.ReportMetric(float64(peaks[1])/(1<<20), "40-tests-peak-RSS-MiB")
-	b.ReportMetric(float64(peaks[1])/float64(peaks[0]), "ratio-40/4")
+	mib := func(v int64) float64 { return float64(v) / (1 << 20) }
+	b.ReportMetric(mib(peaks[0][0]), "4-tests-peak-RSS-MiB")
+	b.ReportMetric(mib(peaks[0][1]), "40-tests-peak-RSS-MiB")
+	b.ReportMetric(float64(peaks[0][1])/float64(peaks[0][0]), "ratio-40/4")
+	b.ReportMetric(mib(peaks[1][0]), "worker-4-tests-peak-RSS-MiB")
+	b.ReportMetric(mib(peaks[1][1]), "worker-40-tests-peak-RSS-MiB")
+	b.ReportMetric(float64(peaks[1][1])/float64(peaks[1][0]), "worker-ratio-40/4")
+	b.ReportMetric(mib(stopServer()), "server-peak-RSS-MiB")
 }

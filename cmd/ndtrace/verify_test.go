@@ -368,7 +368,7 @@ func BenchmarkVerifyRepositories(b *testing.B) {
 	dir := b.TempDir()
 	_, listPath := writeBenchRepoList(b, dir)
 	out := filepath.Join(dir, "data")
-	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
+	spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: bench-repos\noutput: %s\nsources:\n  - kind: repository\n    list: %s\n    trust_list: true\ncreated_at: 2026-11-22T00:00:00Z\n", out, listPath))
 	runSpec(b, spec)
 	v, _ := benchVerify(b, out, "the repositories' dataset")
 	logVerification(b, "repos", "the fixture repositories", v)

@@ -110,19 +110,39 @@ func (f *Finder) skip(reason string) {
 	}
 }
 
-// Add finds the items of one test's trace (its file names as the tracer wrote them, absolute). The
-// source of a function called in a trace is among that trace's own functions: the tracer writes
-// one for every code object it saw called.
+// Add finds the items of one test's trace (its file names as the tracer wrote them, absolute, or
+// relative to the checkout). The source of a function called in a trace is among that trace's own
+// functions: the tracer writes one for every code object it saw called.
 func (f *Finder) Add(tt schemas.TestTrace) {
+	f.add(tt.Test, tt.Functions, len(tt.Events), func(i int) string { return tt.Events[i].Event },
+		func(i int) schemas.Event { return tt.Events[i] }, nil)
+}
+
+// AddTrace is Add for one test's trace in compact form (its events read one at a time, only the
+// call events' locals materialised), with the functions the tracer wrote of it. Its values name
+// the worker's folders by aliases: workerPath(i) reports whether call event i held one before
+// (an item with such an argument is left out, counted as checkout_path, as Add leaves out one
+// that holds the checkout's folder).
+func (f *Finder) AddTrace(test string, functions []schemas.FuncSource, tr *debugger.Trace, workerPath func(i int) bool) {
+	if tr == nil {
+		return
+	}
+	f.add(test, functions, tr.Len(), tr.Kind, tr.Event, workerPath)
+}
+
+// add is Add over n events, each read by kind and event; workerPath (nil: none) is as in
+// AddTrace.
+func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind func(int) string, event func(int) schemas.Event, workerPath func(int) bool) {
 	sources := map[[2]string]schemas.FuncSource{}
-	for _, fs := range tt.Functions {
+	for _, fs := range functions {
 		sources[[2]string{fs.File, fs.QualName}] = fs
 	}
 	called := map[int]bool{} // the frames of this trace whose first call event was seen
-	for _, ev := range tt.Events {
-		if ev.Event != schemas.EventCall {
+	for i := 0; i < n; i++ {
+		if kind(i) != schemas.EventCall {
 			continue
 		}
+		ev := event(i)
 		if called[ev.Frame] {
 			if !strings.ContainsAny(ev.Func, ".<>") && !debugger.IsTestFile(ev.File) {
 				f.skip("resume")
@@ -155,28 +175,29 @@ func (f *Finder) Add(tt schemas.TestTrace) {
 			f.skip("arguments")
 			continue
 		}
-		if strings.Contains(args, f.dir) {
-			// The worker's checkout folder (a random name): the item would differ on every run
-			// and worker.
+		if strings.Contains(args, f.dir) || workerPath != nil && workerPath(i) {
+			// The worker's checkout folder (a random name), or another of its folders (which a
+			// trace shows by an alias): the item would differ on every run and worker, or name
+			// a folder its run does not have.
 			f.skip("checkout_path")
 			continue
 		}
 		call := ev.Func + "(" + args + ")"
-		rel, err := filepath.Rel(f.dir, ev.File)
-		if err != nil || strings.HasPrefix(rel, "..") {
+		rel, ok := f.relative(ev.File)
+		if !ok {
 			continue
 		}
 		if f.seen[rel+"\x00"+call] {
 			continue
 		}
-		code, ok := f.modules[ev.File]
+		code, ok := f.modules[rel]
 		if !ok {
-			data, err := readModule(ev.File)
+			data, err := readModule(filepath.Join(f.dir, rel))
 			if err != nil {
 				continue
 			}
 			code = string(data)
-			f.modules[ev.File] = code
+			f.modules[rel] = code
 		}
 		switch {
 		case len(code) > MaxModuleBytes:
@@ -193,7 +214,7 @@ func (f *Finder) Add(tt schemas.TestTrace) {
 		f.items = append(f.items, crawl.Item{
 			Key:      fmt.Sprintf("%s#%s:%s:%s", f.it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
 			Path:     rel,
-			SourceID: tt.Test,
+			SourceID: test,
 			Code:     code,
 			Filename: filepath.Base(rel),
 			Call:     call,
@@ -204,6 +225,22 @@ func (f *Finder) Add(tt schemas.TestTrace) {
 			Deps:     f.deps.Deps(filepath.ToSlash(rel)),
 		})
 	}
+}
+
+// relative is a traced file's name relative to the checkout, false for a file outside it.
+func (f *Finder) relative(file string) (string, bool) {
+	rel := file
+	if filepath.IsAbs(file) {
+		var err error
+		if rel, err = filepath.Rel(f.dir, file); err != nil {
+			return "", false
+		}
+	}
+	rel = filepath.Clean(rel)
+	if filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
 }
 
 // readModule reads a module's text, at most MaxModuleBytes+1 bytes of it.

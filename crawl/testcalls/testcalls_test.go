@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ndtrace/ndtrace/crawl"
+	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/schemas"
 	_ "github.com/ndtrace/ndtrace/store/drivers"
 )
@@ -198,5 +199,36 @@ func TestItemsNoWorkerPath(t *testing.T) {
 	items := Items(context.Background(), dir, nil, it, traces, counts)
 	if len(items) != 1 || items[0].Call != "load('data.txt')" || counts[schemas.CountFunctionSkipped("checkout_path")] != 1 {
 		t.Errorf("items %+v, counts %v: want load('data.txt') only", items, counts)
+	}
+}
+
+// TestAddTraceWorkerPath: in a compact trace (AddTrace) file names are relative to the checkout
+// and values name the worker's folders by aliases; a call whose arguments held one of its folders
+// (workerPath) gives no item, while an argument that merely reads like an alias ('/checkout', a
+// conda path with /envs/ in it) is an ordinary argument (attacker's review of issue 26: matching
+// the alias text dropped such calls).
+func TestAddTraceWorkerPath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.py"), []byte("def load(p):\n    return p\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(frame int, v string) schemas.Event {
+		return schemas.Event{Event: schemas.EventCall, Func: "load", File: "m.py", Frame: frame, Locals: schemas.Locals{{Name: "p", Value: v}}}
+	}
+	tr := debugger.NewTrace([]schemas.Event{ev(1, "'/checkout/data.txt'"), ev(2, "'/checkout'"), ev(3, "'/opt/conda/envs/py'")})
+	funcs := []schemas.FuncSource{{File: "m.py", QualName: "load", FirstLine: 1, LastLine: 2, Source: "def load(p):\n    return p"}}
+	it := crawl.Item{Key: "git:u@c", Path: "u", Repo: &crawl.RepoTarget{Resolved: crawl.Resolved{Commit: "c"}}}
+	counts := schemas.Counts{}
+	f := NewFinder(context.Background(), dir, nil, it, counts)
+	f.AddTrace("tests/test_m.py::test_load", funcs, tr, func(i int) bool { return i == 0 })
+	var calls []string
+	for _, item := range f.Items() {
+		calls = append(calls, item.Call)
+		if item.Path != "m.py" || item.Code != "def load(p):\n    return p\n" {
+			t.Errorf("item %+v: want m.py's", item)
+		}
+	}
+	if !slices.Equal(calls, []string{"load('/checkout')", "load('/opt/conda/envs/py')"}) || counts[schemas.CountFunctionSkipped("checkout_path")] != 1 {
+		t.Errorf("calls %q, counts %v: want the two ordinary ones, one checkout_path", calls, counts)
 	}
 }

@@ -68,3 +68,28 @@ func TestWheelBombNotUnpacked(t *testing.T) {
 		}
 	}
 }
+
+// TestPipBounded (attacker's review, issue 26): pip runs on the worker, resolving and downloading
+// what a repository declares, with no bound on its memory or on the files it writes: a resolver
+// blow-up or an endless download took the worker's memory or disk. What pip runs now has its
+// address space bounded (pipAddressSpace) and every file it writes capped at the environment's
+// MaxBytes; each is tried here with the interpreter pip runs in.
+func TestPipBounded(t *testing.T) {
+	ctx := context.Background()
+	b := &builder{cfg: Config{Python: "/usr/bin/python3", MaxBytes: 1 << 20}.withDefaults(), work: t.TempDir()}
+	for _, tc := range []struct{ name, script string }{
+		{"memory", "b = bytearray(4 << 30)"},
+		{"file", "f = open('big', 'wb')\nfor _ in range(8): f.write(b'x' * (1 << 20))\nf.close()"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := b.run(ctx, "/usr/bin/python3", "-c", tc.script)
+			if err == nil {
+				t.Fatalf("ran past its bound: %s", out)
+			}
+			t.Logf("%v: %.200s", err, out)
+		})
+	}
+	if out, err := b.run(ctx, "/usr/bin/python3", "-c", "b = bytearray(64 << 20); open('small', 'wb').write(b'x' * 1000)"); err != nil {
+		t.Fatalf("a run within its bounds failed: %v: %s", err, out)
+	}
+}

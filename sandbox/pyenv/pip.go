@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ndtrace/ndtrace/crawl/pyreq"
 )
 
@@ -144,8 +146,43 @@ func (b *builder) run(ctx context.Context, name string, args ...string) ([]byte,
 	cmd.WaitDelay = 5 * time.Second
 	out := &capped{max: 1 << 20}
 	cmd.Stdout, cmd.Stderr = out, out
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	// pip runs on the worker, resolving what a repository declares: its memory and the size of
+	// any file it writes (a download, an unpacked file) are bounded like the sandbox's. Set once
+	// it runs (Go cannot set a child's limits between fork and exec): a blow-up comes from the
+	// resolver or a download, seconds after start, and what pip starts inherits them.
+	if err := limitProcess(cmd.Process.Pid, pipAddressSpace, b.cfg.MaxBytes); err != nil {
+		_ = cmd.Cancel()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("pyenv: limit %s: %w", name, err)
+	}
+	err := cmd.Wait()
 	return out.buf.Bytes(), err
+}
+
+// pipAddressSpace bounds the address space of pip (and of what it starts) on the worker: pip
+// resolving and installing a few hundred packages stays far below it.
+const pipAddressSpace = 3 << 30
+
+// limitProcess sets the address-space limit of process pid to as bytes and the limit of the size
+// of any file it writes to fsize bytes (a write past it fails, or the process gets SIGXFSZ); a
+// limit of 0 or less is left as it is.
+func limitProcess(pid int, as, fsize int64) error {
+	for _, l := range []struct {
+		res int
+		max int64
+	}{{unix.RLIMIT_AS, as}, {unix.RLIMIT_FSIZE, fsize}} {
+		if l.max <= 0 {
+			continue
+		}
+		lim := unix.Rlimit{Cur: uint64(l.max), Max: uint64(l.max)}
+		if err := unix.Prlimit(pid, l.res, &lim, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // capped keeps the first max bytes written to it.

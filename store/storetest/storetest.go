@@ -56,6 +56,7 @@ var cases = []testCase{
 	{name: "put-once-race", run: testPutOnceRace},
 	{name: "put-first", run: testPutFirst},
 	{name: "put-first-race", run: testPutFirstRace},
+	{name: "put-first-from", run: testPutFirstFrom},
 	{name: "conditional-write", run: testConditionalWrite},
 	{name: "read-limit", run: testReadLimit},
 	{name: "list", run: testList},
@@ -560,6 +561,53 @@ func testPrefixIsolation(t *testing.T, open func(t testing.TB, prefix string) *s
 
 // testCancelledWrite checks that a write that fails (its context cancelled before it starts, or
 // while it uploads) leaves nothing readable under a new key, and leaves an existing key as it was.
+// testPutFirstFrom: an object written a piece at a time reads back whole with its digest as
+// metadata; a write that fails midway, or whose bytes do not hash to the digest given, leaves
+// nothing (gocloud's writers commit what they got when closed, unless their context is
+// cancelled); an existing key is left as it is.
+func testPutFirstFrom(t *testing.T, s *store.Store) {
+	ctx := context.Background()
+	data := randomBytes(11, 12<<20+5) // past one upload buffer: a multipart upload on S3
+	pieces := func(fail error) func(w io.Writer) error {
+		return func(w io.Writer) error {
+			for off := 0; off < len(data); off += 1 << 20 {
+				if fail != nil && off >= len(data)/2 {
+					return fail
+				}
+				if _, err := w.Write(data[off:min(off+1<<20, len(data))]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	digest := sha256Hex(data)
+	created, err := s.PutFirstFrom(ctx, "streamed", digest, "application/octet-stream", pieces(nil))
+	if err != nil || !created {
+		t.Fatalf("PutFirstFrom = %v, %v; want created", created, err)
+	}
+	wantContent(t, s, "streamed", data)
+	if info, err := s.Stat(ctx, "streamed"); err != nil || info.Metadata["sha256"] != digest {
+		t.Errorf("Stat = %+v, %v", info, err)
+	}
+	if created, err := s.PutFirstFrom(ctx, "streamed", sha256Hex([]byte("x")), "text/plain", func(w io.Writer) error {
+		_, err := w.Write([]byte("x"))
+		return err
+	}); err != nil || created {
+		t.Errorf("PutFirstFrom over an existing key = %v, %v; want false, nil", created, err)
+	}
+	wantContent(t, s, "streamed", data)
+	if _, err := s.PutFirstFrom(ctx, "failed", digest, "application/octet-stream", pieces(errors.New("disk full"))); err == nil ||
+		!strings.Contains(err.Error(), "disk full") {
+		t.Errorf("PutFirstFrom with a failing write: %v; want its error", err)
+	}
+	wantMissing(t, s, "failed")
+	if _, err := s.PutFirstFrom(ctx, "other", sha256Hex([]byte("other")), "application/octet-stream", pieces(nil)); err == nil {
+		t.Error("PutFirstFrom wrote bytes that do not hash to its digest")
+	}
+	wantMissing(t, s, "other")
+}
+
 func testCancelledWrite(t *testing.T, s *store.Store) {
 	ctx := context.Background()
 	cancelled, cancel := context.WithCancel(ctx)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -163,6 +164,14 @@ const (
 // crawl.CheckRequirements, which a spec's loader calls next.
 func ParseSpec(data []byte) (Spec, error) {
 	var s Spec
+	// Fields are checked on the document first, for errors that name them by their path in the
+	// spec (sources[0]: unknown field "limt" (did you mean "limit"?)), not by Go type.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err == nil {
+		if err := checkFields(&doc, reflect.TypeFor[Spec]()); err != nil {
+			return Spec{}, fmt.Errorf("spec: %w", err)
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&s); err != nil {

@@ -1,0 +1,181 @@
+package schemas
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// checkFields walks a spec's YAML document beside the Go type it decodes into and returns the first
+// field it cannot take, named by its path in the spec (sources[0].limit) rather than by Go type:
+// an unknown key, with the nearest known one suggested ("unknown field \"limt\" (did you mean
+// \"limit\"?)"), or a value of the wrong kind ("\"ten\" is not a whole number"). It returns nil for
+// a document that is not a mapping: the decoder reports those.
+func checkFields(doc *yaml.Node, t reflect.Type) error {
+	if doc == nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil
+	}
+	if doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	return checkNode(doc.Content[0], t, "")
+}
+
+var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+
+// checkNode checks node n against type t at field path p ("" for the document).
+func checkNode(n *yaml.Node, t reflect.Type, p string) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil // an empty value leaves the field at its default
+	}
+	if reflect.PointerTo(t).Implements(yamlUnmarshaler) || t.Implements(yamlUnmarshaler) {
+		return leaf(n, t, p)
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return checkNode(n, t.Elem(), p)
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return fieldError(p, "%s is not a mapping of fields", describe(n))
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			f, ok := fields[key.Value]
+			if !ok {
+				return fieldError(p, "unknown field %q%s", key.Value, suggest(key.Value, fields))
+			}
+			if err := checkNode(val, f.Type, join(p, key.Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return fieldError(p, "%s is not a list", describe(n))
+		}
+		for i, c := range n.Content {
+			if err := checkNode(c, t.Elem(), fmt.Sprintf("%s[%d]", p, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return leaf(n, t, p)
+}
+
+// leaf decodes n into a new value of type t, explaining a failure in a spec's terms.
+func leaf(n *yaml.Node, t reflect.Type, p string) error {
+	err := n.Decode(reflect.New(t).Interface())
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*yaml.TypeError); !ok {
+		// A type's own UnmarshalYAML explains itself, often naming its field already.
+		msg := err.Error()
+		if i := strings.LastIndexAny(p, ".]"); i >= 0 {
+			msg = strings.TrimPrefix(msg, p[i+1:]+": ")
+		}
+		return fieldError(p, "%s", msg)
+	}
+	want := map[reflect.Kind]string{
+		reflect.Bool: "true or false", reflect.String: "a string",
+		reflect.Int: "a whole number", reflect.Int64: "a whole number", reflect.Uint64: "a whole number (0 or more)",
+		reflect.Float64: "a number", reflect.Map: "a mapping",
+	}[t.Kind()]
+	if want == "" {
+		want = "a " + t.Kind().String()
+	}
+	return fieldError(p, "%s is not %s", describe(n), want)
+}
+
+// describe names a node's value for a message.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	v := n.Value
+	if len(v) > 60 {
+		v = v[:60] + "…"
+	}
+	return fmt.Sprintf("%q", v)
+}
+
+// fieldError is an error naming the field at path p (nothing for the document itself).
+func fieldError(p, format string, args ...any) error {
+	if p == "" {
+		return fmt.Errorf(format, args...)
+	}
+	return fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...))
+}
+
+func join(p, key string) string {
+	if p == "" {
+		return key
+	}
+	return p + "." + key
+}
+
+// yamlFields maps the YAML names of t's fields to the fields.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	m := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		m[name] = f
+	}
+	return m
+}
+
+// suggest returns ` (did you mean "x"?)` for the known name nearest to key, when one is near
+// enough to be a typo, and otherwise a pointer to the spec's documentation.
+func suggest(key string, fields map[string]reflect.StructField) string {
+	best, bestD := "", len(key)+1
+	for name := range fields {
+		if d := editDistance(strings.ToLower(key), name); d < bestD || (d == bestD && name < best) {
+			best, bestD = name, d
+		}
+	}
+	if best != "" && (bestD <= 2 || bestD <= len(best)/3) && bestD < len(key) {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return " (docs/spec.md lists the fields)"
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

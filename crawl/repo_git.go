@@ -201,9 +201,18 @@ func classifyGit(stderr string) (reason string, transient bool) {
 		return "authentication required or access denied", false
 	case has("not our ref", "unadvertised object", "no such remote ref", "couldn't find remote ref"):
 		return "commit or ref not found on the remote", false
-	case has("could not resolve host", "name or service not known", "temporary failure in name resolution"):
-		return "could not resolve host", true
-	case has("connection refused", "connection timed out", "operation timed out", "connection reset",
+	case has("could not resolve host", "could not resolve hostname", "name or service not known",
+		"temporary failure in name resolution", "no address associated with hostname"):
+		// A host that does not resolve is the repository's reject, not a failure to retry: a list
+		// holds many hosts, and one gone (or mistyped) must not stall every other repository
+		// while the scan is retried for hours. A resolver that is down for everyone shows in
+		// every repository's reason, and ndtrace retry runs them again.
+		return "could not resolve host " + hostOf(stderr) + "(check the URL's host name)", false
+	case has("connection refused", "couldn't connect to server", "could not connect to server"):
+		// Nothing listens there: a wrong host or port far more often than a server restarting.
+		// Like a host that does not resolve, it is the repository's reject, in seconds.
+		return "the host refused the connection (check the URL's host and port): " + lastLine(stderr), false
+	case has("connection timed out", "operation timed out", "connection reset",
 		"network is unreachable", "early eof", "remote end hung up", "rpc failed", "returned error: 5",
 		"unexpected disconnect", "gnutls_handshake"):
 		return "network error: " + lastLine(stderr), true
@@ -213,6 +222,22 @@ func classifyGit(stderr string) (reason string, transient bool) {
 	}
 	return "git failed", false
 }
+
+// hostOf returns the host name of git's "Could not resolve host: NAME" (curl) or "Could not
+// resolve hostname NAME:" (ssh), followed by a space, or "" if stderr names none.
+func hostOf(stderr string) string {
+	m := resolveHostRE.FindStringSubmatch(stderr)
+	if m == nil {
+		return ""
+	}
+	h := strings.Trim(m[1], ":'\"")
+	if len(h) > 100 {
+		h = h[:100] + "…"
+	}
+	return h + " "
+}
+
+var resolveHostRE = regexp.MustCompile(`(?i)could not resolve host(?:name)?:? ([^\s]+)`)
 
 // lastLine is the last non-empty line of s without git's "fatal: " prefix, at most 200 bytes.
 func lastLine(s string) string {

@@ -600,8 +600,8 @@ func mustReadDir(t testing.TB, dir string) []os.DirEntry {
 	return es
 }
 
-// TestScanTransient checks that a transient failure to resolve a repository (here a fake git that
-// cannot resolve the host) is an error, with the cursor after the last entry given and not past the
+// TestScanTransient checks that a transient failure to resolve a repository (here a fake git whose
+// connection is reset) is an error, with the cursor after the last entry given and not past the
 // failing repository, from which the scan resumes once the network is back.
 func TestScanTransient(t *testing.T) {
 	dir := t.TempDir()
@@ -616,7 +616,7 @@ func TestScanTransient(t *testing.T) {
 	git := fakeGit(t, fmt.Sprintf(`case " $* " in
 *" ls-remote "*" %s "*)
 	if [ -e '%s' ]; then
-		echo "fatal: unable to access 'https://flaky.invalid/r/': Could not resolve host: flaky.invalid" >&2
+		echo "fatal: unable to access 'https://flaky.invalid/r/': Recv failure: Connection reset by peer" >&2
 		exit 128
 	fi;;
 esac`, flakyURL, down))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"strings"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -53,7 +55,11 @@ type RunInput struct {
 func (in RunInput) open(ctx context.Context) (*store.Store, error) {
 	s, err := store.Open(ctx, in.Dataset)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadInput, err)
+		msg := oneLine(err.Error())
+		if reason, ok := store.Unusable(err); ok {
+			msg = fmt.Sprintf("%s cannot be used: %s", in.Dataset, reason)
+		}
+		return nil, temporal.NewNonRetryableApplicationError(msg, ErrBadInput, err)
 	}
 	return s, nil
 }
@@ -70,13 +76,53 @@ func with[T any](ctx context.Context, in RunInput, fn func(*store.Store) (T, err
 	return out, classify(err)
 }
 
-// classify makes bad input non-retryable.
+// classify makes the failures no retry can fix non-retryable, each with a message of one line that
+// the CLI shows as it is: bad input; a store that cannot be used (no such bucket, access denied, a
+// read-only folder: store.Unusable); an object the run needs that is missing (a 404 of a store's
+// read, unless the worker's own failure, execute.ErrInfra). Anything else (a server that cannot be
+// reached, a timeout) may be an outage, and is retried.
 func classify(err error) error {
-	if err != nil && errors.Is(err, execute.ErrBadInput) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, execute.ErrBadInput):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadInput, err)
+	}
+	if reason, ok := store.Unusable(err); ok {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the store cannot be used: %s (%s)", reason, cause(err)), ErrBadInput, err)
+	}
+	if store.IsNotExist(err) && !errors.Is(err, execute.ErrInfra) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("an object the run needs is missing (was the dataset's folder or bucket changed during the run?): %s", oneLine(err.Error())), ErrBadInput, err)
 	}
 	return err
 }
+
+// cause is the cause of a store's failure without the layers around it that repeat what and where:
+// the file system's (stat PATH: not a directory), the cloud API's (NoSuchBucket: MESSAGE), or else
+// the innermost message of the chain, on one line.
+func cause(err error) string {
+	var pe *fs.PathError
+	var ae interface {
+		ErrorCode() string
+		ErrorMessage() string
+	}
+	switch {
+	case errors.As(err, &pe):
+		return oneLine(pe.Error())
+	case errors.As(err, &ae):
+		return oneLine(ae.ErrorCode() + ": " + ae.ErrorMessage())
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return oneLine(err.Error())
+		}
+		err = next
+	}
+}
+
+// oneLine joins a message's lines and runs of spaces.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // beat records heartbeats with the given details.
 func beat(ctx context.Context) pipeline.Beat {

@@ -122,7 +122,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(key string, siz
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("store: list %q in %s: %w", prefix, s.url, err)
+			return &opError{fmt.Sprintf("store: list %q in %s", prefix, s.url), err}
 		}
 		if obj.IsDir {
 			continue
@@ -148,7 +148,7 @@ func (s *Store) listLocal(ctx context.Context, prefix string, fn func(key string
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("store: list %q in %s: %w", prefix, s.url, err)
+			return &opError{fmt.Sprintf("store: list %q in %s", prefix, s.url), err}
 		}
 		if !o.IsDir && !fileblobTemp.MatchString(path.Base(o.Key)) {
 			objs = append(objs, o)
@@ -157,7 +157,7 @@ func (s *Store) listLocal(ctx context.Context, prefix string, fn func(key string
 	slices.SortFunc(objs, func(a, b *blob.ListObject) int { return strings.Compare(a.Key, b.Key) })
 	for _, o := range objs {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("store: list %q in %s: %w", prefix, s.url, err)
+			return &opError{fmt.Sprintf("store: list %q in %s", prefix, s.url), err}
 		}
 		if err := fn(o.Key, o.Size); err != nil {
 			return err

@@ -145,7 +145,7 @@ func openBucket(ctx context.Context, shown, scheme, bucketURL string) (*blob.Buc
 	}
 	b, err := blob.OpenBucket(ctx, bucketURL)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", shown, err)
+		return nil, &opError{"store: open " + shown, err}
 	}
 	return b, nil
 }
@@ -178,8 +178,18 @@ func IsNotExist(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound
 func IsExist(err error) bool { return gcerrors.Code(err) == gcerrors.FailedPrecondition }
 
 func (s *Store) wrap(op, key string, err error) error {
-	return fmt.Errorf("store: %s %s in %s: %w", op, key, s.url, err)
+	return &opError{fmt.Sprintf("store: %s %s in %s", op, key, s.url), err}
 }
+
+// opError is the error of an operation on a store: its message names the operation, the key and
+// the store; Unusable reads only these, never the errors of code that merely holds a store.
+type opError struct {
+	msg string
+	err error
+}
+
+func (e *opError) Error() string { return e.msg + ": " + e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
 
 // local reports whether the store is a local folder.
 func (s *Store) local() bool { return s.dir != "" }

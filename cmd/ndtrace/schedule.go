@@ -64,6 +64,7 @@ func scheduleCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&out, "out", "", "dataset URL, overriding the spec's output")
 	fs.DurationVar(&every, "every", 24*time.Hour, "interval between runs")
 	fs.StringVar(&id, "id", "", "schedule ID (default derived from the spec)")
+	noLocal := registerNoLocalCheck(fs)
 	tf.register(fs, true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -80,6 +81,9 @@ func scheduleCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if spec.CreatedAt != "" {
 		return usagef("a scheduled spec must not pin created_at: every run is a new version")
+	}
+	if err := preflight(ctx, spec, specPath, !*noLocal); err != nil {
+		return err
 	}
 	if id == "" {
 		id = scheduleID(spec)

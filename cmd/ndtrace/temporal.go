@@ -289,10 +289,10 @@ func loadSpec(path, out string) (schemas.Spec, error) {
 			return spec, usagef("cannot read spec: %v", err)
 		}
 		if spec, err = schemas.ParseSpec(data); err != nil {
-			return spec, usageError{err.Error()}
+			return spec, specError(path, err)
 		}
 		if err := crawl.CheckRequirements(spec); err != nil {
-			return spec, usageError{err.Error()}
+			return spec, specError(path, err)
 		}
 	}
 	if out != "" {
@@ -405,6 +405,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := preflight(ctx, spec, specPath, !noWorker); err != nil {
+		return err
+	}
 	if tf.addr == "" && !embeddedAvailable {
 		return usagef("this build has no embedded Temporal server: give --temporal HOST:PORT")
 	}
@@ -483,7 +486,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	res, err := watch(ctx, c, run, newProgressView(stderr, logFormat == "json", every, logs))
 	if err != nil {
-		return fmt.Errorf("dataset %s: %w", spec.Output, err)
+		return explainRun(spec.Output, err)
 	}
 	printSummary(stdout, spec.Output, res)
 	return nil
@@ -601,6 +604,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	)
 	fs.StringVar(&specPath, "spec", "", "dataset spec (YAML, docs/spec.md) (required)")
 	fs.StringVar(&out, "out", "", "dataset URL, overriding the spec's output")
+	noLocal := registerNoLocalCheck(fs)
 	tf.register(fs, true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -610,6 +614,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	spec, err := loadSpec(specPath, out)
 	if err != nil {
+		return err
+	}
+	if err := preflight(ctx, spec, specPath, !*noLocal); err != nil {
 		return err
 	}
 	c, err := tf.dial()
@@ -717,6 +724,11 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// are; the failed ones (no record) run again.
 	spec := in.Spec
 	spec.CreatedAt = time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
+	// The spec was checked when it was submitted; what may have changed since is checked again
+	// (the output, buckets, names), not the workers' local files.
+	if err := preflight(ctx, spec, "", false); err != nil {
+		return err
+	}
 	run, err := startDataset(ctx, c, spec)
 	if err != nil {
 		return err

@@ -51,6 +51,9 @@ type BatchSummary struct {
 	Reused   bool  `json:"reused,omitempty"`
 	// Failed is the reason the batch failed on every attempt ("" if it did not).
 	Failed string `json:"failed,omitempty"`
+	// Fatal is set when even the batch's failure could not be recorded, for a reason no retry
+	// fixes (the store cannot be used): the run cannot go on, and fails with it.
+	Fatal string `json:"fatal,omitempty"`
 }
 
 // Summary sums a record up.

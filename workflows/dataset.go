@@ -316,6 +316,11 @@ func (d *datasetRun) batches() (bool, error) {
 		}
 		if ok {
 			d.record(done)
+			if done.Summary.Fatal != "" {
+				// The batch's failure could not even be recorded: nothing more can be.
+				d.cancelInFlight()
+				return false, temporal.NewNonRetryableApplicationError(done.Summary.Fatal, activities.ErrBadInput, nil)
+			}
 		}
 	}
 }
@@ -504,7 +509,13 @@ func BatchWorkflow(ctx workflow.Context, in BatchInput) (pipeline.BatchSummary, 
 		ro.HeartbeatTimeout = 0
 		rctx := workflow.WithActivityOptions(ctx, ro)
 		if rerr := workflow.ExecuteActivity(rctx, a.RecordFailure, in.BatchInput, err.Error()).Get(ctx, nil); rerr != nil {
-			return s, fmt.Errorf("%w (and recording the failure: %v)", err, rerr)
+			// A failure no retry fixes (the store cannot be used) is reported, so that the run
+			// fails with it at once rather than waiting for a report that never comes.
+			msg, fatal := permanent(rerr)
+			if !fatal || in.Parent == "" || workflow.GetVersion(ctx, "report-fatal-batch", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				return s, fmt.Errorf("%w (and recording the failure: %v)", err, rerr)
+			}
+			s.Fatal = msg
 		}
 	}
 	if in.Parent != "" {
@@ -513,6 +524,16 @@ func BatchWorkflow(ctx workflow.Context, in BatchInput) (pipeline.BatchSummary, 
 		}
 	}
 	return s, nil
+}
+
+// permanent returns the message of an activity's failure that no retry fixes (a non-retryable
+// BadInput application error), and whether err is one.
+func permanent(err error) (string, bool) {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.NonRetryable() && ae.Type() == activities.ErrBadInput {
+		return ae.Message(), true
+	}
+	return "", false
 }
 
 // batch traces and builds a batch.

@@ -106,8 +106,13 @@ func TestParseSpecEnv(t *testing.T) {
 func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte("sources:\n  - kind: examples\n"))
 	f.Add([]byte("sources:\n  - kind: jsonl\n    path: a\nlimits: {timeout: 1s}\n"))
+	f.Add([]byte("sources:\n  - kind: jsonl\n    path: a\n    limt: 3\n"))
+	f.Add([]byte("x: &d {kind: examples}\nsources:\n  - <<: *d\n    limit: 2\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseSpec(b)
+		if err != nil && strings.Contains(err.Error(), "schemas.") {
+			t.Fatalf("an error names a Go type: %v", err)
+		}
 		if err == nil {
 			if err := s.Validate(); err != nil {
 				t.Fatalf("ParseSpec accepted an invalid spec: %v", err)

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -11,16 +12,20 @@ import (
 // checkFields walks a spec's YAML document beside the Go type it decodes into and returns the first
 // field it cannot take, named by its path in the spec (sources[0].limit) rather than by Go type:
 // an unknown key, with the nearest known one suggested ("unknown field \"limt\" (did you mean
-// \"limit\"?)"), or a value of the wrong kind ("\"ten\" is not a whole number"). It returns nil for
-// a document that is not a mapping: the decoder reports those.
+// \"limit\"?)"), or a value of the wrong kind ("\"ten\" is not a whole number"), or a document
+// that is empty or not a mapping.
 func checkFields(doc *yaml.Node, t reflect.Type) error {
 	if doc == nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		return nil
+		return errors.New("the spec is empty (docs/spec.md lists its fields)")
 	}
-	if doc.Content[0].Kind != yaml.MappingNode {
-		return nil
+	root := doc.Content[0]
+	if root.Kind == yaml.AliasNode && root.Alias != nil {
+		root = root.Alias
 	}
-	return checkNode(doc.Content[0], t, "")
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("the spec is %s, not a mapping of fields (docs/spec.md lists them)", describe(root))
+	}
+	return checkNode(root, t, "")
 }
 
 var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
@@ -46,6 +51,19 @@ func checkNode(n *yaml.Node, t reflect.Type, p string) error {
 		fields := yamlFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, val := n.Content[i], n.Content[i+1]
+			if key.Tag == "!!merge" {
+				// <<: *anchor (or a list of them) merges the anchored mappings' fields in.
+				merged := []*yaml.Node{val}
+				if val.Kind == yaml.SequenceNode {
+					merged = val.Content
+				}
+				for _, m := range merged {
+					if err := checkNode(m, t, p); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			f, ok := fields[key.Value]
 			if !ok {
 				return fieldError(p, "unknown field %q%s", key.Value, suggest(key.Value, fields))

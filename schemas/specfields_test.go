@@ -9,6 +9,7 @@ import (
 // spec, in one line, with a near known field suggested for a typo, never by a Go type.
 func TestParseSpecFieldErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
+		{"valid merge", "sources:\n  - &d {kind: jsonl, path: a.jsonl}\n  - <<: *d\n    limit: 2\n", ""},
 		{"typo in a source", "sources:\n  - kind: jsonl\n    path: a.jsonl\n    limt: 3\n",
 			`spec: sources[0]: unknown field "limt" (did you mean "limit"?)`},
 		{"typo at the top", "sources:\n  - kind: examples\ntokeniser: cl100k_base\n",
@@ -27,10 +28,15 @@ func TestParseSpecFieldErrors(t *testing.T) {
 		{"boolean", "sources:\n  - kind: examples\ndedup: maybe\n", `spec: dedup: "maybe" is not true or false`},
 		{"env", "sources:\n  - kind: repository\n    url: a\n    env: everything\n",
 			`spec: sources[0].env: "everything" is neither "repository" nor a list of requirements`},
+		{"merged field", "defaults: &d {kind: examples}\n", `spec: unknown field "defaults" (docs/spec.md lists the fields)`},
+		{"merge key", "sources:\n  - &d {kind: jsonl, path: a.jsonl}\n  - <<: *d\n    limt: 2\n",
+			`spec: sources[1]: unknown field "limt" (did you mean "limit"?)`},
+		{"typo in a merged mapping", "sources:\n  - &d {kind: jsonl, pth: a.jsonl}\n",
+			`spec: sources[0]: unknown field "pth" (did you mean "path"?)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseSpec([]byte(tc.yaml))
-			if err == nil || err.Error() != tc.want {
+			if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
 				t.Errorf("ParseSpec: %v\nwant %s", err, tc.want)
 			}
 			if err != nil && (strings.Contains(err.Error(), "schemas.") || strings.Contains(err.Error(), "\n")) {

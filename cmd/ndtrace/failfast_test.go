@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -64,5 +66,45 @@ func TestRunFailsFastOnUnusableStore(t *testing.T) {
 	want := "dataset " + dir + ": the store cannot be used: a file stands where a folder is expected"
 	if !strings.HasPrefix(msg, want) || strings.Contains(msg, "\n") || strings.Contains(msg, "activity error") || strings.Count(msg, "not a directory") != 1 {
 		t.Errorf("top-level error %q (%d bytes), want one line starting %q that gives the cause once", msg, len(msg), want)
+	}
+}
+
+// TestRunUnresolvableHost runs ndtrace run over a crawl list whose repository's host does not
+// resolve, beside a python source: the repository is one reject of class repository naming the
+// host, and the run commits its other source's rows, in minutes at most (it retried the scan for
+// hours before). No DNS query leaves the machine: git on the PATH is a wrapper that answers for
+// the gone host with git's own error text.
+func TestRunUnresolvableHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole ndtrace run: long integration test; run without -short")
+	}
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	bin := t.TempDir()
+	script := "#!/bin/sh\ncase \" $* \" in\n*\" ls-remote \"*gone.invalid*)\n" +
+		"\techo \"fatal: unable to access 'https://gone.invalid/owner/repo.git/': Could not resolve host: gone.invalid\" >&2\n\texit 128;;\nesac\n" +
+		"exec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	code := writeFile(t, "f.py", "def f(x):\n    return x + 1\n")
+	list := writeFile(t, "repos.txt", "https://gone.invalid/owner/repo.git\n")
+	spec := writeSpec(t, dir, fmt.Sprintf("output: %s\ncreated_at: 2026-11-28T00:00:00Z\nsources:\n  - kind: python\n    path: %s\n    calls: ['f(1)']\n  - kind: repository\n    list: %s\n", out, code, list))
+	start := time.Now()
+	runSpec(t, spec)
+	if took := time.Since(start); took > 5*time.Minute {
+		t.Errorf("the run took %s", took)
+	}
+	_, m := openHead(t, out)
+	if m.Totals.Rows < 1 {
+		t.Errorf("%d rows, want the python source's", m.Totals.Rows)
+	}
+	if rejects := readRejects(t, out); !strings.Contains(rejects, "ls-remote failed: could not resolve host gone.invalid (check the URL's host name)") {
+		t.Errorf("no reject of the gone host:\n%s", rejects)
 	}
 }

@@ -198,14 +198,14 @@ func checkDir(p string) string {
 // describeFileErr says in a user's terms why the file p could not be read, or "" for an error it
 // does not know.
 func describeFileErr(p string, err error) string {
+	if reason, ok := store.Unusable(err); ok {
+		return fmt.Sprintf("%s: %s", p, reason) // first: a missing bucket is more than a missing object
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || store.IsNotExist(err):
 		return fmt.Sprintf("%s does not exist (fix the path; relative paths are from the folder ndtrace runs in)", p)
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Sprintf("%s cannot be read (permission denied for uid %d)", p, os.Getuid())
-	}
-	if reason, ok := store.Unusable(err); ok {
-		return fmt.Sprintf("%s: %s", p, reason)
 	}
 	return ""
 }
@@ -244,22 +244,22 @@ func ProbeOutput(ctx context.Context, u string) string {
 	var nonce [8]byte
 	rand.Read(nonce[:])
 	key := PreflightKeyPrefix + hex.EncodeToString(nonce[:])
-	op := "written"
+	op := "cannot be written"
 	err = s.Put(ctx, key, []byte("ndtrace preflight\n"), nil)
 	if err == nil {
-		op = "cleaned up (the probe object was written, and cannot be deleted)"
+		op = "takes writes but not deletes (" + key + " stays)"
 		err = s.Delete(ctx, key)
 	}
 	if err == nil {
 		return ""
 	}
 	if reason, ok := store.Unusable(err); ok {
-		return fmt.Sprintf("%s cannot be %s: %s", u, op, reason)
+		return fmt.Sprintf("%s %s: %s", u, op, reason)
 	}
 	if ctx.Err() != nil {
 		return fmt.Sprintf("%s did not answer in time (check the endpoint's host and port, and the network)", u)
 	}
-	return fmt.Sprintf("%s cannot be %s: %s (check the URL's endpoint, host and port)", u, op, reachCause(err))
+	return fmt.Sprintf("%s %s: %s (check the URL's endpoint, host and port)", u, op, reachCause(err))
 }
 
 // reachCause says why a store's server could not be reached: the connection refused, a host that

@@ -121,11 +121,11 @@ func TestServer(t *testing.T) {
 
 	// 2. Restarted with a worker on the same database.
 	stop = startServer(t, append(base, "--worker", "--trace-concurrency", "1", "--io-concurrency", "2")...)
-	out := waitStatus(t, temporal, idA, "completed")
+	out := waitStatus(t, temporal, idA, "committed")
 	if !strings.Contains(out, "rows in") || !strings.Contains(out, filepath.Join(dir, "a")) {
 		t.Errorf("status of the completed dataset lacks its summary:\n%s", out)
 	}
-	waitStatus(t, temporal, idB, "canceled")
+	waitStatus(t, temporal, idB, "cancelled")
 	if _, err := os.Stat(filepath.Join(dir, "b", "manifest.json")); err == nil {
 		t.Error("the cancelled dataset committed a manifest")
 	}
@@ -139,7 +139,7 @@ func TestServer(t *testing.T) {
 
 	// 3. Restarted again, without Web UI or worker: the result is still there.
 	startServer(t, append(base, "--headless")...)
-	if code, out := cli("status", idA, "--temporal", temporal); code != 0 || !strings.Contains(out, "completed") || !strings.Contains(out, "rows in") {
+	if code, out := cli("status", idA, "--temporal", temporal); code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "rows in") {
 		t.Errorf("status after a restart: exit %d:\n%s", code, out)
 	}
 }

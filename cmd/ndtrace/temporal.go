@@ -116,7 +116,7 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.queues, "queues", "trace,io", "task queues this worker serves: trace, io or both")
 	fs.StringVar(&f.scratch, "scratch", "", "folder for repository checkouts, not under /tmp (default $NDTRACE_SCRATCH, else ndtrace/scratch in the user's cache directory, else /var/tmp/ndtrace-UID/scratch)")
 	fs.StringVar(&f.envs, "envs", "", "folder of the environments built for repositories, not under /tmp (default $NDTRACE_ENVS, else ndtrace/envs in the user's cache directory, else /var/tmp/ndtrace-UID/envs)")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (ours and the Temporal SDK's) on HOST:PORT at /metrics, e.g. :9090 (default off)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (ndtrace's, the Temporal SDK's, the Go runtime's and the process's) on HOST:PORT at /metrics, e.g. :9090 (default off)")
 }
 
 // workerSet is what a process's workers need before they can start: the queues they serve and
@@ -269,13 +269,27 @@ func (ws *workerSet) tryStart(c client.Client) (stop func(), err error) {
 	}, nil
 }
 
-// startWorkers runs the workers of the chosen queues until the returned stop function is called.
+// startWorkers runs the workers of the chosen queues until the returned stop function is called,
+// and serves their metrics when --metrics-addr is set (ndtrace server --worker).
 func startWorkers(ctx context.Context, c client.Client, wf workerFlags, sf sandboxFlags) (stop func(), err error) {
 	ws, err := prepareWorkers(ctx, wf, sf)
 	if err != nil {
 		return nil, err
 	}
-	return ws.start(c)
+	if ws.wf.metrics == nil {
+		return ws.start(c)
+	}
+	srv, err := serveMetrics(ctx, wf.metricsAddr, ws.wf.metrics)
+	if err != nil {
+		ws.close()
+		return nil, err
+	}
+	stopWorkers, err := ws.start(c)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return func() { stopWorkers(); srv.Close() }, nil
 }
 
 // loadSpec reads a spec file, or returns the built-in examples spec when path is empty.

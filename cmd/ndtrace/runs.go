@@ -237,7 +237,7 @@ func printStatus(ctx context.Context, c client.Client, id string, stdout io.Writ
 		p, err := queryProgressWithin(ctx, c, id, queryTimeout)
 		if err != nil {
 			if !hasMemo {
-				fmt.Fprintln(stdout, "no progress yet: no worker has taken it up (it waits for one: ndtrace worker, or ndtrace server --worker)")
+				fmt.Fprintln(stdout, "no progress yet: no worker answered, and none has recorded any (a workflow waits for a worker: ndtrace worker, or ndtrace server --worker)")
 				return nil
 			}
 			// The memo's counts are as of its last update (every 25 batches and each stage): no

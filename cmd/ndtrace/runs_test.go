@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -18,11 +20,11 @@ import (
 )
 
 // opsActivities are stubActivities whose behaviour depends on the spec's name: "bad" fails its
-// scan as bad input (the dataset fails), "slow" traces until it is cancelled, "gated" traces once
-// gate is closed; every other spec commits at once.
+// scan as bad input (the dataset fails), "slow" traces until it is cancelled, "gated" ("gated2")
+// traces once gate (gate2) is closed; every other spec commits at once.
 type opsActivities struct {
 	*stubActivities
-	gate chan struct{}
+	gate, gate2 chan struct{}
 }
 
 func (s *opsActivities) ScanPage(ctx context.Context, in activities.ScanInput) (pipeline.ScanResult, error) {
@@ -39,6 +41,8 @@ func (s *opsActivities) TraceBatch(ctx context.Context, in activities.BatchInput
 		// never opens
 	case "gated":
 		gate = s.gate
+	case "gated2":
+		gate = s.gate2
 	default:
 		return s.stubActivities.TraceBatch(ctx, in)
 	}
@@ -139,7 +143,7 @@ func TestOperations(t *testing.T) {
 	}
 
 	// A worker with stubbed activities.
-	stub := &opsActivities{stubActivities: &stubActivities{items: 4, pageSize: 4, batch: 2}, gate: make(chan struct{})}
+	stub := &opsActivities{stubActivities: &stubActivities{items: 4, pageSize: 4, batch: 2}, gate: make(chan struct{}), gate2: make(chan struct{})}
 	w := worker.New(c, activities.IOQueue, worker.Options{})
 	w.RegisterWorkflow(workflows.DatasetWorkflow)
 	w.RegisterWorkflow(workflows.BatchWorkflow)
@@ -273,6 +277,48 @@ func TestOperations(t *testing.T) {
 		t.Errorf("status --watch: exit %d\nstdout:\n%s\nstderr:\n%s", code, wout.String(), werr.String())
 	}
 	t.Logf("status --watch:\n%s%s", werr.String(), wout.String())
+	// On a terminal, status --watch draws run's live block, redrawn in place.
+	t.Setenv("TERM", "xterm")
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 150}); err != nil {
+		t.Fatal(err)
+	}
+	var raw syncBuffer
+	read := make(chan struct{})
+	go func() {
+		io.Copy(&raw, ptmx) // until the terminal closes (EIO)
+		close(read)
+	}()
+	gated2 := start("gated2")
+	var tout syncBuffer
+	go func() { done <- run([]string{"status", gated2.GetID(), "--temporal", addr, "--watch"}, &tout, tty) }()
+	waitFor(t, "the live block", func() bool { return strings.Contains(raw.String(), "tracing") })
+	close(stub.gate2)
+	code = <-done
+	tty.Close()
+	<-read
+	lines, err := screen([]byte(raw.String()))
+	if err != nil {
+		t.Fatalf("%v in %q", err, raw.String())
+	}
+	shown := strings.Join(lines, "\n")
+	t.Logf("status --watch on a terminal, the screen:\n%s", shown)
+	if code != 0 || !strings.Contains(tout.String(), "rows in") {
+		t.Errorf("status --watch on a terminal: exit %d: %s", code, tout.String())
+	}
+	for _, want := range []string{"done ", "4/4 items", "100%", "batches 2/2"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the screen lacks %q", want)
+		}
+	}
+	if strings.Contains(raw.String(), "items traced") || len(lines) > 5 {
+		t.Errorf("progress lines on a terminal, or more than the block: %d lines", len(lines))
+	}
+
 	// --watch of a run that ended without a commit exits 1.
 	if code, out := cli("status", slow.GetID(), "--temporal", addr, "--watch"); code != 1 || !strings.Contains(out, "cancelled") {
 		t.Errorf("status --watch of a cancelled run: exit %d:\n%s", code, out)

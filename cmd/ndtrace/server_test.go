@@ -135,6 +135,15 @@ func TestServer(t *testing.T) {
 			t.Errorf("the Web UI's workflow list lacks %q", s)
 		}
 	}
+	// The view docs/operations.md gives lists the datasets without their batches (which the
+	// default list shows: children are top-level there). A batch's ID is "<dataset ID>/<version>/p1-…".
+	if !strings.Contains(page, "/p1-") {
+		t.Errorf("the Web UI's default list shows no batch")
+	}
+	top := webUIWorkflows(t, chromium, fmt.Sprintf("http://127.0.0.1:%d/namespaces/default/workflows?query=%%60ParentWorkflowId%%60+is+null", uiPort), idA, idB)
+	if rows := strings.Count(top, `data-testid="workflow-status-`); strings.Contains(top, "/p1-") || rows != 2 {
+		t.Errorf("the Web UI's list with the query %s shows %d workflows, batches among them: %v", topLevelQuery, rows, strings.Contains(top, "/p1-"))
+	}
 	stop()
 
 	// 3. Restarted again, without Web UI or worker: the result is still there.

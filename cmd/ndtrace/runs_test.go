@@ -240,6 +240,9 @@ func TestOperations(t *testing.T) {
 	if err != nil || len(prefixed) != 2 {
 		t.Errorf("WorkflowId STARTS_WITH the dataset's ID: %d workflows, %v", len(prefixed), err)
 	}
+	if odd, err := listWorkflows(ctx, c, "default", batchesQuery(`it's a\' test`), 0); err != nil || len(odd) != 0 {
+		t.Errorf("the batches of an ID with quotes: %d, %v", len(odd), err)
+	}
 	top, err := listWorkflows(ctx, c, "default", topLevelQuery, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -322,5 +325,37 @@ func TestOperations(t *testing.T) {
 	// --watch of a run that ended without a commit exits 1.
 	if code, out := cli("status", slow.GetID(), "--temporal", addr, "--watch"); code != 1 || !strings.Contains(out, "cancelled") {
 		t.Errorf("status --watch of a cancelled run: exit %d:\n%s", code, out)
+	}
+}
+
+// TestStaticLine: the line of a run that ended, or of a memo, has its counts and the time from its
+// start to its end, and no rate or ETA.
+func TestStaticLine(t *testing.T) {
+	start := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
+	p := workflows.Progress{Phase: "tracing", Items: 100, ItemsDone: 40, Batches: 10, BatchesDone: 4, Started: start}
+	for _, tc := range []struct {
+		label string
+		end   time.Time
+		want  string
+	}{
+		{"cancelled in tracing", start.Add(90 * time.Second), "cancelled in tracing: 40/100 items traced, 0 trajectories, 0 tokens, 0 rejects, 4/10 batches, elapsed 1m30s"},
+		{"tracing", start.Add(-time.Second), "tracing: 40/100 items traced, 0 trajectories, 0 tokens, 0 rejects, 4/10 batches"},
+	} {
+		if got := staticLine(p, tc.label, tc.end); got != tc.want {
+			t.Errorf("staticLine(%q):\n got %s\nwant %s", tc.label, got, tc.want)
+		}
+	}
+}
+
+// TestQuoteQuery: a workflow ID cannot end a visibility query's string early.
+func TestQuoteQuery(t *testing.T) {
+	for in, want := range map[string]string{
+		"ndtrace-dataset-a-1": `'ndtrace-dataset-a-1'`,
+		`it's`:                `'it\'s'`,
+		`a\' OR 1=1`:          `'a\\\' OR 1=1'`,
+	} {
+		if got := quoteQuery(in); got != want {
+			t.Errorf("quoteQuery(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

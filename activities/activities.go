@@ -13,6 +13,7 @@ import (
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/pipeline"
+	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
@@ -159,7 +160,11 @@ func (a *Activities) ScanPage(ctx context.Context, in ScanInput) (pipeline.ScanR
 		if err != nil {
 			return pipeline.ScanResult{}, err
 		}
-		return pipeline.ScanPage(ctx, s, in.Run, a.fetcher(), sets, in.Page, in.From, beat(ctx))
+		res, err := pipeline.ScanPage(ctx, s, in.Run, a.fetcher(), sets, in.Page, in.From, beat(ctx))
+		if err == nil {
+			a.Metrics.rejected(res.Classes)
+		}
+		return res, err
 	})
 }
 
@@ -170,7 +175,11 @@ func (a *Activities) ScanFunctions(ctx context.Context, in ScanInput) (pipeline.
 		if err != nil {
 			return pipeline.ScanResult{}, err
 		}
-		return pipeline.ScanFunctions(ctx, s, in.Run, sets, in.RepoBatches, in.Page, in.From, beat(ctx))
+		res, err := pipeline.ScanFunctions(ctx, s, in.Run, sets, in.RepoBatches, in.Page, in.From, beat(ctx))
+		if err == nil {
+			a.Metrics.rejected(res.Classes)
+		}
+		return res, err
 	})
 }
 
@@ -202,7 +211,11 @@ type FormInput struct {
 // FormBatches forms the batches of a page.
 func (a *Activities) FormBatches(ctx context.Context, in FormInput) (pipeline.FormResult, error) {
 	return with(ctx, in.RunInput, func(s *store.Store) (pipeline.FormResult, error) {
-		return pipeline.FormBatches(ctx, s, in.Run, in.Phase, in.Page, in.Pages, in.Prev, beat(ctx))
+		res, err := pipeline.FormBatches(ctx, s, in.Run, in.Phase, in.Page, in.Pages, in.Prev, beat(ctx))
+		if err == nil { // the page's duplicates (Rejects counts those of the pages so far)
+			a.Metrics.rejected(map[schemas.RejectClass]int{schemas.RejectDuplicate: int(res.Rejects - in.Prev.Rejects)})
+		}
+		return res, err
 	})
 }
 
@@ -234,9 +247,12 @@ func (a *Activities) BuildShard(ctx context.Context, in BatchInput, tr pipeline.
 
 // RecordFailure records that a batch failed on every attempt.
 func (a *Activities) RecordFailure(ctx context.Context, in BatchInput, reason string) error {
-	_, err := with(ctx, in.RunInput, func(s *store.Store) (struct{}, error) {
-		return struct{}{}, pipeline.RecordFailure(ctx, s, in.Run, in.Ref, reason)
+	items, err := with(ctx, in.RunInput, func(s *store.Store) (int, error) {
+		return pipeline.RecordFailure(ctx, s, in.Run, in.Ref, reason)
 	})
+	if err == nil {
+		a.Metrics.rejected(map[schemas.RejectClass]int{schemas.RejectBatchFailed: items})
+	}
 	return err
 }
 

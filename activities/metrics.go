@@ -1,10 +1,12 @@
 package activities
 
 import (
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/metrics"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -14,8 +16,87 @@ import (
 // traces/s come from rate() over the counters). A nil *Metrics does nothing.
 type Metrics struct{ reg *metrics.Registry }
 
-// NewMetrics returns the activities' metrics, recorded in reg.
-func NewMetrics(reg *metrics.Registry) *Metrics { return &Metrics{reg: reg} }
+// NewMetrics returns the activities' metrics, recorded in reg, every series declared at zero: each
+// level, direction, kill status and reject class is on /metrics before its first event, so that
+// rate() and alerts see a counter start rather than appear.
+func NewMetrics(reg *metrics.Registry) *Metrics {
+	m := &Metrics{reg: reg}
+	levels := []string{crawl.FunctionCall.Level(), crawl.RepositoryTests.Level()}
+	for _, level := range levels {
+		m.itemsTraced(level)
+		m.traceSeconds(level)
+		for _, d := range []string{"forward", "inverse"} {
+			m.trajectories(level, d)
+		}
+	}
+	m.testsRun()
+	m.testsQuarantined()
+	m.tokens()
+	for _, s := range schemas.Statuses {
+		if killStatuses[s] {
+			m.kills(s)
+		}
+	}
+	for _, c := range RejectClasses() {
+		m.rejects(c)
+	}
+	return m
+}
+
+// RejectClasses lists every class a reject can have: the classes of schemas.RejectClasses and the
+// statuses of a run that gave no rows.
+func RejectClasses() []schemas.RejectClass {
+	cs := slices.Clone(schemas.RejectClasses)
+	for _, s := range schemas.Statuses {
+		if s != schemas.StatusOK {
+			cs = append(cs, schemas.StatusReject(s))
+		}
+	}
+	return cs
+}
+
+// The activities' metrics.
+func (m *Metrics) itemsTraced(level string) metrics.Counter {
+	return m.reg.Counter("ndtrace_items_traced_total", "Items traced (functions, or repositories with all their tests).", metrics.Labels{"level": level})
+}
+
+func (m *Metrics) traceSeconds(level string) metrics.Histogram {
+	return m.reg.Histogram("ndtrace_trace_seconds", "Time to trace one item.", metrics.Labels{"level": level})
+}
+
+func (m *Metrics) testsRun() metrics.Counter {
+	return m.reg.Counter("ndtrace_tests_run_total", "Repository tests run (each untraced and traced).", nil)
+}
+
+func (m *Metrics) testsQuarantined() metrics.Counter {
+	return m.reg.Counter("ndtrace_tests_quarantined_total", "Repository tests whose outcome changed under tracing.", nil)
+}
+
+func (m *Metrics) kills(s schemas.Status) metrics.Counter {
+	return m.reg.Counter("ndtrace_sandbox_kills_total", "Runs the sandbox stopped, by status.", metrics.Labels{"status": string(s)})
+}
+
+func (m *Metrics) trajectories(level, direction string) metrics.Counter {
+	return m.reg.Counter("ndtrace_trajectories_total", "Trajectories written, by level and direction.", metrics.Labels{"level": level, "direction": direction})
+}
+
+func (m *Metrics) tokens() metrics.Counter {
+	return m.reg.Counter("ndtrace_tokens_total", "Tokens written.", nil)
+}
+
+func (m *Metrics) rejects(c schemas.RejectClass) metrics.Counter {
+	return m.reg.Counter("ndtrace_rejects_total", "Items rejected, by reason class: in planning (malformed, repository, duplicate, decontaminated), in building rows, and the items of failed batches.", metrics.Labels{"reason": string(c)})
+}
+
+// rejected counts rejects by class (a nil *Metrics does nothing).
+func (m *Metrics) rejected(byClass map[schemas.RejectClass]int) {
+	if m == nil {
+		return
+	}
+	for c, n := range byClass {
+		m.rejects(c).Add(float64(n))
+	}
+}
 
 // killStatuses are the statuses of runs the sandbox stopped.
 var killStatuses = map[schemas.Status]bool{
@@ -29,19 +110,19 @@ func (m *Metrics) traced(t execute.TracedItem, d time.Duration) {
 		return
 	}
 	level := t.Item.Kind().Level()
-	m.reg.Counter("ndtrace_items_traced_total", "Items traced (functions, or repositories with all their tests).", metrics.Labels{"level": level}).Inc()
-	m.reg.Histogram("ndtrace_trace_seconds", "Time to trace one item.", metrics.Labels{"level": level}).ObserveDuration(d)
+	m.itemsTraced(level).Inc()
+	m.traceSeconds(level).ObserveDuration(d)
 	statuses := []schemas.Status{t.Status}
 	if t.Repo != nil {
-		m.reg.Counter("ndtrace_tests_run_total", "Repository tests run (each untraced and traced).", nil).Add(float64(t.Repo.Run))
-		m.reg.Counter("ndtrace_tests_quarantined_total", "Repository tests whose outcome changed under tracing.", nil).Add(float64(len(t.Repo.Quarantined)))
+		m.testsRun().Add(float64(t.Repo.Run))
+		m.testsQuarantined().Add(float64(len(t.Repo.Quarantined)))
 		for _, tt := range t.Repo.Traces {
 			statuses = append(statuses, tt.Status)
 		}
 	}
 	for _, s := range statuses {
 		if killStatuses[s] {
-			m.reg.Counter("ndtrace_sandbox_kills_total", "Runs the sandbox stopped, by status.", metrics.Labels{"status": string(s)}).Inc()
+			m.kills(s).Inc()
 		}
 	}
 }
@@ -52,11 +133,11 @@ func (m *Metrics) built(rows []schemas.Row, rejects []schemas.Reject) {
 		return
 	}
 	for _, r := range rows {
-		m.reg.Counter("ndtrace_trajectories_total", "Trajectories written, by level and direction.", metrics.Labels{"level": r.Level, "direction": r.Direction}).Inc()
-		m.reg.Counter("ndtrace_tokens_total", "Tokens written.", nil).Add(float64(r.NumTokens))
+		m.trajectories(r.Level, r.Direction).Inc()
+		m.tokens().Add(float64(r.NumTokens))
 	}
 	for _, r := range rejects {
-		m.reg.Counter("ndtrace_rejects_total", "Items rejected, by reason class.", metrics.Labels{"reason": string(r.Class)}).Inc()
+		m.rejects(r.Class).Inc()
 	}
 }
 

@@ -27,19 +27,20 @@ type FailedBatch struct {
 	Reason string `json:"reason"`
 }
 
-// RecordFailure records that the batch ref failed on every attempt, with the reason. The first
-// record stays.
-func RecordFailure(ctx context.Context, s *store.Store, run Run, ref BatchRef, reason string) error {
+// RecordFailure records that the batch ref failed on every attempt, with the reason, and returns
+// how many items the batch holds (each becomes a reject of class batch_failed). The first record
+// stays.
+func RecordFailure(ctx context.Context, s *store.Store, run Run, ref BatchRef, reason string) (items int, err error) {
 	b, err := ReadBatch(ctx, s, run, ref)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	data, err := json.Marshal(FailedBatch{Ref: ref.String(), Hash: b.Hash, Items: len(b.Items), Reason: reason})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	_, err = s.PutFirst(ctx, run.FailedKey(ref), data, "application/json")
-	return err
+	return len(b.Items), err
 }
 
 // PageSummary is what FinalizePage gathers of one formed page: the shards of its batches, its

@@ -34,6 +34,8 @@ type ScanResult struct {
 	Items   int   `json:"items"`
 	Repos   int   `json:"repos"`
 	Rejects int   `json:"rejects"`
+	// Classes counts the page's rejects by class (for the workers' metrics).
+	Classes map[schemas.RejectClass]int `json:"classes,omitempty"`
 	// Next is where the next page starts; Done says the phase's input is over (this page may be
 	// empty then).
 	Next ScanCursor `json:"next"`
@@ -69,6 +71,10 @@ func newPageWriter(page int, first int64, sets []*crawl.EvalSet) *pageWriter {
 // reject records a reject of the page.
 func (w *pageWriter) reject(r schemas.Reject) error {
 	w.res.Rejects++
+	if w.res.Classes == nil {
+		w.res.Classes = map[schemas.RejectClass]int{}
+	}
+	w.res.Classes[r.Class]++
 	return w.renc.Encode(r)
 }
 

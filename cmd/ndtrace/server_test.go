@@ -121,11 +121,11 @@ func TestServer(t *testing.T) {
 
 	// 2. Restarted with a worker on the same database.
 	stop = startServer(t, append(base, "--worker", "--trace-concurrency", "1", "--io-concurrency", "2")...)
-	out := waitStatus(t, temporal, idA, "completed")
+	out := waitStatus(t, temporal, idA, "committed")
 	if !strings.Contains(out, "rows in") || !strings.Contains(out, filepath.Join(dir, "a")) {
 		t.Errorf("status of the completed dataset lacks its summary:\n%s", out)
 	}
-	waitStatus(t, temporal, idB, "canceled")
+	waitStatus(t, temporal, idB, "cancelled")
 	if _, err := os.Stat(filepath.Join(dir, "b", "manifest.json")); err == nil {
 		t.Error("the cancelled dataset committed a manifest")
 	}
@@ -135,11 +135,20 @@ func TestServer(t *testing.T) {
 			t.Errorf("the Web UI's workflow list lacks %q", s)
 		}
 	}
+	// The view docs/operations.md gives lists the datasets without their batches (which the
+	// default list shows: children are top-level there). A batch's ID is "<dataset ID>/<version>/p1-…".
+	if !strings.Contains(page, "/p1-") {
+		t.Errorf("the Web UI's default list shows no batch")
+	}
+	top := webUIWorkflows(t, chromium, fmt.Sprintf("http://127.0.0.1:%d/namespaces/default/workflows?query=%%60ParentWorkflowId%%60+is+null", uiPort), idA, idB)
+	if rows := strings.Count(top, `data-testid="workflow-status-`); strings.Contains(top, "/p1-") || rows != 2 {
+		t.Errorf("the Web UI's list with the query %s shows %d workflows, batches among them: %v", topLevelQuery, rows, strings.Contains(top, "/p1-"))
+	}
 	stop()
 
 	// 3. Restarted again, without Web UI or worker: the result is still there.
 	startServer(t, append(base, "--headless")...)
-	if code, out := cli("status", idA, "--temporal", temporal); code != 0 || !strings.Contains(out, "completed") || !strings.Contains(out, "rows in") {
+	if code, out := cli("status", idA, "--temporal", temporal); code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "rows in") {
 		t.Errorf("status after a restart: exit %d:\n%s", code, out)
 	}
 }

@@ -116,7 +116,7 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.queues, "queues", "trace,io", "task queues this worker serves: trace, io or both")
 	fs.StringVar(&f.scratch, "scratch", "", "folder for repository checkouts, not under /tmp (default $NDTRACE_SCRATCH, else ndtrace/scratch in the user's cache directory, else /var/tmp/ndtrace-UID/scratch)")
 	fs.StringVar(&f.envs, "envs", "", "folder of the environments built for repositories, not under /tmp (default $NDTRACE_ENVS, else ndtrace/envs in the user's cache directory, else /var/tmp/ndtrace-UID/envs)")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (ours and the Temporal SDK's) on HOST:PORT at /metrics, e.g. :9090 (default off)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (ndtrace's, the Temporal SDK's, the Go runtime's and the process's) on HOST:PORT at /metrics, e.g. :9090 (default off)")
 }
 
 // workerSet is what a process's workers need before they can start: the queues they serve and
@@ -269,13 +269,27 @@ func (ws *workerSet) tryStart(c client.Client) (stop func(), err error) {
 	}, nil
 }
 
-// startWorkers runs the workers of the chosen queues until the returned stop function is called.
+// startWorkers runs the workers of the chosen queues until the returned stop function is called,
+// and serves their metrics when --metrics-addr is set (ndtrace server --worker).
 func startWorkers(ctx context.Context, c client.Client, wf workerFlags, sf sandboxFlags) (stop func(), err error) {
 	ws, err := prepareWorkers(ctx, wf, sf)
 	if err != nil {
 		return nil, err
 	}
-	return ws.start(c)
+	if ws.wf.metrics == nil {
+		return ws.start(c)
+	}
+	srv, err := serveMetrics(ctx, wf.metricsAddr, ws.wf.metrics)
+	if err != nil {
+		ws.close()
+		return nil, err
+	}
+	stopWorkers, err := ws.start(c)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return func() { stopWorkers(); srv.Close() }, nil
 }
 
 // loadSpec reads a spec file, or returns the built-in examples spec when path is empty.
@@ -351,7 +365,7 @@ func watch(ctx context.Context, c client.Client, run client.WorkflowRun, view pr
 			view.finish(last, err == nil)
 			return res, err
 		case <-tick.C:
-			if p, err := queryProgress(ctx, c, run.GetID()); err == nil {
+			if p, err := queryProgressWithin(ctx, c, run.GetID(), queryTimeout); err == nil {
 				last = p
 				view.update(p)
 			}
@@ -633,41 +647,19 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, id, err := dialWithID("status", "the workflow ID is required (ndtrace submit prints it)", args, stderr)
+	sf, err := parseStatus(args, stderr)
+	if err != nil {
+		return err
+	}
+	c, err := sf.tf.dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		return fmt.Errorf("workflow %s: %w", id, err)
+	if sf.watch {
+		return watchStatus(ctx, c, sf.id, stdout, stderr)
 	}
-	status := desc.GetWorkflowExecutionInfo().GetStatus()
-	fmt.Fprintf(stdout, "workflow %s: %s\n", id, strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
-	if status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		var res workflows.DatasetResult
-		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-			return err
-		}
-		printSummary(stdout, res.Progress.Manifest, res)
-		return nil
-	}
-	p, err := queryProgress(ctx, c, id)
-	if err != nil {
-		// No worker to answer the query: the memo holds the progress as of the last update.
-		mp, ok, merr := memoProgress(desc.GetWorkflowExecutionInfo().GetMemo())
-		if merr != nil || !ok {
-			if status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				return errors.New("the workflow is not running and did not complete")
-			}
-			return fmt.Errorf("progress: %w", err)
-		}
-		fmt.Fprintln(stdout, "(from the workflow's memo: no worker answered)")
-		p = mp
-	}
-	fmt.Fprintln(stdout, progressLine(progress.NewMeter(nil, 0).Update(snapshotOf(p))))
-	printFailures(stdout, p)
-	return nil
+	return printStatus(ctx, c, sf.id, stdout)
 }
 
 // memoProgress decodes the progress a dataset workflow keeps in its memo.
@@ -698,16 +690,12 @@ func printFailures(w io.Writer, p workflows.Progress) {
 }
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, id, err := dialWithID("cancel", "the workflow ID is required (ndtrace submit prints it)", args, stderr)
+	c, id, err := dialWithID("cancel", "the workflow ID is required (ndtrace submit and ndtrace runs print it)", args, stderr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := c.CancelWorkflow(ctx, id, ""); err != nil {
-		return fmt.Errorf("cancel %s: %w", id, err)
-	}
-	fmt.Fprintf(stdout, "workflow %s: cancel requested (its batches in flight are cancelled with it; nothing is committed)\n", id)
-	return nil
+	return cancelDataset(ctx, c, id, stdout)
 }
 
 func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -1,22 +1,31 @@
-// Package metrics is a small registry of counters, gauges and histograms served in the Prometheus
-// text exposition format (version 0.0.4). Workers expose ndtrace's own metrics and the Temporal
-// SDK's through one Registry on --metrics-addr.
+// Package metrics is a registry of counters, gauges and histograms that a worker serves to
+// Prometheus on --metrics-addr: ndtrace's own metrics, the Temporal SDK's, and the Go runtime's and
+// the process's (client_golang's Go and process collectors).
 //
-// Unlike client_golang, series of one metric may carry different label names (the Temporal SDK
-// tags a metric differently depending on where it is recorded); the exposition format allows it.
-// Output is sorted by metric name and labels, so a scrape is deterministic.
+// The registry is our own because series of one metric may carry different label names (the
+// Temporal SDK tags a metric differently depending on where it is recorded), which client_golang's
+// metric vectors refuse and the exposition format allows. Everything else is client_golang's: the
+// registry is a prometheus.Gatherer, encoded by expfmt and served by promhttp (content
+// negotiation, OpenMetrics, compression) together with the collectors.
+//
+// A series exists from the moment it is declared (Counter, Gauge, Histogram), at zero, so that a
+// scrape shows every counter before its first event. Output is sorted by metric name and labels.
 package metrics
 
 import (
-	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
 )
 
 // Kinds of metric.
@@ -36,6 +45,9 @@ type Labels map[string]string
 type Registry struct {
 	mu       sync.Mutex
 	families map[string]*family
+	// runtime holds client_golang's Go and process collectors; handler serves both registries.
+	runtime *prometheus.Registry
+	handler http.Handler
 }
 
 type family struct {
@@ -45,16 +57,23 @@ type family struct {
 }
 
 type series struct {
-	labels string // canonical {a="b",c="d"} form, "" for none
+	labels []*dto.LabelPair // sorted by name
 	value  float64
-	// histograms
+	// histograms: cumulative counts per DefaultBuckets bound
 	buckets []uint64
 	count   uint64
 	sum     float64
 }
 
-// New returns an empty registry.
-func New() *Registry { return &Registry{families: map[string]*family{}} }
+// New returns a registry with no metrics of its own yet, and the Go runtime's and the process's
+// collectors (go_*, process_*).
+func New() *Registry {
+	rt := prometheus.NewRegistry()
+	rt.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r := &Registry{families: map[string]*family{}, runtime: rt}
+	r.handler = promhttp.HandlerFor(prometheus.Gatherers{r, rt}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return r
+}
 
 // Counter is a monotonically increasing count.
 type Counter struct {
@@ -98,9 +117,6 @@ func (h Histogram) Observe(v float64) {
 		return
 	}
 	h.r.update(h.name, h.labels, kindHistogram, func(s *series) {
-		if s.buckets == nil {
-			s.buckets = make([]uint64, len(DefaultBuckets))
-		}
 		for i, b := range DefaultBuckets {
 			if v <= b {
 				s.buckets[i]++
@@ -114,57 +130,74 @@ func (h Histogram) Observe(v float64) {
 // ObserveDuration records d in seconds.
 func (h Histogram) ObserveDuration(d time.Duration) { h.Observe(d.Seconds()) }
 
-// Counter returns the counter name with labels, declaring the metric with help on first use. A nil
-// Registry gives a counter that does nothing.
+// Counter returns the counter name with labels, declaring the metric with help on first use and
+// the series at zero. A nil Registry gives a counter that does nothing.
 func (r *Registry) Counter(name, help string, l Labels) Counter {
-	return Counter{r, r.declare(name, help, kindCounter), canonical(l)}
+	name, key := r.declare(name, help, kindCounter, l)
+	return Counter{r, name, key}
 }
 
 // Gauge returns the gauge name with labels (see Counter).
 func (r *Registry) Gauge(name, help string, l Labels) Gauge {
-	return Gauge{r, r.declare(name, help, kindGauge), canonical(l)}
+	name, key := r.declare(name, help, kindGauge, l)
+	return Gauge{r, name, key}
 }
 
 // Histogram returns the histogram name with labels (see Counter).
 func (r *Registry) Histogram(name, help string, l Labels) Histogram {
-	return Histogram{r, r.declare(name, help, kindHistogram), canonical(l)}
+	name, key := r.declare(name, help, kindHistogram, l)
+	return Histogram{r, name, key}
 }
 
-// declare records a metric's help and kind and returns its sanitized name.
-func (r *Registry) declare(name, help, kind string) string {
+// declare records a metric's help and kind, and its series with labels l at zero; it returns the
+// sanitized name and the series' key.
+func (r *Registry) declare(name, help, kind string, l Labels) (string, string) {
 	name = sanitize(name)
+	key := canonical(l)
 	if r == nil {
-		return name
+		return name, key
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.families[name]; ok {
-		if f.help == "" {
-			f.help = help
-		}
-		return name
-	}
-	r.families[name] = &family{kind: kind, help: help, series: map[string]*series{}}
-	return name
-}
-
-func (r *Registry) update(name, labels, kind string, fn func(*series)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f, ok := r.families[name]
 	if !ok {
-		f = &family{kind: kind, series: map[string]*series{}}
+		f = &family{kind: kind, help: help, series: map[string]*series{}}
 		r.families[name] = f
 	}
-	if f.kind != kind {
+	if f.help == "" {
+		f.help = help
+	}
+	if f.kind == kind {
+		if _, ok := f.series[key]; !ok {
+			f.series[key] = newSeries(kind, l)
+		}
+	}
+	return name, key
+}
+
+func newSeries(kind string, l Labels) *series {
+	s := &series{}
+	for k, v := range l {
+		s.labels = append(s.labels, &dto.LabelPair{Name: proto.String(sanitize(k)), Value: proto.String(v)})
+	}
+	sort.Slice(s.labels, func(i, j int) bool { return s.labels[i].GetName() < s.labels[j].GetName() })
+	if kind == kindHistogram {
+		s.buckets = make([]uint64, len(DefaultBuckets))
+	}
+	return s
+}
+
+// update applies fn to the declared series of name with labels.
+func (r *Registry) update(name, labels, kind string, fn func(*series)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.families[name]
+	if !ok || f.kind != kind {
 		return // one name, one kind: a mismatched update is dropped rather than corrupting output
 	}
-	s, ok := f.series[labels]
-	if !ok {
-		s = &series{labels: labels}
-		f.series[labels] = s
+	if s, ok := f.series[labels]; ok {
+		fn(s)
 	}
-	fn(s)
 }
 
 // Value returns the current value of a counter or gauge series (0 if absent), for tests and
@@ -180,8 +213,9 @@ func (r *Registry) Value(name string, l Labels) float64 {
 	return 0
 }
 
-// WriteText writes every metric in the Prometheus text format, sorted.
-func (r *Registry) WriteText(w io.Writer) error {
+// Gather returns the registry's own metrics (not the collectors'), sorted by name and labels: the
+// registry is a prometheus.Gatherer.
+func (r *Registry) Gather() ([]*dto.MetricFamily, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	names := make([]string, 0, len(r.families))
@@ -189,13 +223,16 @@ func (r *Registry) WriteText(w io.Writer) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var b strings.Builder
+	out := make([]*dto.MetricFamily, 0, len(names))
 	for _, n := range names {
 		f := r.families[n]
-		if f.help != "" {
-			fmt.Fprintf(&b, "# HELP %s %s\n", n, escapeHelp(f.help))
+		if len(f.series) == 0 {
+			continue
 		}
-		fmt.Fprintf(&b, "# TYPE %s %s\n", n, f.kind)
+		mf := &dto.MetricFamily{Name: proto.String(n)}
+		if f.help != "" {
+			mf.Help = proto.String(f.help)
+		}
 		keys := make([]string, 0, len(f.series))
 		for k := range f.series {
 			keys = append(keys, k)
@@ -203,29 +240,50 @@ func (r *Registry) WriteText(w io.Writer) error {
 		sort.Strings(keys)
 		for _, k := range keys {
 			s := f.series[k]
-			if f.kind != kindHistogram {
-				fmt.Fprintf(&b, "%s%s %s\n", n, braces(s.labels), formatFloat(s.value))
-				continue
+			m := &dto.Metric{Label: s.labels}
+			switch f.kind {
+			case kindCounter:
+				mf.Type = dto.MetricType_COUNTER.Enum()
+				m.Counter = &dto.Counter{Value: proto.Float64(s.value)}
+			case kindGauge:
+				mf.Type = dto.MetricType_GAUGE.Enum()
+				m.Gauge = &dto.Gauge{Value: proto.Float64(s.value)}
+			case kindHistogram:
+				mf.Type = dto.MetricType_HISTOGRAM.Enum()
+				h := &dto.Histogram{SampleCount: proto.Uint64(s.count), SampleSum: proto.Float64(s.sum)}
+				for i, le := range DefaultBuckets {
+					h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(le), CumulativeCount: proto.Uint64(s.buckets[i])})
+				}
+				m.Histogram = h
 			}
-			for i, le := range DefaultBuckets {
-				fmt.Fprintf(&b, "%s_bucket%s %d\n", n, braces(join(s.labels, `le="`+formatFloat(le)+`"`)), s.buckets[i])
-			}
-			fmt.Fprintf(&b, "%s_bucket%s %d\n", n, braces(join(s.labels, `le="+Inf"`)), s.count)
-			fmt.Fprintf(&b, "%s_sum%s %s\n", n, braces(s.labels), formatFloat(s.sum))
-			fmt.Fprintf(&b, "%s_count%s %d\n", n, braces(s.labels), s.count)
+			mf.Metric = append(mf.Metric, m)
+		}
+		out = append(out, mf)
+	}
+	return out, nil
+}
+
+// WriteText writes the registry's own metrics (not the collectors', whose values change by
+// themselves) in the Prometheus text format, sorted: two writes of the same state are identical.
+func (r *Registry) WriteText(w io.Writer) error {
+	mfs, err := r.Gather()
+	if err != nil {
+		return err
+	}
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return err
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return nil
 }
 
-// ServeHTTP serves the metrics (GET /metrics).
-func (r *Registry) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_ = r.WriteText(w)
-}
+// ServeHTTP serves every metric, the registry's and the Go and process collectors' (GET
+// /metrics), through promhttp: the text format, or OpenMetrics or protobuf as the scraper asks.
+func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.handler.ServeHTTP(w, req) }
 
-// canonical renders labels sorted by name with escaped values, without braces.
+// canonical renders labels sorted by name, as the key of a series.
 func canonical(l Labels) string {
 	if len(l) == 0 {
 		return ""
@@ -235,25 +293,14 @@ func canonical(l Labels) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
+	var b strings.Builder
 	for _, k := range keys {
-		parts = append(parts, sanitize(k)+`="`+escapeValue(l[k])+`"`)
+		b.WriteString(sanitize(k))
+		b.WriteByte(0)
+		b.WriteString(l[k])
+		b.WriteByte(0)
 	}
-	return strings.Join(parts, ",")
-}
-
-func braces(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "{" + s + "}"
-}
-
-func join(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "," + b
+	return b.String()
 }
 
 // sanitize maps a name to [a-zA-Z_:][a-zA-Z0-9_:]*.
@@ -271,24 +318,4 @@ func sanitize(name string) string {
 		return "_"
 	}
 	return b.String()
-}
-
-func escapeValue(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
-}
-
-func escapeHelp(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
-}
-
-func formatFloat(v float64) string {
-	switch {
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	case math.IsNaN(v):
-		return "NaN"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
 }

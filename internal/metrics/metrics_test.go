@@ -73,3 +73,55 @@ func TestRegistryText(t *testing.T) {
 		t.Errorf("content type %q", ct)
 	}
 }
+
+// TestServedFromTheStart: a series is on /metrics at zero from the moment it is declared, before
+// any event, and the Go runtime's and the process's collectors are served beside the registry's
+// metrics (which WriteText leaves out, its output staying deterministic).
+func TestServedFromTheStart(t *testing.T) {
+	r := New()
+	r.Counter("ndtrace_rejects_total", "Rejects.", Labels{"reason": "malformed"})
+	r.Counter("ndtrace_rejects_total", "", Labels{"reason": "timeout"})
+	r.Histogram("ndtrace_trace_seconds", "Time.", Labels{"level": "function"})
+	r.Gauge("temporal_slots", "", nil)
+	r.Counter("temporal_slots", "", nil).Inc() // another kind for a declared name: dropped
+
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejects := fams["ndtrace_rejects_total"].GetMetric()
+	if len(rejects) != 2 {
+		t.Fatalf("%d reject series, want the 2 declared", len(rejects))
+	}
+	for _, m := range rejects {
+		if m.GetCounter() == nil || m.GetCounter().GetValue() != 0 {
+			t.Errorf("declared counter %v: want 0", m)
+		}
+	}
+	if h := fams["ndtrace_trace_seconds"].GetMetric(); len(h) != 1 || h[0].GetHistogram().GetSampleCount() != 0 || len(h[0].GetHistogram().GetBucket()) != len(DefaultBuckets)+1 { // and +Inf
+		t.Errorf("declared histogram: %v", h)
+	}
+	if g := fams["temporal_slots"]; g == nil || g.GetType().String() != "GAUGE" || g.GetMetric()[0].GetGauge().GetValue() != 0 {
+		t.Errorf("temporal_slots: %v", g)
+	}
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds"} {
+		if fams[name] == nil {
+			t.Errorf("no %s on /metrics", name)
+		}
+	}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "go_goroutines") || !strings.Contains(b.String(), `ndtrace_rejects_total{reason="malformed"} 0`) {
+		t.Errorf("WriteText:\n%s", b.String())
+	}
+}

@@ -158,8 +158,8 @@ func TestValidateCommand(t *testing.T) {
 func TestValidateHelp(t *testing.T) {
 	for _, cmd := range []string{"validate", "inspect"} {
 		stdout, stderr, code := runCmd(cmd, "-h")
-		if code != 0 || !strings.Contains(stderr, "Usage: ndtrace "+cmd+" URL") || stdout != "" {
-			t.Errorf("%s -h: exit %d, stderr %q", cmd, code, stderr)
+		if code != 0 || !strings.Contains(stdout, "Usage: ndtrace "+cmd+" URL") || stderr != "" {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}
 	}
 	stdout, _, _ := runCmd("help")

@@ -135,7 +135,7 @@ func TestDashboardErrors(t *testing.T) {
 		stderrHas string
 	}{
 		{"no manifest", []string{"--dataset", good, "--dataset", filepath.Join(dir, "empty")}, 1,
-			"dataset 1: " + filepath.Join(dir, "empty") + ": no manifest.json: not a committed dataset"},
+			"dataset 1: " + filepath.Join(dir, "empty") + ": no dataset: folder " + filepath.Join(dir, "empty") + " does not exist"},
 		{"no dataset", nil, 2, "missing --dataset URL"},
 		{"positional", []string{good}, 2, "unexpected argument"},
 		{"bad address", []string{"--dataset", good, "--addr", "256.0.0.1:bad"}, 1, "listen on 256.0.0.1:bad"},

@@ -9,7 +9,6 @@ import (
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/numfmt"
 	"github.com/ndtrace/ndtrace/internal/termsafe"
-	"github.com/ndtrace/ndtrace/store"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -43,7 +42,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *maxProblems < 1 {
 		return usagef("--max-problems must be at least 1")
 	}
-	st, err := store.Open(ctx, url)
+	st, err := openCommitted(ctx, url)
 	if err != nil {
 		return err
 	}

@@ -17,19 +17,20 @@ func TestHelpEveryCommand(t *testing.T) {
 	}
 	for _, c := range scheduleCommands {
 		cases = append(cases, []string{"schedule", c.name, "-h"}, []string{"schedule", c.name, "--help"},
-			[]string{"schedule", "help", c.name})
+			[]string{"schedule", "help", c.name}, []string{"help", "schedule", c.name})
 	}
 	cases = append(cases, []string{"schedule", "help"}, []string{"status", "ID", "-h"}, []string{"validate", "./x", "--help"})
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			stdout, stderr, code := runCmd(args...)
-			want := "Usage: ndtrace " + args[0]
-			if args[0] == "help" {
-				want = "Usage: ndtrace " + args[1]
+			// The command's words, without "help" and the help flags, start its usage.
+			var words []string
+			for _, a := range args {
+				if a != "help" && !isHelpArg(a) && a != "ID" && a != "./x" {
+					words = append(words, a)
+				}
 			}
-			if args[0] == "schedule" && len(args) == 3 {
-				want = "Usage: ndtrace schedule " + map[bool]string{true: args[2], false: args[1]}[args[1] == "help"]
-			}
+			want := "Usage: ndtrace " + strings.Join(words, " ") + " "
 			if code != 0 || stderr != "" || !strings.HasPrefix(stdout, want) {
 				t.Errorf("exit %d, want 0; stderr %q; stdout does not start with %q:\n%s", code, stderr, want, stdout)
 			}

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -68,9 +69,10 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
 	if len(args) == 0 || isHelpArg(args[0]) || args[0] == "help" {
-		if len(args) == 2 && args[0] == "help" {
+		if len(args) >= 2 && args[0] == "help" {
 			if _, ok := commands[args[1]]; ok {
-				return run([]string{args[1], "-h"}, stdout, stderr) // "ndtrace help run" is "ndtrace run -h"
+				// "ndtrace help run" is "ndtrace run -h", "ndtrace help schedule create" "ndtrace schedule create -h".
+				return run(append(slices.Clone(args[1:]), "-h"), stdout, stderr)
 			}
 			fmt.Fprintf(stderr, "ndtrace help: unknown command %q (run 'ndtrace help' for the list)\n", args[1])
 			return 2

@@ -41,11 +41,17 @@ func openCommitted(ctx context.Context, url string) (*store.Store, error) {
 		return st, nil
 	}
 	defer st.Close()
-	if rootErr := st.CheckRoot(ctx); rootErr != nil {
-		return nil, rootError(st.URL(), rootErr)
+	if err != nil && isNetError(err) {
+		return nil, rootError(st.URL(), err) // listing would only wait for the same retries again
 	}
-	if err != nil {
+	rootErr := st.CheckRoot(ctx)
+	switch {
+	case errors.Is(rootErr, store.ErrNoRoot):
+		return nil, rootError(st.URL(), rootErr)
+	case err != nil: // the manifest's own error says most (a listing may fail differently)
 		return nil, rootError(st.URL(), err)
+	case rootErr != nil:
+		return nil, rootError(st.URL(), rootErr)
 	}
 	return nil, &hintError{
 		msg: fmt.Sprintf("%s: no committed dataset (no %s): check the URL, or make one with 'ndtrace run --out URL'", st.URL(), dataset.ManifestKey),
@@ -66,6 +72,14 @@ func rootError(url string, err error) error {
 		return &hintError{msg: fmt.Sprintf("%s: %s does not exist (check the URL: the bucket's name, endpoint and region)", url, what), err: err}
 	}
 	return &hintError{msg: fmt.Sprintf("%s: cannot read the store: %s", url, storeCause(err)), err: err}
+}
+
+// isNetError reports whether err is a network error: a host that does not resolve, a port nobody
+// listens on.
+func isNetError(err error) bool {
+	var dns *net.DNSError
+	var op *net.OpError
+	return errors.As(err, &dns) || errors.As(err, &op)
 }
 
 // storeCause is the part of a storage error a person acts on: the network error (a host that does

@@ -51,6 +51,11 @@ func TestReadMissingBucket(t *testing.T) {
 	noBucket := strings.Replace(empty, "s3://"+emulators.BucketName+"/", "s3://no-such-bucket/", 1)
 	checkReadError(t, noBucket, noBucket+`: bucket "no-such-bucket" does not exist (check the URL: the bucket's name, endpoint and region)`)
 
+	t.Run("wrong secret", func(t *testing.T) {
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+		checkReadError(t, empty, empty+": cannot read the store: access denied (check the credentials and the bucket's permissions)")
+	})
+
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

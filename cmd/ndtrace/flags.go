@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/ndtrace/ndtrace/internal/termsafe"
 )
 
 // helpRequest is what a command returns for -h or --help: run prints usage on stdout and exits 0.
@@ -61,7 +59,7 @@ func flagErrorLine(fs *flag.FlagSet, err error) string {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		msg = "unknown flag -" + termsafe.String(name)
+		msg = "unknown flag -" + name // run makes the whole line safe for a terminal
 		if s := suggest(name, names); s != "" {
 			msg += fmt.Sprintf(" (did you mean -%s?)", s)
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/numfmt"
@@ -139,7 +140,7 @@ func (d *Dashboard) histogramChart(metric, level, dir, unit string) template.HTM
 	for _, v := range axisTicks(float64(lo), float64(hi), 6) {
 		x := xOf(int64(v))
 		c.printf(`<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#adb5bd"/>`, x, x, marginT+plotH, marginT+plotH+4)
-		c.printf(`<text x="%.1f" y="%d" text-anchor="middle" fill="#495057">%s</text>`, x, marginT+plotH+16, svgEsc(compactNum(v)))
+		c.printf(`<text class="xtick" x="%.1f" y="%d" text-anchor="middle" fill="#495057">%s</text>`, x, marginT+plotH+16, svgEsc(compactNum(v)))
 	}
 	c.printf(`<text x="%d" y="%d" text-anchor="middle" fill="#495057">%s per trajectory (bins of %s)</text>`,
 		marginL+plotW/2, chartH-6, svgEsc(unit), numfmt.Thousands(width))
@@ -153,7 +154,6 @@ func (d *Dashboard) barChart(kind, level, dir, prefix string, types []string) te
 	if dir != "" {
 		title += ", " + dir
 	}
-	c := newSVGChart(kind+"-"+level, "bars", title, chartW, chartH)
 	type bar struct {
 		ds    *dashDataset
 		mean  float64
@@ -184,11 +184,16 @@ func (d *Dashboard) barChart(kind, level, dir, prefix string, types []string) te
 		}
 	}
 	if len(groups) == 0 {
-		return c.empty(chartW, chartH, "no "+kind)
+		return newSVGChart(kind+"-"+level, "bars", title, chartW, chartH).empty(chartW, chartH, "no "+kind)
 	}
+	// The type labels go on as many staggered rows as the widest needs to clear its neighbours
+	// (the eight action types do not fit side by side on one), the chart growing to hold them.
+	slot := float64(plotW) / float64(len(groups))
+	rows := labelRows(shown, slot)
+	height := chartH + (rows-1)*labelRowH
+	c := newSVGChart(kind+"-"+level, "bars", title, chartW, height)
 	top = axisCeil(top)
 	c.yAxis(top, compactNum)
-	slot := float64(plotW) / float64(len(groups))
 	for i, bars := range groups {
 		x := marginL + float64(i)*slot
 		bw := (slot * 0.7) / float64(max(len(d.datasets), 1))
@@ -199,11 +204,30 @@ func (d *Dashboard) barChart(kind, level, dir, prefix string, types []string) te
 				bx, marginT+plotH-h, math.Max(bw-1, 1), h, b.ds.Color, svgEsc(b.ds.URL), svgEsc(shown[i]), svgEsc(kind),
 				numfmt.Decimal(b.mean), numfmt.Thousands(b.total))
 		}
-		c.printf(`<text x="%.1f" y="%d" text-anchor="middle" fill="#495057">%s</text>`, x+slot/2, marginT+plotH+16, svgEsc(shown[i]))
+		c.printf(`<text class="xtick" x="%.1f" y="%d" text-anchor="middle" fill="#495057">%s</text>`, x+slot/2, marginT+plotH+16+(i%rows)*labelRowH, svgEsc(shown[i]))
 	}
-	c.printf(`<text x="%d" y="%d" text-anchor="middle" fill="#495057">mean %s per trajectory, by type</text>`, marginL+plotW/2, chartH-6, svgEsc(kind))
+	c.printf(`<text x="%d" y="%d" text-anchor="middle" fill="#495057">mean %s per trajectory, by type</text>`, marginL+plotW/2, height-6, svgEsc(kind))
 	return c.html()
 }
+
+// labelRowH is the distance between two rows of staggered axis labels (SVG units).
+const labelRowH = 14
+
+// labelRows returns on how many staggered rows labels centred slot apart must go so that none
+// reaches its neighbours on its row, by a generous estimate of their width (textWidth); at most 4.
+func labelRows(labels []string, slot float64) int {
+	rows := 1
+	for _, l := range labels {
+		for rows < 4 && textWidth(l) > float64(rows)*slot-6 {
+			rows++
+		}
+	}
+	return rows
+}
+
+// textWidth estimates the width of s at the charts' font size, on the wide side: 0.62 em a
+// character (system-ui's lowercase letters and underscores are narrower).
+func textWidth(s string) float64 { return 0.62 * fontSize * float64(utf8.RuneCountInString(s)) }
 
 // rangeChart draws, for every dataset, level and direction, the 25–90 % range of a metric as a box
 // with the mean as a dot and the median as a tick (the paper's Figure 5).
@@ -244,7 +268,7 @@ func (d *Dashboard) rangeChart(metric, title string) template.HTML {
 	for _, v := range axisTicks(0, top, 5) {
 		x := xOf(v)
 		c.printf(`<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#e9ecef"/>`, x, x, marginT-4, bottom)
-		c.printf(`<text x="%.1f" y="%d" text-anchor="middle" fill="#495057">%s</text>`, x, bottom+14, svgEsc(compactNum(v)))
+		c.printf(`<text class="xtick" x="%.1f" y="%d" text-anchor="middle" fill="#495057">%s</text>`, x, bottom+14, svgEsc(compactNum(v)))
 	}
 	for i, it := range items {
 		y := float64(marginT + i*rowH)

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -25,5 +26,24 @@ func TestAxis(t *testing.T) {
 	}
 	if got := axisCeil(0.3333); got != 0.4 {
 		t.Errorf("axisCeil(0.3333) = %v", got)
+	}
+}
+
+func TestLabelRows(t *testing.T) {
+	actions := []string{"step_into", "step_over", "step_return", "breakpoint", "continue", "inv_step_into", "inv_step_over", "inv_step_call"}
+	events := []string{"call", "line", "return", "exception"}
+	for _, tc := range []struct {
+		labels []string
+		want   int
+	}{
+		{actions, 2},                            // 66 units a type: "inv_step_into" needs two
+		{events, 1},                             // 132 units a type
+		{nil, 1},                                // nothing to place
+		{[]string{strings.Repeat("x", 400)}, 4}, // capped
+	} {
+		slot := float64(plotW) / float64(max(len(tc.labels), 1))
+		if got := labelRows(tc.labels, slot); got != tc.want {
+			t.Errorf("labelRows(%d labels, slot %.0f) = %d, want %d", len(tc.labels), slot, got, tc.want)
+		}
 	}
 }

@@ -8,12 +8,12 @@ import (
 	"path"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ndtrace/ndtrace/internal/numfmt"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/store"
 )
@@ -269,21 +269,25 @@ func writeCardBody(b *bytes.Buffer, m *Manifest, spec cardSpec, shards []ShardIn
 	if st != nil {
 		p("## Statistics\n\n")
 		d := st.Dataset
+		// For people: counts with thousands separators, means and percentiles to one decimal
+		// (stats.json keeps the exact values).
+		n := numfmt.Thousands
 		p("| | value |\n|---|---|\n")
-		p("| trajectories | %d |\n| traces | %d |\n| tokens | %d |\n| learned tokens | %d |\n", d.Trajectories, d.Traces, d.Tokens, d.LearnedTokens)
-		p("| input items | %d |\n| rejected items | %d |\n| sources | %d |\n", d.Items, d.Rejects, len(st.Sources))
+		p("| trajectories | %s |\n| traces | %s |\n| tokens | %s |\n| learned tokens | %s |\n", n(d.Trajectories), n(d.Traces), n(d.Tokens), n(d.LearnedTokens))
+		p("| input items | %s |\n| rejected items | %s |\n| sources | %s |\n", n(d.Items), n(d.Rejects), n(int64(len(st.Sources))))
 		for _, dir := range sortedKeys(d.Directions) {
-			p("| %s trajectories | %d |\n", dir, d.Directions[dir])
+			p("| %s trajectories | %s |\n", dir, n(d.Directions[dir]))
 		}
 		p("\n| group | trajectories | tokens mean | tokens p50 | tokens p90 | actions mean | events mean |\n|---|---|---|---|---|---|---|\n")
 		for _, g := range st.Groups {
 			tok, act, ev := groupMetric(g, "tokens"), groupMetric(g, "actions"), groupMetric(g, "events")
-			p("| %s | %d | %s | %s | %s | %s | %s |\n", g.Name, g.Trajectories, num(tok.Mean), num(tok.P50), num(tok.P90), num(act.Mean), num(ev.Mean))
+			p("| %s | %s | %s | %s | %s | %s | %s |\n", g.Name, n(g.Trajectories), numfmt.Decimal(tok.Mean), numfmt.Decimal(tok.P50),
+				numfmt.Decimal(tok.P90), numfmt.Decimal(act.Mean), numfmt.Decimal(ev.Mean))
 		}
 		if len(st.Rejects) > 0 {
 			p("\n| reject class | items |\n|---|---|\n")
 			for _, r := range st.Rejects {
-				p("| %s | %d |\n", r.Class, r.Count)
+				p("| %s | %s |\n", r.Class, n(r.Count))
 			}
 		}
 		p("\n")
@@ -331,9 +335,6 @@ func groupMetric(g Group, name string) Metric {
 	}
 	return Metric{}
 }
-
-// num formats a rounded statistic: no exponent, trailing zeros trimmed.
-func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 func nonEmpty(ss ...string) []string {
 	var out []string

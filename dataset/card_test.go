@@ -268,3 +268,34 @@ func TestCardFeatures(t *testing.T) {
 		}
 	}
 }
+
+// TestCardStatisticsRounded checks that the card's statistics are written for people: counts with
+// thousands separators, means and percentiles to one decimal (never 183.759375).
+func TestCardStatisticsRounded(t *testing.T) {
+	m := &Manifest{CreatedAt: testCreated, Versions: testVersions, Totals: Totals{Rows: 12345}}
+	st := &Stats{
+		Dataset: SourceStats{RowCounts: RowCounts{Trajectories: 12345, Traces: 4321, Tokens: 2268431, LearnedTokens: 1134215,
+			Directions: map[string]int64{"forward": 6173, "inverse": 6172}}, InputCounts: InputCounts{Items: 5000, Rejects: 1234}},
+		Groups: []Group{{Name: "all", RowCounts: RowCounts{Trajectories: 12345}, Metrics: []Metric{
+			{Name: "tokens", Mean: 183.759375, P50: 150.5, P90: 1234.25},
+			{Name: "actions", Mean: 7.04},
+			{Name: "events", Mean: 0.96},
+		}}},
+		Rejects: []RejectClass{{Class: "timeout", Count: 1234}},
+	}
+	card, err := RenderCard(m, nil, nil, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(card)
+	for _, s := range []string{"| trajectories | 12,345 |", "| traces | 4,321 |", "| tokens | 2,268,431 |", "| learned tokens | 1,134,215 |",
+		"| input items | 5,000 |", "| rejected items | 1,234 |", "| forward trajectories | 6,173 |",
+		"| all | 12,345 | 183.8 | 150.5 | 1,234.3 | 7 | 1 |", "| timeout | 1,234 |"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("card lacks %q:\n%s", s, body)
+		}
+	}
+	if strings.Contains(body, "183.759375") {
+		t.Errorf("card shows the unrounded mean:\n%s", body)
+	}
+}

@@ -77,12 +77,30 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 		}
 	}
 	if len(rows) == 0 {
+		if r := raisedBeforeCall(&t, trace); r != "" {
+			last = r
+		}
 		if last == "" {
 			last = "no trajectory"
 		}
 		return reject(schemas.RejectNoTrajectory, last)
 	}
 	return rows, nil, nil
+}
+
+// raisedBeforeCall is the reason of a function-level item whose run raised before the traced
+// function was called: the module body (an import that fails, most often) or the call expression
+// (its arguments, a name it does not define). The trace then has no events, and the exception
+// (Detail: "ExcType: message") is the reason, not "the trace has no events". "" for any other run.
+func raisedBeforeCall(t *execute.TracedItem, trace *debugger.Trace) string {
+	if t.Status != schemas.StatusException || (trace != nil && trace.Len() > 0) {
+		return ""
+	}
+	detail := t.Detail
+	if detail == "" {
+		detail = "an exception"
+	}
+	return "raised before the call, by the module body or the call expression: " + detail
 }
 
 // debuggerItem is a traced function-level item as package debugger takes it, and its trace.

@@ -135,7 +135,7 @@ func TestDashboardErrors(t *testing.T) {
 		stderrHas string
 	}{
 		{"no manifest", []string{"--dataset", good, "--dataset", filepath.Join(dir, "empty")}, 1,
-			"dataset 1: " + filepath.Join(dir, "empty") + ": no manifest.json: not a committed dataset"},
+			"dataset 1: " + filepath.Join(dir, "empty") + ": no dataset: folder " + filepath.Join(dir, "empty") + " does not exist"},
 		{"no dataset", nil, 2, "missing --dataset URL"},
 		{"positional", []string{good}, 2, "unexpected argument"},
 		{"bad address", []string{"--dataset", good, "--addr", "256.0.0.1:bad"}, 1, "listen on 256.0.0.1:bad"},
@@ -263,14 +263,14 @@ func TestDashboardChromium(t *testing.T) {
 	if verify == nil {
 		t.Fatal("DOM has no verification table")
 	}
-	for _, s := range []string{"#2</td>", `class="fail">failed`, `<td class="n">9 of 10</td>`, `<td class="n">80.0%</td>`,
+	for _, s := range []string{"#2</th>", `class="fail">failed`, `<td class="n">9 of 10</td>`, `<td class="n">80.0%</td>`,
 		"<td>text=1</td>", "<td>repository_moved=4</td>", `<td class="n">100.0%</td>`, "inverse=2 not_re_executed=4"} {
 		if !strings.Contains(verify[1], s) {
 			t.Errorf("verification table lacks %q: %s", s, verify[1])
 		}
 	}
-	if strings.Contains(verify[1], "#1</td>") {
-		t.Error("verification table has a row for dataset 1, which was not verified")
+	if strings.Contains(verify[1], "#1</th>") {
+		t.Error("verification table has a column for dataset 1, which was not verified")
 	}
 	rejects := regexp.MustCompile(`(?s)<table id="rejects-table">(.*?)</table>`).FindStringSubmatch(page)
 	if rejects == nil {

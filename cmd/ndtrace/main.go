@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -67,23 +68,40 @@ func main() {
 // run executes the CLI and returns its exit code: 0 success, 1 failure, 2 bad usage or input.
 func run(args []string, stdout, stderr io.Writer) int {
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		printUsage(stdout)
-		if len(args) == 0 {
+	if len(args) == 0 || isHelpArg(args[0]) || args[0] == "help" {
+		if len(args) >= 2 && args[0] == "help" {
+			if _, ok := commands[args[1]]; ok {
+				// "ndtrace help run" is "ndtrace run -h", "ndtrace help schedule create" "ndtrace schedule create -h".
+				return run(append(slices.Clone(args[1:]), "-h"), stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "ndtrace help: unknown command %q (run 'ndtrace help' for the list)\n", args[1])
 			return 2
 		}
+		if len(args) == 0 {
+			printUsage(stderr) // no command is a mistake: the usage goes where errors go
+			return 2
+		}
+		printUsage(stdout)
 		return 0
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "ndtrace: unknown command %q (run 'ndtrace help')\n", args[0])
+		msg := fmt.Sprintf("ndtrace: unknown command %q", args[0])
+		if s := suggest(args[0], commandNames()); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+		fmt.Fprintf(stderr, "%s; run 'ndtrace help' for the list\n", termsafe.String(msg))
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := cmd.run(ctx, args[1:], stdout, stderr)
+	var help helpRequest
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		help.usage(stdout)
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -102,15 +120,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "ndtrace turns Python code into training data for neural debuggers.")
 	fmt.Fprintln(w, "\nUsage: ndtrace <command> [flags]\n\nCommands:")
-	var names []string
+	for _, n := range commandNames() {
+		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'ndtrace <command> -h' (or 'ndtrace help <command>') for a command's flags. NDTRACE_LOG=debug turns on debug logs.")
+}
+
+// commandNames lists the commands in order.
+func commandNames() []string {
+	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'ndtrace <command> -h' for a command's flags. NDTRACE_LOG=debug turns on debug logs.")
+	return names
 }
 
 func logLevel() slog.Level {
@@ -127,12 +150,14 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }
 
-// newFlagSet returns a FlagSet that reports errors instead of exiting.
+// newFlagSet returns a FlagSet that reports errors instead of exiting. Parse it with parseFlags
+// or parseURLArg: -h and --help print its usage on stdout (exit 0), a bad flag is one line naming
+// it (exit 2).
 func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("ndtrace "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: ndtrace %s %s\n\nFlags:\n", name, usage)
+		fmt.Fprintf(fs.Output(), "Usage: ndtrace %s %s\n\nFlags:\n", name, usage)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -140,14 +165,11 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 
 // parseFlags parses args, turning flag errors into usage errors.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
+	if err := parseQuietly(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return usagef("unexpected argument %q; see %s -h", fs.Arg(0), fs.Name())
 	}
 	return nil
 }

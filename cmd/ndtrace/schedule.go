@@ -15,9 +15,31 @@ import (
 	"github.com/ndtrace/ndtrace/workflows"
 )
 
+// scheduleCommands are schedule's subcommands.
+var scheduleCommands = []struct{ name, summary string }{
+	{"create", "register a schedule that re-runs a spec periodically (--spec FILE --every DURATION --temporal HOST:PORT [--id ID])"},
+	{"list", "list the schedules (--temporal HOST:PORT)"},
+	{"delete", "delete a schedule (ID --temporal HOST:PORT)"},
+}
+
+// printScheduleUsage prints schedule's usage: its subcommands.
+func printScheduleUsage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: ndtrace schedule <subcommand> [flags]\n\nCreates, lists or deletes Temporal Schedules that re-run a spec periodically.\n\nSubcommands:")
+	for _, c := range scheduleCommands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'ndtrace schedule <subcommand> -h' for its flags.")
+}
+
 func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("schedule needs a subcommand: create, list or delete")
+		return usagef("schedule needs a subcommand: create, list or delete; see ndtrace schedule -h")
+	}
+	if isHelpArg(args[0]) || args[0] == "help" {
+		if len(args) > 1 && args[0] == "help" {
+			return runSchedule(ctx, []string{args[1], "-h"}, stdout, stderr)
+		}
+		return helpRequest{usage: printScheduleUsage}
 	}
 	switch args[0] {
 	case "create":
@@ -27,7 +49,15 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case "delete":
 		return scheduleDelete(ctx, args[1:], stdout, stderr)
 	}
-	return usagef("unknown schedule subcommand %q (create, list, delete)", args[0])
+	names := make([]string, len(scheduleCommands))
+	for i, c := range scheduleCommands {
+		names[i] = c.name
+	}
+	hint := ""
+	if s := suggest(args[0], names); s != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return usagef("unknown schedule subcommand %q%s; see ndtrace schedule -h", args[0], hint)
 }
 
 // scheduleID names the schedule of a spec unless --id is given.

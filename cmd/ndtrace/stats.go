@@ -95,18 +95,16 @@ func loadVerification(ctx context.Context, url string) (*schemas.Verification, e
 }
 
 // openDataset opens the store at url and reads the dataset's manifest; the caller closes the store.
-// A missing manifest is an error saying that url is not a committed dataset.
+// A store that cannot be read, or holds no committed dataset, is an error in one line saying which
+// (openCommitted).
 func openDataset(ctx context.Context, url string) (*store.Store, *dataset.Manifest, error) {
-	st, err := store.Open(ctx, url)
+	st, err := openCommitted(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
 	m, err := dataset.ReadManifest(ctx, st)
 	if err != nil {
 		st.Close()
-		if store.IsNotExist(err) {
-			return nil, nil, fmt.Errorf("%s: no %s: not a committed dataset (run 'ndtrace run' or check the URL): %w", url, dataset.ManifestKey, err)
-		}
 		return nil, nil, err
 	}
 	return st, m, nil

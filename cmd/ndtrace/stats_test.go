@@ -174,7 +174,8 @@ func TestStatsCommand(t *testing.T) {
 		{name: "stale stats.json", args: []string{stale}, has: []string{"; statistics computed from the shards"}},
 		{name: "few sources", args: []string{plain, "--sources", "1"}, has: []string{"Sources (1 of 4, most trajectories first; --sources 0 for all)", "corpus/a.jsonl"}},
 		{name: "json", args: []string{"--json", plain}, has: []string{"{\n  \"format\": \"ndtrace-stats\",\n  \"format_version\": 1,"}},
-		{name: "no dataset", args: []string{filepath.Join(dir, "none")}, code: 1, stderrHas: "no manifest.json: not a committed dataset"},
+		{name: "no folder", args: []string{filepath.Join(dir, "none")}, code: 1, stderrHas: ": no dataset: folder " + filepath.Join(dir, "none") + " does not exist (check the path)"},
+		{name: "no dataset", args: []string{t.TempDir()}, code: 1, stderrHas: ": no committed dataset (no manifest.json): check the URL"},
 		{name: "no URL", code: 2, stderrHas: "missing the dataset URL"},
 		{name: "bad sources", args: []string{plain, "--sources", "-2"}, code: 2, stderrHas: "--sources"},
 	}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"github.com/ndtrace/ndtrace/store"
 	"io"
 
 	"github.com/ndtrace/ndtrace/dataset"
@@ -44,7 +42,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *maxProblems < 1 {
 		return usagef("--max-problems must be at least 1")
 	}
-	st, err := store.Open(ctx, url)
+	st, err := openCommitted(ctx, url)
 	if err != nil {
 		return err
 	}
@@ -78,19 +76,10 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // parseURLArg parses flags given before or after the one positional argument, a dataset URL.
 // A bad flag gives a one-line error (not the usage text, which -h prints).
 func parseURLArg(fs *flag.FlagSet, args []string) (string, error) {
-	usage, out := fs.Usage, fs.Output()
-	fs.Usage = func() {}
-	fs.SetOutput(io.Discard)
-	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(out)
-				usage()
-				return "", err
-			}
-			return "", usagef("%v (run '%s -h' for the flags)", err, fs.Name())
+		if err := parseQuietly(fs, args); err != nil {
+			return "", err
 		}
 		rest := fs.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
@@ -106,10 +95,10 @@ func parseURLArg(fs *flag.FlagSet, args []string) (string, error) {
 	}
 	switch len(pos) {
 	case 0:
-		return "", usagef("missing the dataset URL (e.g. ./ndtrace-data or s3://bucket/prefix)")
+		return "", usagef("missing the dataset URL (e.g. ./ndtrace-data or s3://bucket/prefix); see %s -h", fs.Name())
 	case 1:
 		return pos[0], nil
 	default:
-		return "", usagef("unexpected argument %q (one dataset URL expected)", pos[1])
+		return "", usagef("unexpected argument %q (one dataset URL expected); see %s -h", pos[1], fs.Name())
 	}
 }

@@ -122,7 +122,7 @@ func TestValidateCommand(t *testing.T) {
 		{name: "all problems", args: []string{"--all", bad}, code: 1, stderrHas: "2 problem(s); first: data/part-00000.parquet row 0",
 			stdoutHas: []string{"data/part-00000.parquet row 0 column text", "data/part-00001.parquet row 1 column text"}, stdoutRows: 2},
 		{name: "max problems", args: []string{"--all", "--max-problems", "1", bad}, code: 1, stderrHas: "1 problem(s) or more"},
-		{name: "no dataset", args: []string{empty}, code: 1, stderrHas: "manifest.json: missing: no committed dataset"},
+		{name: "no dataset", args: []string{empty}, code: 1, stderrHas: empty + ": no committed dataset (no manifest.json): check the URL"},
 		{name: "no URL", args: nil, code: 2, stderrHas: "missing the dataset URL"},
 		{name: "two URLs", args: []string{good, good}, code: 2, stderrHas: "unexpected argument"},
 		{name: "bad flag", args: []string{"--bogus", good}, code: 2, stderrHas: "bogus"},
@@ -158,8 +158,8 @@ func TestValidateCommand(t *testing.T) {
 func TestValidateHelp(t *testing.T) {
 	for _, cmd := range []string{"validate", "inspect"} {
 		stdout, stderr, code := runCmd(cmd, "-h")
-		if code != 0 || !strings.Contains(stderr, "Usage: ndtrace "+cmd+" URL") || stdout != "" {
-			t.Errorf("%s -h: exit %d, stderr %q", cmd, code, stderr)
+		if code != 0 || !strings.Contains(stdout, "Usage: ndtrace "+cmd+" URL") || stderr != "" {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}
 	}
 	stdout, _, _ := runCmd("help")

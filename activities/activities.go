@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -56,7 +55,7 @@ type RunInput struct {
 func (in RunInput) open(ctx context.Context) (*store.Store, error) {
 	s, err := store.Open(ctx, in.Dataset)
 	if err != nil {
-		msg := oneLine(err.Error())
+		msg := pipeline.OneLine(err.Error())
 		if reason, ok := store.Unusable(err); ok {
 			msg = fmt.Sprintf("%s cannot be used: %s", in.Dataset, reason)
 		}
@@ -93,7 +92,7 @@ func classify(err error) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the store cannot be used: %s (%s)", reason, cause(err)), ErrBadInput, err)
 	}
 	if store.IsNotExist(err) && !errors.Is(err, execute.ErrInfra) {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("an object the run needs is missing (was the dataset's folder or bucket changed during the run?): %s", oneLine(err.Error())), ErrBadInput, err)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("an object the run needs is missing (was the dataset's folder or bucket changed during the run?): %s", pipeline.OneLine(err.Error())), ErrBadInput, err)
 	}
 	return err
 }
@@ -109,21 +108,12 @@ func cause(err error) string {
 	}
 	switch {
 	case errors.As(err, &pe):
-		return oneLine(pe.Error())
+		return pipeline.OneLine(pe.Error())
 	case errors.As(err, &ae):
-		return oneLine(ae.ErrorCode() + ": " + ae.ErrorMessage())
+		return pipeline.OneLine(ae.ErrorCode() + ": " + ae.ErrorMessage())
 	}
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return oneLine(err.Error())
-		}
-		err = next
-	}
+	return pipeline.LastCause(err)
 }
-
-// oneLine joins a message's lines and runs of spaces.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // beat records heartbeats with the given details.
 func beat(ctx context.Context) pipeline.Beat {

@@ -174,7 +174,7 @@ func checkFile(ctx context.Context, p string, local bool) string {
 		if msg := describeFileErr(p, err); msg != "" {
 			return msg
 		}
-		return oneLine(strings.TrimPrefix(err.Error(), "crawl: "))
+		return OneLine(strings.TrimPrefix(err.Error(), "crawl: "))
 	}
 	r.Close()
 	return ""
@@ -188,7 +188,7 @@ func checkDir(p string) string {
 		if msg := describeFileErr(p, err); msg != "" {
 			return msg
 		}
-		return oneLine(err.Error())
+		return OneLine(err.Error())
 	case !fi.IsDir():
 		return fmt.Sprintf("%s is a file, not a folder", p)
 	}
@@ -214,7 +214,7 @@ func describeFileErr(p string, err error) string {
 func checkDataset(ctx context.Context, u string) string {
 	s, err := store.Open(ctx, u)
 	if err != nil {
-		return oneLine(strings.TrimPrefix(err.Error(), "store: "))
+		return OneLine(strings.TrimPrefix(err.Error(), "store: "))
 	}
 	defer s.Close()
 	if _, err := dataset.ReadManifest(ctx, s); err != nil {
@@ -224,7 +224,7 @@ func checkDataset(ctx context.Context, u string) string {
 		if reason, ok := store.Unusable(err); ok {
 			return fmt.Sprintf("%s: %s", u, reason)
 		}
-		return oneLine(strings.TrimPrefix(err.Error(), "store: "))
+		return OneLine(strings.TrimPrefix(err.Error(), "store: "))
 	}
 	return ""
 }
@@ -238,7 +238,7 @@ func ProbeOutput(ctx context.Context, u string) string {
 		if reason, ok := store.Unusable(err); ok {
 			return fmt.Sprintf("%s cannot be used: %s", u, reason)
 		}
-		return oneLine(strings.TrimPrefix(err.Error(), "store: "))
+		return OneLine(strings.TrimPrefix(err.Error(), "store: "))
 	}
 	defer s.Close()
 	var nonce [8]byte
@@ -274,20 +274,20 @@ func reachCause(err error) string {
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
 		return "no answer in time"
 	}
-	return lastCause(err)
+	return LastCause(err)
 }
 
-// lastCause is the innermost message of an error chain, on one line: the cause, without the layers
+// LastCause is the innermost message of an error chain, on one line: the cause, without the layers
 // that repeat what and where.
-func lastCause(err error) string {
+func LastCause(err error) string {
 	for {
 		next := errors.Unwrap(err)
 		if next == nil {
-			return oneLine(err.Error())
+			return OneLine(err.Error())
 		}
 		err = next
 	}
 }
 
-// oneLine joins a message's lines and runs of spaces.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// OneLine joins a message's lines and runs of spaces.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

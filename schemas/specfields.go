@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -162,23 +163,47 @@ func yamlFields(t reflect.Type) map[string]reflect.StructField {
 	return m
 }
 
-// suggest returns ` (did you mean "x"?)` for the known name nearest to key, when one is near
-// enough to be a typo, and otherwise a pointer to the spec's documentation.
+// suggest returns ` (did you mean "x"?)` for the known name nearest to key (Nearest), when one is
+// near enough to be a typo, and otherwise a pointer to the spec's documentation.
 func suggest(key string, fields map[string]reflect.StructField) string {
-	best, bestD := "", len(key)+1
+	names := make([]string, 0, len(fields))
 	for name := range fields {
-		if d := editDistance(strings.ToLower(key), name); d < bestD || (d == bestD && name < best) {
-			best, bestD = name, d
-		}
+		names = append(names, name)
 	}
-	if best != "" && (bestD <= 2 || bestD <= len(best)/3) && bestD < len(key) {
+	slices.Sort(names)
+	if best := Nearest(key, names); best != "" {
 		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	return " (docs/spec.md lists the fields)"
 }
 
-// editDistance is the Levenshtein distance of a and b (bytes).
+// Nearest returns the candidate nearest to name (ignoring case) when it is close enough to be a
+// typo of it (an edit distance of at most 2 and at most half of name's length), else the one
+// candidate that name begins (at least 3 characters), else "". Ties go to the first candidate.
+// The CLI suggests flags and commands with it, the spec its fields.
+func Nearest(name string, candidates []string) string {
+	best, bestDist := "", 3
+	var prefixOf []string
+	lower := strings.ToLower(name)
+	for _, c := range candidates {
+		d := editDistance(lower, strings.ToLower(c))
+		if d < bestDist && 2*d <= len(name) {
+			best, bestDist = c, d
+		}
+		if len(name) >= 3 && strings.HasPrefix(strings.ToLower(c), lower) {
+			prefixOf = append(prefixOf, c)
+		}
+	}
+	if best == "" && len(prefixOf) == 1 {
+		best = prefixOf[0]
+	}
+	return best
+}
+
+// editDistance is the Damerau-Levenshtein distance (optimal string alignment) of a and b in bytes:
+// insertions, deletions, substitutions and swaps of two neighbours each count one.
 func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -192,8 +217,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

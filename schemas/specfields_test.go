@@ -50,7 +50,8 @@ func TestEditDistance(t *testing.T) {
 	for _, tc := range []struct {
 		a, b string
 		d    int
-	}{{"", "", 0}, {"limt", "limit", 1}, {"kitten", "sitting", 3}, {"abc", "", 3}} {
+	}{{"", "", 0}, {"limt", "limit", 1}, {"kitten", "sitting", 3}, {"abc", "", 3}, {"", "abc", 3}, {"ab", "ba", 1},
+		{"spec", "spce", 1}, {"ca", "abc", 3}} {
 		if d := editDistance(tc.a, tc.b); d != tc.d {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, d, tc.d)
 		}

@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,17 +58,7 @@ func TestUnusableS3(t *testing.T) {
 	}
 	ctx := context.Background()
 	b := emulators.S3(t)
-	u, err := url.Parse(b.URL("ds"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := u.Query().Get("endpoint")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	endpoint, closed := b.Endpoint(), emulators.ClosedEndpoint(t)
 	for _, tc := range []struct {
 		name, url, reason string
 	}{

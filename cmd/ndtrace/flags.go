@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // helpRequest is what a command returns for -h or --help: run prints usage on stdout and exits 0.
@@ -67,50 +69,5 @@ func flagErrorLine(fs *flag.FlagSet, err error) string {
 	return fmt.Sprintf("%s; see %s -h", msg, fs.Name())
 }
 
-// suggest returns the candidate nearest to name when it is close enough to be a typo of it (an
-// edit distance of at most 2 and at most half of name's length), else the one candidate that name
-// begins (at least 3 characters), else "". Ties go to the first candidate.
-func suggest(name string, candidates []string) string {
-	best, bestDist := "", 3
-	var prefixOf []string
-	lower := strings.ToLower(name)
-	for _, c := range candidates {
-		d := editDistance(lower, strings.ToLower(c))
-		if d < bestDist && 2*d <= len(name) {
-			best, bestDist = c, d
-		}
-		if len(name) >= 3 && strings.HasPrefix(strings.ToLower(c), lower) {
-			prefixOf = append(prefixOf, c)
-		}
-	}
-	if best == "" && len(prefixOf) == 1 {
-		best = prefixOf[0]
-	}
-	return best
-}
-
-// editDistance is the Damerau-Levenshtein distance (optimal string alignment) of a and b in bytes:
-// insertions, deletions, substitutions and swaps of two neighbours each count one.
-func editDistance(a, b string) int {
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
-}
+// suggest is schemas.Nearest: the candidate name is likely a typo of, or "".
+func suggest(name string, candidates []string) string { return schemas.Nearest(name, candidates) }

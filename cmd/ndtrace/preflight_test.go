@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,17 +145,7 @@ func TestPreflightS3(t *testing.T) {
 	}
 	b := emulators.S3(t)
 	good := b.URL("ds")
-	u, err := url.Parse(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := u.Query().Get("endpoint")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	endpoint, closed := b.Endpoint(), emulators.ClosedEndpoint(t)
 	spec := func(output string) string {
 		return writeSpec(t, t.TempDir(), fmt.Sprintf("output: %q\nsources:\n  - kind: examples\n", output))
 	}

@@ -31,9 +31,15 @@ type Bucket struct {
 	Dir string
 	// url returns the storage URL of a prefix.
 	url func(prefix string) string
+	// endpoint is the server's endpoint (S3 only).
+	endpoint string
 	// stop and start stop the server and start it again with the same data (S3 only).
 	stop, start func()
 }
+
+// Endpoint is the S3 server's endpoint URL (the endpoint parameter of its storage URLs); "" for
+// the other emulators.
+func (b *Bucket) Endpoint() string { return b.endpoint }
 
 // Stop stops the server, as an outage would (its data stays): requests fail until Start. Only the
 // S3 server can be stopped.
@@ -120,6 +126,13 @@ func freeLoopbackAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// ClosedEndpoint returns an http:// endpoint on loopback where nothing listens (a wrong port): a
+// connection to it is refused at once.
+func ClosedEndpoint(t testing.TB) string {
+	t.Helper()
+	return "http://" + freeLoopbackAddr(t)
 }
 
 // lockedBuffer collects a process's output for failure messages.

@@ -35,6 +35,7 @@ func S3(t testing.TB) *Bucket {
 	b.stop = startLoopbackServer(t, "versitygw", command(), addr)
 	b.start = func() { b.stop = startLoopbackServer(t, "versitygw", command(), addr) }
 	endpoint := "http://" + addr
+	b.endpoint = endpoint
 	createS3Bucket(t, endpoint, BucketName)
 	b.url = func(prefix string) string { return S3URL(BucketName, prefix, endpoint) }
 	return b

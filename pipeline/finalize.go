@@ -324,12 +324,11 @@ func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok to
 	if err != nil {
 		return CommitResult{}, fmt.Errorf("commit: %w", err)
 	}
-	if head {
-		// The dataset card (README.md) describes the head: rendered from the committed manifest and
-		// the statistics putStats stored, so a retried commit writes the same bytes.
-		if err := writeCard(ctx, s, m); err != nil {
-			return CommitResult{}, fmt.Errorf("dataset card: %w", err)
-		}
+	// The head's files: data/ and packed/ hold copies of its shards only, and the dataset card
+	// (README.md) describes it. Run whether or not this version is the head: the head may be a
+	// version whose commit has not published yet (or crashed before it did).
+	if _, err := dataset.Publish(ctx, s); err != nil {
+		return CommitResult{}, fmt.Errorf("publish: %w", err)
 	}
 	if len(out) > maxFailedReported {
 		out = out[:maxFailedReported] // the manifest lists them all; the result travels in histories
@@ -352,21 +351,6 @@ func keyRefs(ctx context.Context, s *store.Store, run Run, p Phase) ([]dataset.O
 		refs = append(refs, dataset.ObjectRef{Key: key, SHA256: info.Metadata["sha256"], Bytes: info.Size})
 	}
 	return refs, nil
-}
-
-// writeCard writes the dataset card of version m, with the statistics its manifest references.
-func writeCard(ctx context.Context, s *store.Store, m *dataset.Manifest) error {
-	var st *dataset.Stats
-	if m.Stats != nil {
-		data, err := dataset.ReadObject(ctx, s, *m.Stats)
-		if err != nil {
-			return err
-		}
-		if st, err = dataset.ParseStats(data); err != nil {
-			return err
-		}
-	}
-	return dataset.WriteCard(ctx, s, m, st)
 }
 
 // putStats writes the version's statistics (stats.json, stats.parquet) from its merged parts and

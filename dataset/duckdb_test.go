@@ -171,7 +171,7 @@ func writeReaderDataset(t *testing.T) readerDataset {
 	if err != nil || !head {
 		t.Fatalf("Commit = head %v, %v", head, err)
 	}
-	if _, err := Publish(ctx, s); err != nil {
+	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	return readerDataset{dir: dir, m: m, packed: packed}
@@ -333,7 +333,7 @@ func TestReadersAfterVersions(t *testing.T) {
 	var versions []*Manifest
 	for i, v := range threeVersions {
 		m, rows := commitPooled(t, s, v, i+1)
-		if _, err := Publish(ctx, s); err != nil {
+		if _, err := Publish(ctx, s, nil); err != nil {
 			t.Fatal(err)
 		}
 		versions = append(versions, m)

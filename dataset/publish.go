@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -63,14 +64,27 @@ const publishCopies = 8
 // next Publish, which the commit's retry or the next commit runs; the manifest is exact throughout.
 //
 // Shards outside the pool (datasets written before it, or with WriteShard) are their own copies
-// and are never deleted: a version's manifest may name them. It returns the head it published.
-func Publish(ctx context.Context, st *store.Store) (*Manifest, error) {
+// and are never deleted: a version's manifest may name them. progress, if not nil, is called
+// (one call at a time) with the number of copies made and deleted so far, after each: a caller
+// that must show it is alive (an activity's heartbeat) passes it. It returns the head it published.
+func Publish(ctx context.Context, st *store.Store, progress func(done int)) (*Manifest, error) {
+	var mu sync.Mutex
+	done := 0
+	step := func() {
+		if progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		progress(done)
+	}
 	for {
 		m, err := Head(ctx, st)
 		if err != nil {
 			return nil, err
 		}
-		if err := publish(ctx, st, m); err != nil {
+		if err := publish(ctx, st, m, step); err != nil {
 			return nil, fmt.Errorf("dataset: publish version %s: %w", m.Version, err)
 		}
 		again, err := Head(ctx, st)
@@ -85,7 +99,7 @@ func Publish(ctx context.Context, st *store.Store) (*Manifest, error) {
 
 // publish makes data/ and packed/ hold the copies of m's shards and no other copies of pooled
 // shards, and writes m's card.
-func publish(ctx context.Context, st *store.Store, m *Manifest) error {
+func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) error {
 	shards, err := m.AllShards(ctx, st)
 	if err != nil {
 		return err
@@ -121,7 +135,10 @@ func publish(ctx context.Context, st *store.Store, m *Manifest) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(publishCopies)
 	for _, v := range todo {
-		g.Go(func() error { return st.Copy(gctx, v, want[v].Path) })
+		g.Go(func() error {
+			defer step()
+			return st.Copy(gctx, v, want[v].Path)
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return err
@@ -147,6 +164,7 @@ func publish(ctx context.Context, st *store.Store, m *Manifest) error {
 		// Only copies of pooled shards go: a shard written in data/ itself is named by some
 		// version's manifest.
 		pooled, err := st.Exists(ctx, PoolDir+"/"+key)
+		step()
 		if err != nil {
 			return err
 		}
@@ -158,7 +176,10 @@ func publish(ctx context.Context, st *store.Store, m *Manifest) error {
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(publishCopies)
 	for _, key := range stale {
-		g.Go(func() error { return st.Delete(gctx, key) })
+		g.Go(func() error {
+			defer step()
+			return st.Delete(gctx, key)
+		})
 	}
 	return g.Wait()
 }

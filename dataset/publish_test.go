@@ -168,7 +168,7 @@ func TestPublish(t *testing.T) {
 			for i, v := range threeVersions {
 				m, _ := commitPooled(t, s, v, i+1)
 				ms = append(ms, m)
-				head, err := Publish(ctx, s)
+				head, err := Publish(ctx, s, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -220,7 +220,7 @@ func TestPublishAfterCrash(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ds")
 	s := openTest(t, dir)
 	m1, _ := commitPooled(t, s, threeVersions[0], 1)
-	if _, err := Publish(ctx, s); err != nil {
+	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	v1, err := s.ReadAll(ctx, ManifestKey)
@@ -235,7 +235,7 @@ func TestPublishAfterCrash(t *testing.T) {
 	if h, err := Head(ctx, s); err != nil || h.Version != "v2" {
 		t.Fatalf("Head = %v, %v; want v2 (claimed after v1)", h, err)
 	}
-	if _, err := Publish(ctx, s); err != nil {
+	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	checkPublished(t, s, dir, m2)
@@ -245,7 +245,7 @@ func TestPublishAfterCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := Publish(ctx, s); err != nil {
+	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	checkPublished(t, s, dir, m2)
@@ -258,7 +258,7 @@ func TestPublishConcurrent(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		s := openTest(t, "mem://")
 		commitPooled(t, s, threeVersions[0], 1)
-		if _, err := Publish(ctx, s); err != nil {
+		if _, err := Publish(ctx, s, nil); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -266,7 +266,7 @@ func TestPublishConcurrent(t *testing.T) {
 		for i, v := range threeVersions[1:] {
 			wg.Go(func() {
 				ms[i], _ = commitPooled(t, s, v, i+2)
-				if _, err := Publish(ctx, s); err != nil {
+				if _, err := Publish(ctx, s, nil); err != nil {
 					t.Error(err)
 				}
 			})
@@ -293,11 +293,11 @@ func TestPublishKeepsUnpooledShards(t *testing.T) {
 	if _, _, err := Commit(ctx, s, "v0", Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{info}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Publish(ctx, s); err != nil {
+	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	m, _ := commitPooled(t, s, threeVersions[0], 1)
-	if _, err := Publish(ctx, s); err != nil {
+	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := append([]string{info.Path}, wantView(t, s, m)...)

@@ -327,7 +327,7 @@ func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok to
 	// The head's files: data/ and packed/ hold copies of its shards only, and the dataset card
 	// (README.md) describes it. Run whether or not this version is the head: the head may be a
 	// version whose commit has not published yet (or crashed before it did).
-	if _, err := dataset.Publish(ctx, s); err != nil {
+	if _, err := dataset.Publish(ctx, s, func(n int) { beat.beat(fmt.Sprintf("publish %d", n)) }); err != nil {
 		return CommitResult{}, fmt.Errorf("publish: %w", err)
 	}
 	if len(out) > maxFailedReported {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -348,7 +350,17 @@ func keyRefs(ctx context.Context, s *store.Store, run Run, p Phase) ([]dataset.O
 		if err != nil {
 			return nil, err
 		}
-		refs = append(refs, dataset.ObjectRef{Key: key, SHA256: info.Metadata["sha256"], Bytes: info.Size})
+		sum, ok := info.Metadata["sha256"]
+		if !ok {
+			// No metadata (a local folder opened with metadata=skip): hash the object.
+			data, err := s.ReadLimit(ctx, key, info.Size)
+			if err != nil {
+				return nil, err
+			}
+			h := sha256.Sum256(data)
+			sum = hex.EncodeToString(h[:])
+		}
+		refs = append(refs, dataset.ObjectRef{Key: key, SHA256: sum, Bytes: info.Size})
 	}
 	return refs, nil
 }

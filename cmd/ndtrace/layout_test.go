@@ -172,3 +172,39 @@ func TestRunsWithOtherSeedsOneVersionPerRead(t *testing.T) {
 		}
 	}
 }
+
+// TestRunMetadataSkip runs the examples twice into a local folder opened with fileblob's
+// metadata=skip (no sidecar files anywhere): the write-once checks fall back to hashing, the
+// version's references (dedup keys included) carry the sha256 of what they name, and validate
+// passes.
+func TestRunMetadataSkip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two ndtrace runs into a folder without metadata: long integration test; run without -short")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "ds")
+	url := "file://" + out + "?metadata=skip"
+	for i, seed := range []int{1, 2} {
+		spec := writeSpec(t, dir, fmt.Sprintf("name: skip\noutput: %s\nsources:\n  - kind: examples\nseed: %d\ncreated_at: 2026-11-2%dT00:00:00Z\n", url, seed, i+1))
+		runSpec(t, spec)
+		if _, stderr, code := runCmd("validate", url); code != 0 {
+			t.Errorf("run %d: validate: exit %d: %s", i+1, code, stderr)
+		}
+	}
+	st, m := openHead(t, url)
+	if len(m.DedupKeys) == 0 {
+		t.Fatal("the version has no dedup keys")
+	}
+	for _, ref := range m.DedupKeys {
+		if _, err := dataset.ReadObject(ctx, st, ref); err != nil {
+			t.Errorf("dedup keys %s: %v", ref.Key, err)
+		}
+	}
+	filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".attrs") {
+			t.Errorf("sidecar %s with metadata=skip", p)
+		}
+		return err
+	})
+}

@@ -63,8 +63,11 @@ const publishCopies = 8
 // between its steps leaves data/ with copies of the head before too (or a stale card) until the
 // next Publish, which the commit's retry or the next commit runs; the manifest is exact throughout.
 //
-// Shards outside the pool (datasets written before it, or with WriteShard) are their own copies
-// and are never deleted: a version's manifest may name them. progress, if not nil, is called
+// Shards in data/ and packed/ themselves (datasets written before the pool, or with WriteShard)
+// are their own copies while the head has them; once it does not, Publish moves them into the
+// pool (PoolDir/<their path>), where every reader of this package finds them for the versions that
+// name them, and puts them back if a later head names them again. Shards in shards/ (datasets
+// written before the data/ layout) are never touched. progress, if not nil, is called
 // (one call at a time) with the number of copies made and deleted so far, after each: a caller
 // that must show it is alive (an activity's heartbeat) passes it. It returns the head it published.
 func Publish(ctx context.Context, st *store.Store, progress func(done int)) (*Manifest, error) {
@@ -126,10 +129,20 @@ func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) err
 		}
 	}
 	var todo []string
+	src := map[string]string{} // copy key -> where its bytes are
 	for v, s := range want {
-		if size, ok := present[v]; v != s.Path && (!ok || size != s.Bytes) {
-			todo = append(todo, v)
+		size, ok := present[v]
+		switch {
+		case v != s.Path && (!ok || size != s.Bytes):
+			src[v] = s.Path
+		case v == s.Path && !ok && movable(v):
+			// A shard of a dataset written before the pool that a publish moved into the pool
+			// (below) and a later version reuses: back in place.
+			src[v] = PoolDir + "/" + v
+		default:
+			continue
 		}
+		todo = append(todo, v)
 	}
 	slices.Sort(todo)
 	g, gctx := errgroup.WithContext(ctx)
@@ -137,7 +150,7 @@ func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) err
 	for _, v := range todo {
 		g.Go(func() error {
 			defer step()
-			return st.Copy(gctx, v, want[v].Path)
+			return st.Copy(gctx, v, src[v])
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -158,17 +171,7 @@ func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) err
 	}
 	var stale []string
 	for key := range present {
-		if _, ok := want[key]; ok || path.Ext(key) != ShardExt {
-			continue
-		}
-		// Only copies of pooled shards go: a shard written in data/ itself is named by some
-		// version's manifest.
-		pooled, err := st.Exists(ctx, PoolDir+"/"+key)
-		step()
-		if err != nil {
-			return err
-		}
-		if pooled {
+		if _, ok := want[key]; !ok && path.Ext(key) == ShardExt {
 			stale = append(stale, key)
 		}
 	}
@@ -178,6 +181,19 @@ func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) err
 	for _, key := range stale {
 		g.Go(func() error {
 			defer step()
+			// A copy of a pooled shard just goes. A shard written in data/ or packed/ itself (a
+			// dataset written before the pool) may be named by an older version's manifest: it
+			// moves into the pool first (a copy, then the delete), where readers of that version
+			// find it (readStored).
+			pooled, err := st.Exists(gctx, PoolDir+"/"+key)
+			if err != nil {
+				return err
+			}
+			if !pooled {
+				if err := st.Copy(gctx, PoolDir+"/"+key, key); err != nil {
+					return err
+				}
+			}
 			return st.Delete(gctx, key)
 		})
 	}

@@ -279,31 +279,57 @@ func TestPublishConcurrent(t *testing.T) {
 	}
 }
 
-// TestPublishKeepsUnpooledShards checks that Publish never deletes a shard outside the pool: a
-// version written before the pool (its shards in data/ itself) stays whole when a pooled version
-// becomes the head; data/ then holds both (docs/dataset.md says so).
-func TestPublishKeepsUnpooledShards(t *testing.T) {
+// TestPublishMovesUnpooledShards checks a folder holding a version written before the pool (its
+// shard in data/ itself, with a metadata sidecar): when a pooled version becomes the head, that
+// shard moves into the pool (data/ then holds the head's shards only, and no sidecar), the old
+// version stays readable by its manifest (rows, stored checks, statistics), and a later version
+// that reuses the old shard (its manifest names data/ as the old one does) gets it back in data/.
+func TestPublishMovesUnpooledShards(t *testing.T) {
 	ctx := context.Background()
-	s := openTest(t, "mem://")
+	dir := filepath.Join(t.TempDir(), "ds")
+	s := openTest(t, dir)
 	rows := makeRows(t, 900, 3)
 	info, err := WriteShard(ctx, s, "part-old", rows)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Commit(ctx, s, "v0", Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{info}}); err != nil {
+	old, _, err := Commit(ctx, s, "v0", Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{info}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
+	checkPublished(t, s, "", old) // (the sidecar of the pre-pool shard is still there)
 	m, _ := commitPooled(t, s, threeVersions[0], 1)
 	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := append([]string{info.Path}, wantView(t, s, m)...)
-	slices.Sort(want)
-	if got := viewKeys(t, s); !slices.Equal(got, want) {
-		t.Errorf("data/ and packed/ hold %v, want %v", got, want)
+	checkPublished(t, s, dir, m)
+	if got, err := ReadRows(ctx, s, info.Path, -1); err != nil || len(got) != len(rows) {
+		t.Errorf("ReadRows(%s) of the old version = %d rows, %v", info.Path, len(got), err)
+	}
+	if err := CheckStored(ctx, s, []ShardInfo{info}); err != nil {
+		t.Errorf("CheckStored(old version): %v", err)
+	}
+	if st, err := ComputeStats(ctx, s, old); err != nil || st.Dataset.Trajectories != int64(len(rows)) {
+		t.Errorf("ComputeStats(old version) = %+v, %v", st, err)
+	}
+	// A later version reuses the old shard (a batch record from before the pool names data/).
+	extra, err := WritePoolShard(ctx, s, "part-new", makeRows(t, 950, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reuse, _, err := Commit(ctx, s, "v2", Manifest{CreatedAt: testCreated.Add(5 * time.Hour), Versions: testVersions, Shards: []ShardInfo{info, extra}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Publish(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkPublished(t, s, dir, reuse)
+	if got, err := ReadRows(ctx, s, info.Path, -1); err != nil || len(got) != len(rows) {
+		t.Errorf("ReadRows(%s) after it came back = %d rows, %v", info.Path, len(got), err)
 	}
 }
 

@@ -104,6 +104,25 @@ func PoolShardPath(name string) string { return PoolDir + "/" + ShardPath(name) 
 // (shards/).
 var shardPathRE = regexp.MustCompile(`^(?:` + ShardDir + `|` + LegacyShardDir + `|` + PoolDir + `/` + ShardDir + `)/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\` + ShardExt + `$`)
 
+// movable reports whether the shard at p is one Publish may have moved into the pool: a shard in
+// data/ or packed/ itself, as datasets written before the pool have them. It is then stored at
+// PoolDir/p.
+func movable(p string) bool {
+	return strings.HasPrefix(p, ShardDir+"/") || strings.HasPrefix(p, PackedDir+"/")
+}
+
+// readStored reads the shard at path: there, or (for a shard Publish moved, see movable) in the
+// pool. A shard in neither gives the error of the read at path.
+func readStored(ctx context.Context, st *store.Store, path string) ([]byte, error) {
+	data, err := st.ReadAll(ctx, path)
+	if store.IsNotExist(err) && movable(path) {
+		if pooled, perr := st.ReadAll(ctx, PoolDir+"/"+path); perr == nil {
+			return pooled, nil
+		}
+	}
+	return data, err
+}
+
 // ViewPath returns where the head's copy of the shard (or packed shard) at p is: data/<name> for a
 // shard in the pool, packed/<name> for a packed shard there; a shard outside the pool (data/,
 // packed/ or shards/, as datasets written before the pool have them) is its own copy.
@@ -280,7 +299,7 @@ func ReadRows(ctx context.Context, st *store.Store, shardPath string, limit int)
 // readShard reads up to limit rows (all if limit <= 0) of type T from the shard at path, after
 // checking that its schema is want; kind names the shard in errors.
 func readShard[T any](ctx context.Context, st *store.Store, kind, path string, want *parquet.Schema, limit int) ([]T, error) {
-	data, err := st.ReadAll(ctx, path)
+	data, err := readStored(ctx, st, path)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,5 +157,67 @@ func TestReadShardWithArrow(t *testing.T) {
 	}
 	if row != 50 {
 		t.Errorf("compared %d rows", row)
+	}
+}
+
+// TestArrowReadsHeadFolder reads a folder holding three versions as pyarrow reads a dataset folder
+// (pq.ParquetDataset("DIR/data")): every file of data/ whose name does not start with "." or "_"
+// (pyarrow's default ignore_prefixes), each read as Parquet — here with arrow-go's pqarrow, the
+// same Arrow schema from ARROW:schema (pyarrow itself is not installed on the project's machine).
+// It gives exactly the head's rows: data/ holds no sidecar pyarrow would try to read.
+func TestArrowReadsHeadFolder(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "ds")
+	s := openTest(t, dir)
+	var head []string
+	for i, v := range threeVersions {
+		_, rows := commitPooled(t, s, v, i+1)
+		if _, err := Publish(ctx, s, nil); err != nil {
+			t.Fatal(err)
+		}
+		head = head[:0]
+		for _, r := range rows {
+			head = append(head, r.ID)
+		}
+	}
+	slices.Sort(head)
+	entries, err := os.ReadDir(filepath.Join(dir, ShardDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") || strings.HasPrefix(e.Name(), "_") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, ShardDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := pqarrow.ReadTable(ctx, bytes.NewReader(data), pq.NewReaderProperties(memory.DefaultAllocator),
+			pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatalf("data/%s: %v", e.Name(), err)
+		}
+		if tbl.Schema().NumFields() != ArrowSchema().NumFields() {
+			t.Fatalf("data/%s: %d columns, want %d", e.Name(), tbl.Schema().NumFields(), ArrowSchema().NumFields())
+		}
+		for i, f := range tbl.Schema().Fields() {
+			if want := ArrowSchema().Field(i); f.Name != want.Name || !arrow.TypeEqual(f.Type, want.Type) || f.Nullable != want.Nullable {
+				t.Errorf("data/%s: field %d read as %s, want %s", e.Name(), i, f, want)
+			}
+		}
+		col := tbl.Column(tbl.Schema().FieldIndices("id")[0])
+		for _, chunk := range col.Data().Chunks() {
+			strs := chunk.(*array.String)
+			for j := range strs.Len() {
+				ids = append(ids, strs.Value(j))
+			}
+		}
+		tbl.Release()
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, head) {
+		t.Errorf("data/ read as pyarrow discovers it: %d rows, want the head's %d", len(ids), len(head))
 	}
 }

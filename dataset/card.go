@@ -142,13 +142,13 @@ type cardSource struct {
 	List string `json:"list"`
 }
 
-// filePatterns returns the glob patterns that cover shards: <folder>/*.parquet for each folder
-// they are in (data/, or shards/ for shards a version reused from a dataset written before the
-// data/ layout), sorted.
+// filePatterns returns the glob patterns that cover the head's copies of shards (ViewPath):
+// <folder>/*.parquet for each folder they are in (data/, or shards/ for shards a version reused
+// from a dataset written before the data/ layout), sorted.
 func filePatterns(shards []ShardInfo, dflt string) []string {
 	var out []string
 	for _, s := range shards {
-		p := path.Dir(s.Path) + "/*" + ShardExt
+		p := path.Dir(ViewPath(s.Path)) + "/*" + ShardExt
 		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
@@ -353,9 +353,9 @@ func WriteCard(ctx context.Context, st *store.Store, m *Manifest, stats *Stats) 
 	var shards, packed []ShardInfo
 	add := func(list *[]ShardInfo) func(ShardInfo) error {
 		return func(s ShardInfo) error {
-			dir := path.Dir(s.Path)
+			dir := path.Dir(ViewPath(s.Path))
 			for i := range *list {
-				if path.Dir((*list)[i].Path) == dir {
+				if path.Dir(ViewPath((*list)[i].Path)) == dir {
 					(*list)[i].Bytes += s.Bytes
 					return nil
 				}

@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ndtrace/ndtrace/schemas"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // requireTool returns the path of a program, skipping the test if it is missing (failing under CI).
@@ -96,8 +99,8 @@ const (
 	polarsInstall = "(cd dataset/testdata/polars && npm install --no-save --no-audit --no-fund)"
 )
 
-// readerDataset is a dataset folder as the pipeline leaves it: shards in data/, packed sequences in
-// packed/, the version's objects (its manifest, statistics as stats.json and stats.parquet) under
+// readerDataset is a dataset folder as the pipeline leaves it: shards in the pool (pool/data/,
+// pool/packed/) and their published copies in data/ and packed/, the version's objects (its manifest, statistics as stats.json and stats.parquet) under
 // versions/, a batch record under batches/, the run's work area under work/, the manifest and the
 // dataset card at the root. Readers must see the rows and nothing else.
 type readerDataset struct {
@@ -115,7 +118,7 @@ func writeReaderDataset(t *testing.T) readerDataset {
 	var all []schemas.Row
 	for i, n := range []int{3, 1100, 7} { // the middle shard has two row groups
 		rows := makeRows(t, i*10000, n)
-		info, err := WriteShard(ctx, s, fmt.Sprintf("part-%05d", i), rows)
+		info, err := WritePoolShard(ctx, s, fmt.Sprintf("part-%05d", i), rows)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +129,7 @@ func writeReaderDataset(t *testing.T) readerDataset {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinfo, err := WritePackedShard(ctx, s, "part-00000", packed, 4096)
+	pinfo, err := WritePoolPackedShard(ctx, s, "part-00000", packed, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +171,7 @@ func writeReaderDataset(t *testing.T) readerDataset {
 	if err != nil || !head {
 		t.Fatalf("Commit = head %v, %v", head, err)
 	}
-	if err := WriteCard(ctx, s, m, stats); err != nil {
+	if _, err := Publish(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	return readerDataset{dir: dir, m: m, packed: packed}
@@ -310,5 +313,117 @@ func TestPolars(t *testing.T) {
 		if got := rep.Glob.Types[col]; got != want {
 			t.Errorf("Polars sees %s as %q, want %q", col, got, want)
 		}
+	}
+}
+
+// TestReadersAfterVersions commits three versions into one folder (re-runs with other seeds: each
+// has shards of its own and all share one), publishing after each, and reads the folder with
+// DuckDB and Polars as users do: the data globs (data/**/*.parquet, data/*, data/*.parquet; for
+// Polars the bare folder data/ too) and the dataset card's default config give exactly the head's
+// rows, packed/**/*.parquet exactly its packed sequences, and every version's manifest still names
+// exactly that version's rows.
+func TestReadersAfterVersions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("DuckDB and Polars reading three versions under Node.js: long integration test; run without -short")
+	}
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "ds")
+	s := openTest(t, dir)
+	want := map[string][]string{} // read name -> the ids it must give
+	var versions []*Manifest
+	for i, v := range threeVersions {
+		m, rows := commitPooled(t, s, v, i+1)
+		if _, err := Publish(ctx, s, nil); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, m)
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		want["version:"+v.id] = ids
+	}
+	head := versions[len(versions)-1]
+	reads := map[string][]string{
+		"data/**/*.parquet": {filepath.Join(dir, "data", "**", "*.parquet")},
+		"data/*":            {filepath.Join(dir, "data", "*")},
+		"data/*.parquet":    {filepath.Join(dir, "data", "*.parquet")},
+	}
+	for name := range reads {
+		want[name] = want["version:"+head.Version]
+	}
+	card, err := os.ReadFile(filepath.Join(dir, CardKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range parseCard(t, card).Configs {
+		var files []string
+		for _, df := range c.DataFiles {
+			for _, p := range df.Path {
+				files = append(files, filepath.Join(dir, filepath.FromSlash(p)))
+			}
+		}
+		if c.ConfigName == RowsConfig {
+			reads["card:default"] = files
+			want["card:default"] = want["version:"+head.Version]
+		}
+	}
+	for _, m := range versions {
+		shards, err := m.AllShards(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var files []string
+		for _, sh := range shards {
+			files = append(files, filepath.Join(dir, filepath.FromSlash(sh.Path)))
+		}
+		reads["version:"+m.Version] = files
+	}
+	packed, err := ReadPackedRows(ctx, s, head.Packing.Shards[0].Path, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads["packed/**/*.parquet"] = []string{filepath.Join(dir, "packed", "**", "*.parquet")}
+	for _, p := range packed {
+		want["packed/**/*.parquet"] = append(want["packed/**/*.parquet"], p.ID)
+	}
+	slices.Sort(want["packed/**/*.parquet"])
+
+	for _, reader := range []struct{ name, dir, pkg, install string }{
+		{"DuckDB", "duckdb", "@duckdb/node-api", duckdbInstall},
+		{"Polars", "polars", "nodejs-polars", polarsInstall},
+	} {
+		t.Run(reader.name, func(t *testing.T) {
+			node, folder := requireNodePackage(t, reader.dir, reader.pkg, reader.install)
+			r := maps.Clone(reads)
+			w := maps.Clone(want)
+			if reader.name == "Polars" {
+				r["data/"] = []string{filepath.Join(dir, "data") + "/"}
+				w["data/"] = want["version:"+head.Version]
+			}
+			spec, _ := json.Marshal(r)
+			file := filepath.Join(t.TempDir(), "reads.json")
+			if err := os.WriteFile(file, spec, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]struct {
+				Rows  int      `json:"rows"`
+				IDs   []string `json:"ids"`
+				Error string   `json:"error"`
+			}
+			out := runNode(t, node, folder, "versions.mjs", file)
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			for name, ids := range w {
+				g := got[name]
+				if g.Error != "" || !slices.Equal(g.IDs, ids) {
+					t.Errorf("%s reading %s: %d rows (error %q), want the %d rows of %s", reader.name, name, g.Rows, g.Error, len(ids), map[bool]string{true: "that version", false: "the head, " + head.Version}[strings.HasPrefix(name, "version:")])
+				} else {
+					t.Logf("%s reading %s: %d rows", reader.name, name, g.Rows)
+				}
+			}
+		})
 	}
 }

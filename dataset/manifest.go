@@ -475,6 +475,9 @@ func CheckStored(ctx context.Context, st *store.Store, shards []ShardInfo) error
 	for _, s := range shards {
 		g.Go(func() error {
 			ok, err := st.Holds(ctx, s.Path, s.Bytes, s.SHA256)
+			if store.IsNotExist(err) && movable(s.Path) {
+				ok, err = st.Holds(ctx, PoolDir+"/"+s.Path, s.Bytes, s.SHA256)
+			}
 			if store.IsNotExist(err) {
 				return fmt.Errorf("dataset: manifest names %s, which is not in %s", s.Path, st.URL())
 			}

@@ -88,8 +88,11 @@ const (
 // packed/<name>.parquet.
 func PackedShardPath(name string) string { return PackedDir + "/" + name + ShardExt }
 
-// packedPathRE matches the keys PackedShardPath produces.
-var packedPathRE = regexp.MustCompile(`^` + PackedDir + `/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\` + ShardExt + `$`)
+// PoolPackedShardPath returns the key of packed shard name in the pool: pool/packed/<name>.parquet.
+func PoolPackedShardPath(name string) string { return PoolDir + "/" + PackedShardPath(name) }
+
+// packedPathRE matches the keys PackedShardPath and PoolPackedShardPath produce.
+var packedPathRE = regexp.MustCompile(`^(?:` + PoolDir + `/)?` + PackedDir + `/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\` + ShardExt + `$`)
 
 // packedProblem returns the first structural problem of a packed sequence of length seqLen: the
 // column concerned and a message, or "" if there is none.
@@ -167,6 +170,15 @@ func EncodePackedShard(seqs []schemas.PackedRow, seqLen int) ([]byte, ShardInfo,
 // the same idempotence as WriteShard: the same sequences always land on the same key with the same
 // bytes, and other content under an existing key fails with ErrConflict.
 func WritePackedShard(ctx context.Context, st *store.Store, name string, seqs []schemas.PackedRow, seqLen int) (ShardInfo, error) {
+	return writePackedShard(ctx, st, name, PackedShardPath, seqs, seqLen)
+}
+
+// WritePoolPackedShard is WritePackedShard into the pool: pool/packed/<name>.parquet.
+func WritePoolPackedShard(ctx context.Context, st *store.Store, name string, seqs []schemas.PackedRow, seqLen int) (ShardInfo, error) {
+	return writePackedShard(ctx, st, name, PoolPackedShardPath, seqs, seqLen)
+}
+
+func writePackedShard(ctx context.Context, st *store.Store, name string, at func(string) string, seqs []schemas.PackedRow, seqLen int) (ShardInfo, error) {
 	if err := CheckShardName(name); err != nil {
 		return ShardInfo{}, err
 	}
@@ -174,7 +186,7 @@ func WritePackedShard(ctx context.Context, st *store.Store, name string, seqs []
 	if err != nil {
 		return ShardInfo{}, fmt.Errorf("dataset: packed shard %s: %w", name, err)
 	}
-	info.Path = PackedShardPath(name)
+	info.Path = at(name)
 	return info, putShard(ctx, st, info, data, map[string]string{"pack_length": strconv.Itoa(seqLen)})
 }
 

@@ -33,7 +33,7 @@ func eachShardRow[T any](ctx context.Context, st *store.Store, path string, fn f
 	if !shardPathRE.MatchString(path) {
 		return fmt.Errorf("dataset: bad shard path %q (want %s)", path, ShardPath("NAME"))
 	}
-	data, err := st.ReadAll(ctx, path)
+	data, err := readStored(ctx, st, path)
 	if err != nil {
 		return fmt.Errorf("dataset: shard %s: %w", path, err)
 	}

@@ -136,3 +136,28 @@ func checkServerDataset(t *testing.T, server string, urlFor func(prefix string) 
 		t.Errorf("Validate after corruption = %v", err)
 	}
 }
+
+// TestPublishOnServers commits and publishes three versions into a prefix of each storage server
+// (S3, GCS and Azure emulators on loopback; each skipped when not installed, unless CI is set):
+// data/ and packed/ hold exactly the head's shards, made by server-side copies.
+func TestPublishOnServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("publishing versions on the S3, GCS and Azure emulators: long integration test; run without -short")
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		start func(testing.TB) *emulators.Bucket
+	}{{"s3-versitygw", emulators.S3}, {"gs-fake-gcs-server", emulators.GCS}, {"azblob-azurite", emulators.Azurite}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, tc.start(t).URL("datasets/versions"))
+			for i, v := range threeVersions {
+				m, _ := commitPooled(t, s, v, i+1)
+				if _, err := Publish(ctx, s, nil); err != nil {
+					t.Fatal(err)
+				}
+				checkPublished(t, s, "", m)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -34,6 +35,11 @@ const (
 	// LegacyShardDir is where datasets written before the data/ layout keep their shards; their
 	// manifests name shards there, and every reader still accepts them.
 	LegacyShardDir = "shards"
+	// PoolDir holds every version's shards, each written once under its batch's name and never
+	// moved: pool/data/ the rows, pool/packed/ the packed sequences. Manifests name the shards
+	// there; data/ and packed/ hold copies (hard links in a local folder) of the head's shards
+	// only, made by Publish (docs/dataset.md, "Layout").
+	PoolDir = "pool"
 	// ShardExt is the extension of a shard file.
 	ShardExt = ".parquet"
 	// ShardContentType is the content type shards are stored with.
@@ -58,8 +64,10 @@ const (
 
 // ShardInfo describes one written shard; it is the shard's entry in the manifest.
 type ShardInfo struct {
-	// Path is the shard's key relative to the dataset root: data/<name>.parquet (shards/<name>.parquet
-	// in datasets written before the data/ layout), packed/<name>.parquet for a packed shard.
+	// Path is the shard's key relative to the dataset root: pool/data/<name>.parquet
+	// (pool/packed/<name>.parquet for a packed shard) as the pipeline writes them; data/<name>.parquet
+	// (packed/<name>.parquet) in datasets written before the pool, shards/<name>.parquet in datasets
+	// written before the data/ layout.
 	Path string `json:"path"`
 	// Rows is the number of rows.
 	Rows int64 `json:"rows"`
@@ -85,11 +93,45 @@ func CheckShardName(name string) error {
 	return nil
 }
 
-// ShardPath returns the key of shard name relative to the dataset root: data/<name>.parquet.
+// ShardPath returns the key of shard name relative to the dataset root: data/<name>.parquet, where
+// WriteShard writes it (a dataset written before the pool, or by the Go API directly).
 func ShardPath(name string) string { return ShardDir + "/" + name + ShardExt }
 
-// shardPathRE matches the keys ShardPath produces, and those of the legacy layout (shards/).
-var shardPathRE = regexp.MustCompile(`^(?:` + ShardDir + `|` + LegacyShardDir + `)/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\` + ShardExt + `$`)
+// PoolShardPath returns the key of shard name in the pool: pool/data/<name>.parquet.
+func PoolShardPath(name string) string { return PoolDir + "/" + ShardPath(name) }
+
+// shardPathRE matches the keys ShardPath and PoolShardPath produce, and those of the legacy layout
+// (shards/).
+var shardPathRE = regexp.MustCompile(`^(?:` + ShardDir + `|` + LegacyShardDir + `|` + PoolDir + `/` + ShardDir + `)/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\` + ShardExt + `$`)
+
+// movable reports whether the shard at p is one Publish may have moved into the pool: a shard in
+// data/ or packed/ itself, as datasets written before the pool have them. It is then stored at
+// PoolDir/p.
+func movable(p string) bool {
+	return strings.HasPrefix(p, ShardDir+"/") || strings.HasPrefix(p, PackedDir+"/")
+}
+
+// readStored reads the shard at path: there, or (for a shard Publish moved, see movable) in the
+// pool. A shard in neither gives the error of the read at path.
+func readStored(ctx context.Context, st *store.Store, path string) ([]byte, error) {
+	data, err := st.ReadAll(ctx, path)
+	if store.IsNotExist(err) && movable(path) {
+		if pooled, perr := st.ReadAll(ctx, PoolDir+"/"+path); perr == nil {
+			return pooled, nil
+		}
+	}
+	return data, err
+}
+
+// ViewPath returns where the head's copy of the shard (or packed shard) at p is: data/<name> for a
+// shard in the pool, packed/<name> for a packed shard there; a shard outside the pool (data/,
+// packed/ or shards/, as datasets written before the pool have them) is its own copy.
+func ViewPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, PoolDir+"/"); ok {
+		return rest
+	}
+	return p
+}
 
 // CheckRow checks the structural invariants of a row that need no tokenizer: len(input_ids) ==
 // len(loss_mask) == num_tokens, num_learned counts the true entries of loss_mask, and the tokenizer
@@ -204,6 +246,16 @@ func encodeParquet[T any](rows []T, groups []int, opts ...parquet.WriterOption) 
 // must be known before the upload starts), then uploaded in one write: a failed or cancelled write
 // leaves no partial object. A shard is not part of the dataset until a manifest names it.
 func WriteShard(ctx context.Context, st *store.Store, name string, rows []schemas.Row) (ShardInfo, error) {
+	return writeShard(ctx, st, name, ShardPath, rows)
+}
+
+// WritePoolShard is WriteShard into the pool: the shard pool/data/<name>.parquet, as the pipeline
+// writes its batches' shards (Publish copies the head's into data/).
+func WritePoolShard(ctx context.Context, st *store.Store, name string, rows []schemas.Row) (ShardInfo, error) {
+	return writeShard(ctx, st, name, PoolShardPath, rows)
+}
+
+func writeShard(ctx context.Context, st *store.Store, name string, at func(string) string, rows []schemas.Row) (ShardInfo, error) {
 	if err := CheckShardName(name); err != nil {
 		return ShardInfo{}, err
 	}
@@ -211,7 +263,7 @@ func WriteShard(ctx context.Context, st *store.Store, name string, rows []schema
 	if err != nil {
 		return ShardInfo{}, fmt.Errorf("dataset: shard %s: %w", name, err)
 	}
-	info.Path = ShardPath(name)
+	info.Path = at(name)
 	return info, putShard(ctx, st, info, data, map[string]string{
 		"tokens":         strconv.FormatInt(info.Tokens, 10),
 		"learned_tokens": strconv.FormatInt(info.LearnedTokens, 10),
@@ -247,7 +299,7 @@ func ReadRows(ctx context.Context, st *store.Store, shardPath string, limit int)
 // readShard reads up to limit rows (all if limit <= 0) of type T from the shard at path, after
 // checking that its schema is want; kind names the shard in errors.
 func readShard[T any](ctx context.Context, st *store.Store, kind, path string, want *parquet.Schema, limit int) ([]T, error) {
-	data, err := st.ReadAll(ctx, path)
+	data, err := readStored(ctx, st, path)
 	if err != nil {
 		return nil, err
 	}

@@ -407,7 +407,7 @@ func readShardStatRows(ctx context.Context, st *store.Store, path string) ([]sta
 	if !shardPathRE.MatchString(path) {
 		return nil, fmt.Errorf("dataset: statistics: bad shard path %q", path)
 	}
-	data, err := st.ReadAll(ctx, path)
+	data, err := readStored(ctx, st, path)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: statistics: %w", err)
 	}

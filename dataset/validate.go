@@ -287,7 +287,7 @@ func scanShard[T any](ctx context.Context, c *checker, path string, f *parquet.F
 // open reads the shard s names and checks its size and sha256; it returns the file, or nil (with the
 // problem recorded, or the context's error) if the shard cannot be checked further.
 func (c *checker) open(ctx context.Context, s ShardInfo) (*parquet.File, error) {
-	data, err := c.st.ReadAll(ctx, s.Path)
+	data, err := readStored(ctx, c.st, s.Path)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

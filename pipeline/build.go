@@ -178,7 +178,7 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 			// Not the batch's shard (that one holds every item): this run's, without its poison.
 			name += "-" + run.ID[len(run.ID)-8:]
 		}
-		info, err := dataset.WriteShard(ctx, s, name, built)
+		info, err := dataset.WritePoolShard(ctx, s, name, built)
 		if errors.Is(err, store.ErrConflict) {
 			// Another run built this batch's shard (with its created_at) and did not get to write
 			// its record: adopt that shard, as a run that found the record would.
@@ -235,7 +235,7 @@ func packBatch(ctx context.Context, s *store.Store, tok tokenize.Tokenizer, name
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	info, err := dataset.WritePackedShard(ctx, s, name, seqs, n)
+	info, err := dataset.WritePoolPackedShard(ctx, s, name, seqs, n)
 	if err != nil {
 		return nil, fmt.Errorf("write packed shard: %w", err)
 	}
@@ -245,7 +245,7 @@ func packBatch(ctx context.Context, s *store.Store, tok tokenize.Tokenizer, name
 // adoptShard reads the shard stored under name and returns its rows and their info (encoding is
 // deterministic, so the info is that of the stored bytes).
 func adoptShard(ctx context.Context, s *store.Store, name string) ([]schemas.Row, dataset.ShardInfo, error) {
-	rows, err := dataset.ReadRows(ctx, s, dataset.ShardPath(name), -1)
+	rows, err := dataset.ReadRows(ctx, s, dataset.PoolShardPath(name), -1)
 	if err != nil {
 		return nil, dataset.ShardInfo{}, fmt.Errorf("adopt shard %s: %w", name, err)
 	}
@@ -253,7 +253,7 @@ func adoptShard(ctx context.Context, s *store.Store, name string) ([]schemas.Row
 	if err != nil {
 		return nil, dataset.ShardInfo{}, fmt.Errorf("adopt shard %s: %w", name, err)
 	}
-	info.Path = dataset.ShardPath(name)
+	info.Path = dataset.PoolShardPath(name)
 	stored, err := s.Stat(ctx, info.Path)
 	if err != nil {
 		return nil, dataset.ShardInfo{}, err

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -325,12 +327,11 @@ func Commit(ctx context.Context, s *store.Store, run Run, in CommitInput, tok to
 	if err != nil {
 		return CommitResult{}, fmt.Errorf("commit: %w", err)
 	}
-	if head {
-		// The dataset card (README.md) describes the head: rendered from the committed manifest and
-		// the statistics putStats stored, so a retried commit writes the same bytes.
-		if err := writeCard(ctx, s, m); err != nil {
-			return CommitResult{}, fmt.Errorf("dataset card: %w", err)
-		}
+	// The head's files: data/ and packed/ hold copies of its shards only, and the dataset card
+	// (README.md) describes it. Run whether or not this version is the head: the head may be a
+	// version whose commit has not published yet (or crashed before it did).
+	if _, err := dataset.Publish(ctx, s, func(n int) { beat.beat(fmt.Sprintf("publish %d", n)) }); err != nil {
+		return CommitResult{}, fmt.Errorf("publish: %w", err)
 	}
 	if len(out) > maxFailedReported {
 		out = out[:maxFailedReported] // the manifest lists them all; the result travels in histories
@@ -350,24 +351,19 @@ func keyRefs(ctx context.Context, s *store.Store, run Run, p Phase) ([]dataset.O
 		if err != nil {
 			return nil, err
 		}
-		refs = append(refs, dataset.ObjectRef{Key: key, SHA256: info.Metadata["sha256"], Bytes: info.Size})
+		sum, ok := info.Metadata["sha256"]
+		if !ok {
+			// No metadata (a local folder opened with metadata=skip): hash the object.
+			data, err := s.ReadLimit(ctx, key, info.Size)
+			if err != nil {
+				return nil, err
+			}
+			h := sha256.Sum256(data)
+			sum = hex.EncodeToString(h[:])
+		}
+		refs = append(refs, dataset.ObjectRef{Key: key, SHA256: sum, Bytes: info.Size})
 	}
 	return refs, nil
-}
-
-// writeCard writes the dataset card of version m, with the statistics its manifest references.
-func writeCard(ctx context.Context, s *store.Store, m *dataset.Manifest) error {
-	var st *dataset.Stats
-	if m.Stats != nil {
-		data, err := dataset.ReadObject(ctx, s, *m.Stats)
-		if err != nil {
-			return err
-		}
-		if st, err = dataset.ParseStats(data); err != nil {
-			return err
-		}
-	}
-	return dataset.WriteCard(ctx, s, m, st)
 }
 
 // putStats writes the version's statistics (stats.json, stats.parquet) from its merged parts and

@@ -235,3 +235,52 @@ func TestNoCloudSDK(t *testing.T) {
 		}
 	}
 }
+
+// TestFileCopyLinks checks Copy in a local folder: the copy is a hard link to the source's file,
+// with no metadata sidecar beside it and no temporary file left, and it replaces a file (and the
+// sidecar) written at its key before.
+func TestFileCopyLinks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	if _, err := s.PutOnce(ctx, "pool/data/p.parquet", []byte("PAR1 one"), "application/vnd.apache.parquet", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutOnce(ctx, "data/q.parquet", []byte("PAR1 other"), "application/vnd.apache.parquet", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"data/p.parquet", "data/q.parquet"} {
+		if err := s.Copy(ctx, k, "pool/data/p.parquet"); err != nil {
+			t.Fatal(err)
+		}
+		src, _ := os.Stat(filepath.Join(dir, "pool", "data", "p.parquet"))
+		dst, err := os.Stat(filepath.Join(dir, filepath.FromSlash(k)))
+		if err != nil || !os.SameFile(src, dst) {
+			t.Errorf("%s is not a hard link to the pool's file: %v", k, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(k)) + ".attrs"); !os.IsNotExist(err) {
+			t.Errorf("%s has a metadata sidecar: %v", k, err)
+		}
+		if data, err := s.ReadAll(ctx, k); err != nil || string(data) != "PAR1 one" {
+			t.Errorf("ReadAll(%s) = %q, %v", k, data, err)
+		}
+		// Holds has no metadata to go by here: it hashes the file.
+		if same, err := s.Holds(ctx, k, 8, "ae60e7e7a2a3a8d5d9f09f98b8e6e9ea2b2d8b6a3e0f8ab71b1cf4fa7ad7e1c3"); err != nil || same {
+			t.Errorf("Holds(%s, wrong sha256) = %v, %v", k, same, err)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "data"))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "p.parquet q.parquet" {
+		t.Errorf("data/ holds %v, want the two Parquet files and nothing else", names)
+	}
+	root, _ := os.ReadDir(dir)
+	for _, e := range root {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -285,4 +287,83 @@ func (k *keyedMutex) lock(name string) (unlock func()) {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// Copy makes dst hold the bytes of src, an object written once (PutOnce, PutFirst) that is never
+// replaced: a dataset publishes its head's shards this way. On a local folder dst is a hard link
+// to src's file (no space, and no metadata sidecar: dst has no metadata), or a copy where the
+// filesystem cannot link; it appears whole, by a rename. Elsewhere it is a server-side copy, with
+// src's metadata. A dst that already holds src (the same file, or the same size and sha256
+// metadata) is left as it is; otherwise it is replaced.
+func (s *Store) Copy(ctx context.Context, dst, src string) error {
+	if s.local() {
+		return s.copyLocal(ctx, dst, src)
+	}
+	si, err := s.Stat(ctx, src)
+	if err != nil {
+		return err
+	}
+	if sum, ok := si.Metadata["sha256"]; ok {
+		if same, err := s.Holds(ctx, dst, si.Size, sum); err == nil && same {
+			return nil
+		}
+	}
+	if err := s.bucket.Copy(ctx, dst, src, nil); err != nil {
+		return s.wrap("copy "+src+" to", dst, err)
+	}
+	return nil
+}
+
+// copyLocal is Copy in a local folder: a hard link made under a temporary name at the store's root
+// (never beside dst, where a reader listing dst's folder would see it), renamed over dst.
+func (s *Store) copyLocal(ctx context.Context, dst, src string) error {
+	if _, err := s.Stat(ctx, src); err != nil {
+		return err // not-exist as the store says it
+	}
+	sp := filepath.Join(s.dir, filepath.FromSlash(src))
+	dp := filepath.Join(s.dir, filepath.FromSlash(dst))
+	si, err := os.Stat(sp)
+	if err != nil {
+		return s.wrap("copy "+src+" to", dst, err)
+	}
+	if di, err := os.Stat(dp); err == nil && os.SameFile(si, di) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dp), 0o777); err != nil {
+		return s.wrap("copy "+src+" to", dst, err)
+	}
+	tmp := filepath.Join(s.dir, fmt.Sprintf(".copy.%x.tmp", rand.Uint64()))
+	if err := os.Link(sp, tmp); err != nil {
+		if err := copyFile(sp, tmp); err != nil {
+			os.Remove(tmp)
+			return s.wrap("copy "+src+" to", dst, err)
+		}
+	}
+	if err := os.Rename(tmp, dp); err != nil {
+		os.Remove(tmp)
+		return s.wrap("copy "+src+" to", dst, err)
+	}
+	// A sidecar of an object written at dst before (gocloud's fileblob) no longer describes it.
+	if err := os.Remove(dp + ".attrs"); err != nil && !os.IsNotExist(err) {
+		return s.wrap("copy "+src+" to", dst, err)
+	}
+	return nil
+}
+
+// copyFile copies the file src to the new file dst.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -89,21 +89,31 @@ created_at: 2026-11-22T00:00:00Z
 }
 
 // checkFolderLayout checks the dataset folder a run left at dir as a reader that lists it sees it:
-// every Parquet file is a shard under data/, a packed shard under packed/, or a version's
-// statistics table under versions/ (so data/**/*.parquet reaches the rows and nothing else), and
-// the dataset card README.md names both configurations and the default license.
+// every Parquet file is a shard under data/, a packed shard under packed/ (the head's copies),
+// one of those in the pool (pool/data/, pool/packed/), or a version's statistics table under
+// versions/ (so data/**/*.parquet reaches the rows and nothing else); data/ and packed/ hold
+// nothing but Parquet files (no metadata sidecars); and the dataset card README.md names both
+// configurations and the default license.
 func checkFolderLayout(t *testing.T, dir string) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") {
+		if err != nil || d.IsDir() {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
-		ok := (strings.HasPrefix(rel, "data/") || strings.HasPrefix(rel, "packed/")) && strings.Count(rel, "/") == 1 ||
+		view := (strings.HasPrefix(rel, "data/") || strings.HasPrefix(rel, "packed/")) && strings.Count(rel, "/") == 1
+		if view && !strings.HasSuffix(rel, ".parquet") {
+			t.Errorf("%s: not a Parquet file, in a folder readers glob", rel)
+		}
+		if !strings.HasSuffix(p, ".parquet") {
+			return nil
+		}
+		pooled := (strings.HasPrefix(rel, "pool/data/") || strings.HasPrefix(rel, "pool/packed/")) && strings.Count(rel, "/") == 2
+		ok := view || pooled ||
 			strings.HasPrefix(rel, dataset.VersionsDir) && strings.HasSuffix(rel, "/"+dataset.StatsParquetKey)
 		if !ok {
-			t.Errorf("Parquet file %s outside data/, packed/ and the versions' statistics", rel)
+			t.Errorf("Parquet file %s outside data/, packed/, the pool and the versions' statistics", rel)
 		}
 		return nil
 	})

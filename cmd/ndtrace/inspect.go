@@ -77,13 +77,13 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	shards := all
 	if *shard != "" {
 		want := *shard
-		for _, dir := range []string{dataset.ShardDir, dataset.LegacyShardDir} {
+		for _, dir := range []string{dataset.PoolDir + "/" + dataset.ShardDir, dataset.ShardDir, dataset.LegacyShardDir} {
 			want = strings.TrimPrefix(want, dir+"/")
 		}
 		want = strings.TrimSuffix(want, dataset.ShardExt)
 		shards = nil
 		for _, s := range all {
-			if s.Path == dataset.ShardPath(want) || s.Path == dataset.LegacyShardDir+"/"+want+dataset.ShardExt {
+			if s.Path == dataset.ShardPath(want) || s.Path == dataset.PoolShardPath(want) || s.Path == dataset.LegacyShardDir+"/"+want+dataset.ShardExt {
 				shards = []dataset.ShardInfo{s}
 			}
 		}

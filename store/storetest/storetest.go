@@ -62,6 +62,7 @@ var cases = []testCase{
 	{name: "list", run: testList},
 	{name: "range-reader", run: testRangeReader},
 	{name: "delete", run: testDelete},
+	{name: "copy", run: testCopy},
 	{name: "large-object", run: testLargeObject},
 	{name: "prefix-isolation", isolation: testPrefixIsolation},
 	{name: "cancelled-write", run: testCancelledWrite},
@@ -491,6 +492,43 @@ func testDelete(t *testing.T, s *store.Store) {
 	// A deleted key can be created again.
 	if created, err := s.PutOnce(ctx, "d/k", []byte("again"), "", nil); err != nil || !created {
 		t.Errorf("PutOnce after Delete = %v, %v; want created", created, err)
+	}
+}
+
+// testCopy checks Copy: the copy holds the source's bytes (its metadata, where the backend keeps
+// any, says so to Holds), a second Copy is a no-op, a copy replaces what its key held, deleting the
+// copy leaves the source, and a missing source is an error for which IsNotExist holds.
+func testCopy(t *testing.T, s *store.Store) {
+	ctx := context.Background()
+	data := randomBytes(7, 3000)
+	if _, err := s.PutOnce(ctx, "pool/a", data, "application/octet-stream", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, "view/a", []byte("stale"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := s.Copy(ctx, "view/a", "pool/a"); err != nil {
+			t.Fatalf("Copy #%d: %v", i+1, err)
+		}
+		wantContent(t, s, "view/a", data)
+		if same, err := s.Holds(ctx, "view/a", int64(len(data)), sha256Hex(data)); err != nil || !same {
+			t.Errorf("Holds(copy) = %v, %v", same, err)
+		}
+	}
+	if err := s.Copy(ctx, "view/b", "pool/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "view/a"); err != nil {
+		t.Fatal(err)
+	}
+	wantContent(t, s, "pool/a", data)
+	wantContent(t, s, "view/b", data)
+	if err := s.Copy(ctx, "view/c", "pool/missing"); !store.IsNotExist(err) {
+		t.Errorf("Copy of a missing key = %v, want not-exist", err)
+	}
+	if got := listed(t, s, ""); !slices.Equal(got, []string{"pool/a=3000", "view/b=3000"}) {
+		t.Errorf("List after Copy = %v", got)
 	}
 }
 

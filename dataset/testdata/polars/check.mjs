@@ -28,7 +28,7 @@ const scan = (source) => {
 
 const out = {};
 out.glob = scan(join(dir, 'data', '**', '*.parquet'));
-// The bare folder (scanParquet('DIR/data/')) is not read: on a local folder the store keeps a
-// .attrs file of metadata beside each shard, and Polars refuses a folder of mixed extensions.
+// The bare folder (scanParquet('DIR/data/')) reads the same: data/ holds Parquet files only (no
+// metadata sidecars; TestReadersAfterVersions reads it).
 if (existsSync(join(dir, 'packed'))) out.packed_glob = scan(join(dir, 'packed', '**', '*.parquet'));
 console.log(JSON.stringify(out));

@@ -78,9 +78,8 @@ func with[T any](ctx context.Context, in RunInput, fn func(*store.Store) (T, err
 
 // classify makes the failures no retry can fix non-retryable, each with a message of one line that
 // the CLI shows as it is: bad input; a store that cannot be used (no such bucket, access denied, a
-// read-only folder: store.Unusable); an object the run needs that is missing (a 404 of a store's
-// read, unless the worker's own failure, execute.ErrInfra). Anything else (a server that cannot be
-// reached, a timeout) may be an outage, and is retried.
+// read-only folder: store.Unusable). Anything else (a server that cannot be reached, a timeout, a
+// missing object) may be an outage, and is retried.
 func classify(err error) error {
 	switch {
 	case err == nil:
@@ -91,9 +90,8 @@ func classify(err error) error {
 	if reason, ok := store.Unusable(err); ok {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the store cannot be used: %s (%s)", reason, cause(err)), ErrBadInput, err)
 	}
-	if store.IsNotExist(err) && !errors.Is(err, execute.ErrInfra) {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("an object the run needs is missing (was the dataset's folder or bucket changed during the run?): %s", pipeline.OneLine(err.Error())), ErrBadInput, err)
-	}
+	// A missing object is retried, as before: on a store without strong consistency an object
+	// just written may not be visible yet, and two publishes may move the same shard.
 	return err
 }
 

@@ -177,8 +177,30 @@ func gitReason(r Repo, op string, err error) error {
 		return err
 	}
 	reason, transient := classifyGit(scrubCredentials(gf.stderr))
+	if op != opLsRemote && unreachable(reason) {
+		// The scan reached this host (ls-remote resolved the repository): failing to now, at
+		// its checkout, is an outage, not the repository's fault, and a reject here would be
+		// kept in the batch's record and reused by every later version.
+		transient = true
+	}
 	return &RepoError{Repo: r, Reason: op + ": " + reason, Transient: transient, Err: err}
 }
+
+// opLsRemote is the operation of the scan's resolution: the only one where a host that does not
+// resolve or refuses the connection is the repository's reject.
+const opLsRemote = "ls-remote failed"
+
+// unreachable reports whether a reason of classifyGit's is a host that did not resolve or refused
+// the connection.
+func unreachable(reason string) bool {
+	return strings.HasPrefix(reason, reasonNoHost) || strings.HasPrefix(reason, reasonRefused)
+}
+
+// The reasons of classifyGit for an unreachable host.
+const (
+	reasonNoHost  = "could not resolve host "
+	reasonRefused = "the host refused the connection"
+)
 
 // classifyGit reads git's standard error (in the C locale) for the cause of a failure.
 func classifyGit(stderr string) (reason string, transient bool) {
@@ -203,15 +225,15 @@ func classifyGit(stderr string) (reason string, transient bool) {
 		return "commit or ref not found on the remote", false
 	case has("could not resolve host", "could not resolve hostname", "name or service not known",
 		"temporary failure in name resolution", "no address associated with hostname"):
-		// A host that does not resolve is the repository's reject, not a failure to retry: a list
-		// holds many hosts, and one gone (or mistyped) must not stall every other repository
-		// while the scan is retried for hours. A resolver that is down for everyone shows in
-		// every repository's reason, and ndtrace retry runs them again.
-		return "could not resolve host " + hostOf(stderr) + "(check the URL's host name)", false
+		// At the scan (ls-remote), a host that does not resolve is the repository's reject, not a
+		// failure to retry: a list holds many hosts, and one gone (or mistyped) must not stall
+		// every other repository while the scan is retried for hours. A scan's rejects are its
+		// version's only (the next run scans again); at a checkout it is an outage (gitReason).
+		return reasonNoHost + hostOf(stderr) + "(check the URL's host name)", false
 	case has("connection refused", "couldn't connect to server", "could not connect to server"):
 		// Nothing listens there: a wrong host or port far more often than a server restarting.
 		// Like a host that does not resolve, it is the repository's reject, in seconds.
-		return "the host refused the connection (check the URL's host and port): " + lastLine(stderr), false
+		return reasonRefused + " (check the URL's host and port): " + lastLine(stderr), false
 	case has("connection timed out", "operation timed out", "connection reset",
 		"network is unreachable", "early eof", "remote end hung up", "rpc failed", "returned error: 5",
 		"unexpected disconnect", "gnutls_handshake"):
@@ -269,7 +291,7 @@ func (f *Fetcher) resolveGit(ctx context.Context, r Repo) (string, error) {
 	g := f.newGitRun(home, r.URL)
 	out, err := g.run(ctx, home, "ls-remote", "--", r.URL, ref, ref+"^{}")
 	if err != nil {
-		return "", gitReason(r, "ls-remote failed", err)
+		return "", gitReason(r, opLsRemote, err)
 	}
 	refs := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {

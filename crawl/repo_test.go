@@ -1187,3 +1187,20 @@ func resolveTar(t *testing.T, gz bool, entries ...tarEntry) Resolved {
 	}
 	return res
 }
+
+// TestUnreachableHostAtCheckout (attacker's review, issue 27): a host that does not resolve, or
+// refuses the connection, is the repository's reject at the scan (ls-remote), where a list must
+// not stall on one gone host; at the checkout, after the scan reached it, it is an outage and
+// retried: as a reject it was kept in the batch's record and reused by every later version.
+func TestUnreachableHostAtCheckout(t *testing.T) {
+	r := Repo{URL: "https://h.example/a/b"}
+	for _, stderr := range []string{"fatal: unable to access 'https://h.example/a/b/': Could not resolve host: h.example",
+		"fatal: unable to access 'https://h.example/a/b/': Failed to connect to h.example port 443: Connection refused"} {
+		for op, transient := range map[string]bool{opLsRemote: false, "clone failed": true, "checkout failed": true} {
+			var re *RepoError
+			if err := gitReason(r, op, &gitFailure{args: "x", err: errors.New("exit status 128"), stderr: stderr}); !errors.As(err, &re) || re.Transient != transient {
+				t.Errorf("%s on %q: %+v, want transient %v", op, stderr, err, transient)
+			}
+		}
+	}
+}

@@ -3,7 +3,7 @@ package dataset
 import (
 	"context"
 	"fmt"
-	"path"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -119,10 +119,16 @@ func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) err
 		}
 		want[v] = s
 	}
-	present := map[string]int64{}
+	present := map[string]int64{} // the shards in data/ and packed/ (nothing else there is touched)
+	listed := 0
 	for _, dir := range []string{ShardDir, PackedDir} {
 		if err := st.List(ctx, dir+"/", func(key string, size int64) error {
-			present[key] = size
+			if listed++; listed%1000 == 0 {
+				step() // a long listing is progress too (the commit activity's heartbeat)
+			}
+			if anyShardPathRE.MatchString(key) && !strings.HasPrefix(key, PoolDir+"/") {
+				present[key] = size
+			}
 			return nil
 		}); err != nil {
 			return err
@@ -131,13 +137,33 @@ func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) err
 	var todo []string
 	src := map[string]string{} // copy key -> where its bytes are
 	for v, s := range want {
-		size, ok := present[v]
+		_, ok := present[v]
 		switch {
-		case v != s.Path && (!ok || size != s.Bytes):
+		case v != s.Path && !ok:
 			src[v] = s.Path
-		case v == s.Path && !ok && movable(v):
+		case v != s.Path:
+			// A file at the copy's key is the copy, or a shard of a dataset written before the
+			// pool under the same name with other bytes, which an older version's manifest
+			// names: never overwritten.
+			same, err := st.SameBytes(ctx, v, s.Path)
+			if err != nil {
+				return err
+			}
+			if !same {
+				slog.Warn("publish: a shard written before the pool has the name of another; left in place, so this copy is not published",
+					"dataset", st.URL(), "key", v, "shard", s.Path)
+			}
+			continue
+		case !ok && movable(v):
 			// A shard of a dataset written before the pool that a publish moved into the pool
-			// (below) and a later version reuses: back in place.
+			// (below) and a later version reuses: back in place, if the pool's is that shard.
+			if held, err := st.Holds(ctx, PoolDir+"/"+v, s.Bytes, s.SHA256); err != nil || !held {
+				if err != nil && !store.IsNotExist(err) {
+					return err
+				}
+				slog.Warn("publish: a shard written before the pool is not in the pool", "dataset", st.URL(), "key", v)
+				continue
+			}
 			src[v] = PoolDir + "/" + v
 		default:
 			continue
@@ -171,7 +197,7 @@ func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) err
 	}
 	var stale []string
 	for key := range present {
-		if _, ok := want[key]; !ok && path.Ext(key) == ShardExt {
+		if _, ok := want[key]; !ok {
 			stale = append(stale, key)
 		}
 	}
@@ -185,14 +211,31 @@ func publish(ctx context.Context, st *store.Store, m *Manifest, step func()) err
 			// dataset written before the pool) may be named by an older version's manifest: it
 			// moves into the pool first (a copy, then the delete), where readers of that version
 			// find it (readStored).
-			pooled, err := st.Exists(gctx, PoolDir+"/"+key)
+			pool := PoolDir + "/" + key
+			pooled, err := st.Exists(gctx, pool)
 			if err != nil {
 				return err
 			}
 			if !pooled {
-				if err := st.Copy(gctx, PoolDir+"/"+key, key); err != nil {
+				if err := st.Copy(gctx, pool, key); err != nil {
+					if store.IsNotExist(err) {
+						return nil // another publish moved it meanwhile
+					}
 					return err
 				}
+			}
+			// Deleted only when the pool holds its very bytes: a shard written before the pool
+			// under a pooled shard's name stays where its version's manifest names it.
+			same, err := st.SameBytes(gctx, key, pool)
+			switch {
+			case store.IsNotExist(err):
+				return nil // another publish moved it meanwhile
+			case err != nil:
+				return err
+			case !same:
+				slog.Warn("publish: a shard written before the pool has the name of another; left in place",
+					"dataset", st.URL(), "key", key)
+				return nil
 			}
 			return st.Delete(gctx, key)
 		})

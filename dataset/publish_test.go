@@ -366,3 +366,85 @@ func TestPoolPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishKeepsLegacyNamesake (attacker's review, issue 27): a shard written before the pool
+// (data/part-x, named by v0) and a pool shard of the same name with other bytes (a batch rebuilt
+// without its record, as in a rolling upgrade); the head names neither. Publish deleted data/part-x
+// as "moved into the pool" since pool/data/part-x existed: v0 lost its shard. It now stays.
+func TestPublishKeepsLegacyNamesake(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "ds"))
+	legacy, err := WriteShard(ctx, s, "part-x", makeRows(t, 900, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Commit(ctx, s, "v0", Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{legacy}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WritePoolShard(ctx, s, "part-x", makeRows(t, 500, 3)); err != nil {
+		t.Fatal(err)
+	}
+	other, err := WritePoolShard(ctx, s, "part-o", makeRows(t, 100, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Commit(ctx, s, "v1", Manifest{CreatedAt: testCreated.Add(time.Hour), Versions: testVersions, Shards: []ShardInfo{other}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Publish(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStored(ctx, s, []ShardInfo{legacy}); err != nil {
+		t.Errorf("v0 lost its shard: %v", err)
+	}
+}
+
+// TestPublishNeverOverwritesLegacy (attacker's review, issue 27): v0 names data/part-x (written
+// before the pool), the head v1 pool/data/part-x with other bytes: Publish copied the head's over
+// v0's (or, at the same size, took v0's bytes for the head's copy). v0's bytes now stay.
+func TestPublishNeverOverwritesLegacy(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "ds"))
+	legacy, err := WriteShard(ctx, s, "part-x", makeRows(t, 900, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Commit(ctx, s, "v0", Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{legacy}}); err != nil {
+		t.Fatal(err)
+	}
+	pooled, err := WritePoolShard(ctx, s, "part-x", makeRows(t, 500, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("legacy %d bytes, pooled %d bytes", legacy.Bytes, pooled.Bytes)
+	if _, _, err := Commit(ctx, s, "v1", Manifest{CreatedAt: testCreated.Add(time.Hour), Versions: testVersions, Shards: []ShardInfo{pooled}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Publish(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStored(ctx, s, []ShardInfo{legacy}); err != nil {
+		t.Errorf("v0 lost its shard: %v", err)
+	}
+}
+
+// TestPublishTouchesOnlyShards (attacker's review, issue 27): another dataset nested under data/
+// (or any file there that is not a top-level shard) was "moved" out of it. Publish now touches only
+// top-level shard files.
+func TestPublishTouchesOnlyShards(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "ds")
+	s := openTest(t, dir)
+	inner := openTest(t, filepath.Join(dir, "data", "subset"))
+	in, err := WritePoolShard(ctx, inner, "part-i", makeRows(t, 1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitPooled(t, s, threeVersions[0], 1)
+	if _, err := Publish(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStored(ctx, inner, []ShardInfo{in}); err != nil {
+		t.Errorf("inner dataset lost its shard: %v", err)
+	}
+}

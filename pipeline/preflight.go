@@ -119,8 +119,12 @@ func Preflight(ctx context.Context, spec schemas.Spec, opts PreflightOptions) []
 			add(fmt.Sprintf("dedup_against[%d]", i), "%s", msg)
 		}
 	}
-	if msg := ProbeOutput(ctx, spec.Output); msg != "" {
-		add("output", "%s", msg)
+	// A local output is the workers' folder: probed here only where local paths are (opening
+	// it would make the folder on this machine).
+	if opts.Local || isBucketURL(spec.Output) {
+		if msg := ProbeOutput(ctx, spec.Output); msg != "" {
+			add("output", "%s", msg)
+		}
 	}
 	return ps
 }

@@ -45,8 +45,14 @@ func TestPreflightLocal(t *testing.T) {
 		t.Errorf("local problems: %s\nwant %s", got, want)
 	}
 	opts.Local = false
+	spec.Output = filepath.Join(dir, "workers", "out") // a folder only the workers have
 	if ps := Preflight(ctx, spec, opts); len(ps) != 0 {
 		t.Errorf("without Local: %v, want no problem (the paths are the workers')", ps)
+	}
+	// Nor is a local output probed (attacker's review, issue 27: opening it made the workers'
+	// folder on the submitting machine).
+	if _, err := os.Stat(filepath.Join(dir, "workers")); !os.IsNotExist(err) {
+		t.Errorf("the workers' output folder was made here: %v", err)
 	}
 	spec.Tokenizer = "gpt5"
 	spec.Output = "mem://"

@@ -37,7 +37,9 @@ func Unusable(err error) (reason string, ok bool) {
 			return "the bucket's name is invalid (S3 names: 3 to 63 lowercase letters, digits, '.' and '-')", true
 		case "AccessDenied", "Forbidden", "AllAccessDisabled", "AccountProblem":
 			return "access denied (check the credentials and the bucket's permissions for reading, writing and deleting)", true
-		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId":
+		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId":
+			// (not ExpiredToken or InvalidToken: a session's credentials that one refresh
+			// failed to renew, which the next attempt may have)
 			return fmt.Sprintf("the credentials are refused (%s: check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or the profile)", ae.ErrorCode()), true
 		}
 	}

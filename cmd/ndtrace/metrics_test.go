@@ -16,8 +16,39 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/ndtrace/ndtrace/activities"
+	"github.com/ndtrace/ndtrace/internal/metrics/metricstest"
 	"github.com/ndtrace/ndtrace/schemas"
 )
+
+// startMetricsWorker starts an embedded cluster and a worker against it that serves /metrics on a
+// free loopback port, with args added to its flags and its log written to logs. It returns the
+// cluster, the metrics address ("127.0.0.1:PORT") and stop, which cancels the worker and waits for
+// it to return; stop may be called more than once, and is called when the test ends.
+func startMetricsWorker(t *testing.T, logs io.Writer, args ...string) (srv *embeddedServer, addr string, stop func()) {
+	t.Helper()
+	srv, _ = testCluster(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runWorker(ctx, append([]string{"--temporal", srv.Addr(), "--metrics-addr", addr}, args...), io.Discard, logs)
+	}()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return srv, addr, stop
+}
 
 // TestWorkerMetrics runs a worker with --metrics-addr and --log-format json against an embedded
 // cluster, produces the built-in examples through it, and scrapes /metrics: ndtrace's counters and
@@ -26,28 +57,8 @@ func TestWorkerMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a worker against an embedded cluster: long integration test; run without -short")
 	}
-	srv, _ := testCluster(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
 	var werr bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runWorker(ctx, []string{"--temporal", srv.Addr(), "--metrics-addr", addr, "--log-format", "json"}, io.Discard, &werr)
-	}()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	defer stop()
+	srv, addr, stop := startMetricsWorker(t, &werr, "--log-format", "json")
 	out := filepath.Join(t.TempDir(), "data")
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"run", "--temporal", srv.Addr(), "--no-worker", "--out", out}, &stdout, &stderr); code != 0 {
@@ -115,22 +126,8 @@ func TestWorkerMetricsComplete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a worker against an embedded cluster: long integration test; run without -short")
 	}
-	srv, _ := testCluster(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- runWorker(ctx, []string{"--temporal", srv.Addr(), "--metrics-addr", addr}, io.Discard, io.Discard)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	srv, addr, stop := startMetricsWorker(t, io.Discard)
+	defer stop() // before the test's temporary directories go
 	scrape := func() map[string]*dto.MetricFamily {
 		t.Helper()
 		var text string
@@ -237,16 +234,7 @@ func TestServerWorkerMetrics(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", mport)
 	startServer(t, "--db", filepath.Join(t.TempDir(), "temporal.db"), "--port", fmt.Sprint(port), "--headless",
 		"--worker", "--trace-concurrency", "1", "--metrics-addr", addr)
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := metricstest.Scrape(t, "http://"+addr+"/metrics")
 	for _, name := range []string{"ndtrace_rejects_total", "ndtrace_items_traced_total", "go_goroutines", "process_cpu_seconds_total"} {
 		if fams[name] == nil {
 			t.Errorf("no %s on the server's worker's /metrics", name)

@@ -13,6 +13,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 
@@ -116,6 +117,25 @@ func (s *stubActivities) Commit(ctx context.Context, in activities.CommitInput) 
 // activities stubbed (stubActivities: no tracing, no storage). It checks that every batch runs
 // once, that no workflow run's history exceeds the budget (the dataset continues as new with its
 // window of batches in flight), and reports the histories, the worker's heap and the manifest size.
+// startStubWorkers starts, on c, a worker for the I/O queue with the dataset and batch workflows
+// and the activities of acts (its options ioOpts), and one for the trace queue with traceBatch as
+// its activity; both stop when the test ends.
+func startStubWorkers(t *testing.T, c client.Client, ioOpts worker.Options, acts, traceBatch interface{}) {
+	t.Helper()
+	w := worker.New(c, activities.IOQueue, ioOpts)
+	w.RegisterWorkflow(workflows.DatasetWorkflow)
+	w.RegisterWorkflow(workflows.BatchWorkflow)
+	w.RegisterActivity(acts)
+	tw := worker.New(c, activities.TraceQueue, worker.Options{})
+	tw.RegisterActivity(traceBatch)
+	for _, x := range []worker.Worker{w, tw} {
+		if err := x.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(x.Stop)
+	}
+}
+
 func TestOrchestrationMillionItems(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long integration test; run without -short")
@@ -126,18 +146,7 @@ func TestOrchestrationMillionItems(t *testing.T) {
 	}
 	stub := &stubActivities{items: items, pageSize: pipeline.PageItems, batch: 256}
 	_, c := testCluster(t)
-	w := worker.New(c, activities.IOQueue, worker.Options{MaxConcurrentActivityExecutionSize: 64, MaxConcurrentWorkflowTaskExecutionSize: 64})
-	w.RegisterWorkflow(workflows.DatasetWorkflow)
-	w.RegisterWorkflow(workflows.BatchWorkflow)
-	w.RegisterActivity(stub)
-	tw := worker.New(c, activities.TraceQueue, worker.Options{})
-	tw.RegisterActivity(stub.TraceBatch)
-	for _, x := range []worker.Worker{w, tw} {
-		if err := x.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(x.Stop)
-	}
+	startStubWorkers(t, c, worker.Options{MaxConcurrentActivityExecutionSize: 64, MaxConcurrentWorkflowTaskExecutionSize: 64}, stub, stub.TraceBatch)
 	spec := schemas.Spec{Name: "million", Output: "stub://", Sources: []schemas.SourceSpec{{Kind: "jsonl", Path: "stub"}},
 		BatchSize: stub.batch, Parallelism: 32, CreatedAt: "2026-11-24T00:00:00Z"}.WithDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)

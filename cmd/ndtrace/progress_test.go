@@ -94,20 +94,28 @@ func TestScreen(t *testing.T) {
 // TestRunProgressTerminal runs the built ndtrace with stderr on a real pseudo-terminal and checks
 // that the progress is one block redrawn in place (cursor up, erase), that the screen ends with
 // the block's final state and the summary, and that the screen holds a handful of lines.
+// openTerminal opens a pseudo-terminal of 40 rows and 150 columns and returns its master and its
+// terminal; the master is closed when the test ends, the terminal is the caller's to close.
+func openTerminal(t *testing.T) (ptmx, tty *os.File) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 150}); err != nil {
+		t.Fatal(err)
+	}
+	return ptmx, tty
+}
+
 func TestRunProgressTerminal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long integration test; run without -short")
 	}
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "data")
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatalf("open a pseudo-terminal: %v", err)
-	}
-	defer ptmx.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 150}); err != nil {
-		t.Fatal(err)
-	}
+	ptmx, tty := openTerminal(t)
 	cmd := exec.Command(bin, "run", "--out", out)
 	cmd.Env = append(os.Environ(), "TERM=xterm")
 	var stdout bytes.Buffer

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -144,18 +143,7 @@ func TestOperations(t *testing.T) {
 
 	// A worker with stubbed activities.
 	stub := &opsActivities{stubActivities: &stubActivities{items: 4, pageSize: 4, batch: 2}, gate: make(chan struct{}), gate2: make(chan struct{})}
-	w := worker.New(c, activities.IOQueue, worker.Options{})
-	w.RegisterWorkflow(workflows.DatasetWorkflow)
-	w.RegisterWorkflow(workflows.BatchWorkflow)
-	w.RegisterActivity(stub)
-	tw := worker.New(c, activities.TraceQueue, worker.Options{})
-	tw.RegisterActivity(stub.TraceBatch)
-	for _, x := range []worker.Worker{w, tw} {
-		if err := x.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(x.Stop)
-	}
+	startStubWorkers(t, c, worker.Options{}, stub, stub.TraceBatch)
 	ok, bad, slow := start("ok"), start("bad"), start("slow")
 	if err := ok.Get(ctx, nil); err != nil {
 		t.Fatalf("ok: %v", err)
@@ -282,14 +270,7 @@ func TestOperations(t *testing.T) {
 	t.Logf("status --watch:\n%s%s", werr.String(), wout.String())
 	// On a terminal, status --watch draws run's live block, redrawn in place.
 	t.Setenv("TERM", "xterm")
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatalf("open a pseudo-terminal: %v", err)
-	}
-	defer ptmx.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 150}); err != nil {
-		t.Fatal(err)
-	}
+	ptmx, tty := openTerminal(t)
 	var raw syncBuffer
 	read := make(chan struct{})
 	go func() {

@@ -8,7 +8,17 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/ndtrace/ndtrace/internal/metrics/metricstest"
 )
+
+// serve serves r on a loopback HTTP server, closed when the test ends, and returns its URL.
+func serve(t *testing.T, r *Registry) string {
+	t.Helper()
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
 
 func TestRegistryText(t *testing.T) {
 	r := New()
@@ -62,9 +72,7 @@ func TestRegistryText(t *testing.T) {
 		t.Error("two scrapes of the same state differ")
 	}
 
-	srv := httptest.NewServer(r)
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
+	resp, err := http.Get(serve(t, r) + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,18 +93,7 @@ func TestServedFromTheStart(t *testing.T) {
 	r.Gauge("temporal_slots", "", nil)
 	r.Counter("temporal_slots", "", nil).Inc() // another kind for a declared name: dropped
 
-	srv := httptest.NewServer(r)
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := metricstest.Scrape(t, serve(t, r)+"/metrics")
 	rejects := fams["ndtrace_rejects_total"].GetMetric()
 	if len(rejects) != 2 {
 		t.Fatalf("%d reject series, want the 2 declared", len(rejects))

@@ -367,64 +367,43 @@ func TestPoolPaths(t *testing.T) {
 	}
 }
 
-// TestPublishKeepsLegacyNamesake (attacker's review, issue 27): a shard written before the pool
-// (data/part-x, named by v0) and a pool shard of the same name with other bytes (a batch rebuilt
-// without its record, as in a rolling upgrade); the head names neither. Publish deleted data/part-x
-// as "moved into the pool" since pool/data/part-x existed: v0 lost its shard. It now stays.
-func TestPublishKeepsLegacyNamesake(t *testing.T) {
-	ctx := context.Background()
-	s := openTest(t, filepath.Join(t.TempDir(), "ds"))
-	legacy, err := WriteShard(ctx, s, "part-x", makeRows(t, 900, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := Commit(ctx, s, "v0", Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{legacy}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := WritePoolShard(ctx, s, "part-x", makeRows(t, 500, 3)); err != nil {
-		t.Fatal(err)
-	}
-	other, err := WritePoolShard(ctx, s, "part-o", makeRows(t, 100, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := Commit(ctx, s, "v1", Manifest{CreatedAt: testCreated.Add(time.Hour), Versions: testVersions, Shards: []ShardInfo{other}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Publish(ctx, s, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckStored(ctx, s, []ShardInfo{legacy}); err != nil {
-		t.Errorf("v0 lost its shard: %v", err)
-	}
-}
-
-// TestPublishNeverOverwritesLegacy (attacker's review, issue 27): v0 names data/part-x (written
-// before the pool), the head v1 pool/data/part-x with other bytes: Publish copied the head's over
-// v0's (or, at the same size, took v0's bytes for the head's copy). v0's bytes now stay.
-func TestPublishNeverOverwritesLegacy(t *testing.T) {
-	ctx := context.Background()
-	s := openTest(t, filepath.Join(t.TempDir(), "ds"))
-	legacy, err := WriteShard(ctx, s, "part-x", makeRows(t, 900, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := Commit(ctx, s, "v0", Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{legacy}}); err != nil {
-		t.Fatal(err)
-	}
-	pooled, err := WritePoolShard(ctx, s, "part-x", makeRows(t, 500, 4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("legacy %d bytes, pooled %d bytes", legacy.Bytes, pooled.Bytes)
-	if _, _, err := Commit(ctx, s, "v1", Manifest{CreatedAt: testCreated.Add(time.Hour), Versions: testVersions, Shards: []ShardInfo{pooled}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Publish(ctx, s, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckStored(ctx, s, []ShardInfo{legacy}); err != nil {
-		t.Errorf("v0 lost its shard: %v", err)
+// TestPublishKeepsLegacyNamesakes (attacker's review, issue 27): v0 names data/part-x, a shard
+// written before the pool, and the pool holds a shard of the same name with other bytes (a batch
+// rebuilt without its record, as in a rolling upgrade). Whether the head v1 names another shard or
+// that namesake, Publish took data/part-x for a copy: it deleted it as "moved into the pool", or
+// copied the head's over it (or, at the same size, took v0's bytes for the head's copy), and v0
+// lost its shard. It now stays.
+func TestPublishKeepsLegacyNamesakes(t *testing.T) {
+	for _, headNamesake := range []bool{false, true} {
+		t.Run(fmt.Sprintf("head names the namesake %v", headNamesake), func(t *testing.T) {
+			ctx := context.Background()
+			s := openTest(t, filepath.Join(t.TempDir(), "ds"))
+			legacy, err := WriteShard(ctx, s, "part-x", makeRows(t, 900, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := Commit(ctx, s, "v0", Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{legacy}}); err != nil {
+				t.Fatal(err)
+			}
+			head, err := WritePoolShard(ctx, s, "part-x", makeRows(t, 500, 4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !headNamesake {
+				if head, err = WritePoolShard(ctx, s, "part-o", makeRows(t, 100, 2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, _, err := Commit(ctx, s, "v1", Manifest{CreatedAt: testCreated.Add(time.Hour), Versions: testVersions, Shards: []ShardInfo{head}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Publish(ctx, s, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckStored(ctx, s, []ShardInfo{legacy}); err != nil {
+				t.Errorf("v0 lost its shard: %v", err)
+			}
+		})
 	}
 }
 

@@ -36,8 +36,12 @@ type PreflightOptions struct {
 	Tokenizers func(name string) (tokenize.Tokenizer, error)
 	// Local checks the local paths the spec names (sources, evaluation sets, tokenizer files,
 	// python_path, venv) on this machine: set it where the workers read this machine's files (ndtrace
-	// run with its own worker). Bucket URLs are always checked.
+	// run with its own worker). Bucket URLs are always checked, unless Offline.
 	Local bool
+	// Offline checks only what reads no file, bucket or output (the tokenizer's and policy's
+	// names): for a run that may resume a workflow already running, whose store may be down for a
+	// while, until it knows it starts a new one.
+	Offline bool
 }
 
 // PreflightKeyPrefix is where a preflight writes (and deletes) its probe object in the output: under
@@ -60,6 +64,9 @@ func Preflight(ctx context.Context, spec schemas.Spec, opts PreflightOptions) []
 	}
 	if _, err := debugger.PolicyByName(spec.Policy); err != nil {
 		add("policy", "%v", err)
+	}
+	if opts.Offline {
+		return ps
 	}
 	for i, src := range spec.Sources {
 		f := fmt.Sprintf("sources[%d]", i)
@@ -138,7 +145,7 @@ func checkTokenizer(name string, opts PreflightOptions) string {
 	if !builtIn && (!isFile || (kind != "hf" && kind != "llama3") || file == "") {
 		return unknown
 	}
-	if opts.Tokenizers == nil || (!builtIn && !opts.Local) {
+	if opts.Tokenizers == nil || (!builtIn && (!opts.Local || opts.Offline)) {
 		return ""
 	}
 	if _, err := opts.Tokenizers(name); err != nil {

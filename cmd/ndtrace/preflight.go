@@ -28,10 +28,15 @@ const preflightTimeout = time.Minute
 // one usage error of one line, each naming its field in the spec, after specPath (the spec's
 // file, "" for the built-in examples' or a retried run's).
 func preflight(ctx context.Context, spec schemas.Spec, specPath string, local bool) error {
+	return preflightWith(ctx, spec, specPath, pipeline.PreflightOptions{Tokenizers: tokenize.Get, Local: local})
+}
+
+// preflightWith is preflight with the options given.
+func preflightWith(ctx context.Context, spec schemas.Spec, specPath string, opts pipeline.PreflightOptions) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	start := time.Now()
-	ps := pipeline.Preflight(ctx, spec, pipeline.PreflightOptions{Tokenizers: tokenize.Get, Local: local})
+	ps := pipeline.Preflight(ctx, spec, opts)
 	slog.Debug("preflight", "problems", len(ps), "took", time.Since(start))
 	if len(ps) == 0 {
 		return nil

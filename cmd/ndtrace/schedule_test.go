@@ -81,9 +81,11 @@ func TestScheduleSkipsUnchangedSources(t *testing.T) {
 	}
 	m, _ := checkDataset(t, out)
 	versions, _ := filepath.Glob(filepath.Join(out, "versions", "*", "manifest.json"))
-	shards, _ := filepath.Glob(filepath.Join(out, "data", "*.parquet"))
-	// Two versions; three shards in all: a's (shared), b's old and b's new.
-	if len(versions) != 2 || len(shards) != 3 || len(m.Shards) != 2 {
-		t.Fatalf("%d versions, %d shard files, %d shards in the latest manifest", len(versions), len(shards), len(m.Shards))
+	shards, _ := filepath.Glob(filepath.Join(out, "pool", "data", "*.parquet"))
+	head, _ := filepath.Glob(filepath.Join(out, "data", "*.parquet"))
+	// Two versions; three shards in all (the pool): a's (shared), b's old and b's new; data/ holds
+	// the latest version's two.
+	if len(versions) != 2 || len(shards) != 3 || len(m.Shards) != 2 || len(head) != 2 {
+		t.Fatalf("%d versions, %d shard files, %d shards in the latest manifest, %d in data/", len(versions), len(shards), len(m.Shards), len(head))
 	}
 }

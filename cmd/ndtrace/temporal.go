@@ -28,6 +28,7 @@ import (
 	"github.com/ndtrace/ndtrace/internal/progress"
 	"github.com/ndtrace/ndtrace/internal/termsafe"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
+	"github.com/ndtrace/ndtrace/pipeline"
 	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -337,6 +338,13 @@ func startDataset(ctx context.Context, c client.Client, spec schemas.Spec) (clie
 	return run, nil
 }
 
+// datasetRunning reports whether spec's dataset workflow is running (a run that starts resumes it),
+// false when it is not or the server cannot say.
+func datasetRunning(ctx context.Context, c client.Client, spec schemas.Spec) bool {
+	d, err := c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(spec), "")
+	return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
+
 // queryProgress asks a running dataset workflow for its progress.
 func queryProgress(ctx context.Context, c client.Client, id string) (workflows.Progress, error) {
 	var p workflows.Progress
@@ -419,7 +427,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if err := preflight(ctx, spec, specPath, !noWorker); err != nil {
+	// A run on a server whose state outlives it (--db, --temporal) may resume its dataset's
+	// workflow, while its store is down: the names are checked now, the rest once the run knows
+	// it starts a new workflow (below).
+	resumable := db != "" || tf.addr != ""
+	if err := preflightWith(ctx, spec, specPath, pipeline.PreflightOptions{Tokenizers: tokenize.Get, Local: !noWorker, Offline: resumable}); err != nil {
 		return err
 	}
 	if tf.addr == "" && !embeddedAvailable {
@@ -487,6 +499,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				return err
 			}
 			defer srv.Close()
+		}
+	}
+	if resumable && !datasetRunning(ctx, c, spec) {
+		// A new workflow: the whole preflight first.
+		if err := preflight(ctx, spec, specPath, !noWorker); err != nil {
+			return err
 		}
 	}
 	run, err := startDataset(ctx, c, spec)

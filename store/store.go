@@ -193,3 +193,6 @@ func (e *opError) Unwrap() error { return e.err }
 
 // local reports whether the store is a local folder.
 func (s *Store) local() bool { return s.dir != "" }
+
+// Local reports whether the store is a local folder (where Copy makes hard links).
+func (s *Store) Local() bool { return s.local() }

@@ -114,51 +114,12 @@ func writeReaderDataset(t *testing.T) readerDataset {
 	dir := filepath.Join(t.TempDir(), "ds")
 	s := openTest(t, dir)
 	ctx := context.Background()
-	var infos []ShardInfo
-	var all []schemas.Row
+	var shards []pooledShard
 	for i, n := range []int{3, 1100, 7} { // the middle shard has two row groups
-		rows := makeRows(t, i*10000, n)
-		info, err := WritePoolShard(ctx, s, fmt.Sprintf("part-%05d", i), rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos = append(infos, info)
-		all = append(all, rows...)
-	}
-	packed, _, err := Pack(all, 4096, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinfo, err := WritePoolPackedShard(ctx, s, "part-00000", packed, 4096)
-	if err != nil {
-		t.Fatal(err)
+		shards = append(shards, pooledShard{fmt.Sprintf("part-%05d", i), makeRows(t, i*10000, n)})
 	}
 	const id = "run-1"
-	man := Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: infos,
-		Config:  []byte(`{"name": "readers", "policy": "paper", "pack_length": 4096}`),
-		Packing: &Packing{Length: 4096, Shards: []ShardInfo{pinfo}}}
-	norm, err := Normalized(man)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stats, err := ComputeStats(ctx, s, norm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := stats.Marshal()
-	pq, err := stats.EncodeParquet()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := PutObject(ctx, s, VersionPrefix(id)+StatsKey, js, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pref, err := PutObject(ctx, s, VersionPrefix(id)+StatsParquetKey, pq, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	man.Stats, man.StatsParquet = &ref, &pref
+	man, _, packed := pooledVersion(t, s, id, "part-00000", shards, true)
 	for key, data := range map[string]string{
 		"batches/0123abcd.json":                       `{"hash": "0123abcd"}`,
 		"work/runs/" + id + "/scan/page-000000.jsonl": `{"key": "x"}` + "\n",

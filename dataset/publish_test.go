@@ -35,34 +35,58 @@ var threeVersions = []versionSpec{
 // the version's rows.
 func commitPooled(t *testing.T, s *store.Store, v versionSpec, hour int) (*Manifest, []schemas.Row) {
 	t.Helper()
-	ctx := context.Background()
-	var infos []ShardInfo
-	var all []schemas.Row
 	names := make([]string, 0, len(v.shards))
 	for name := range v.shards {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	var shards []pooledShard
 	for _, name := range names {
-		r := v.shards[name]
-		rows := makeRows(t, r[0], r[1])
-		info, err := WritePoolShard(ctx, s, name, rows)
+		shards = append(shards, pooledShard{name, makeRows(t, v.shards[name][0], v.shards[name][1])})
+	}
+	man, all, _ := pooledVersion(t, s, v.id, "part-"+v.id, shards, false)
+	man.CreatedAt = testCreated.Add(time.Duration(hour) * time.Hour)
+	man.Config = []byte(fmt.Sprintf(`{"name": "versions", "policy": "paper", "pack_length": 4096, "seed": %d}`, hour))
+	m, _, err := Commit(context.Background(), s, v.id, man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, all
+}
+
+// pooledShard is one shard's name and rows.
+type pooledShard struct {
+	name string
+	rows []schemas.Row
+}
+
+// pooledVersion writes shards into the pool, in order, with their rows packed into one packed
+// shard named packedName, and returns the manifest of a version id of them (created at
+// testCreated, config "readers") with its statistics stored (stats.parquet too when parquet),
+// uncommitted, and all their rows and packed sequences.
+func pooledVersion(t *testing.T, s *store.Store, id, packedName string, shards []pooledShard, parquet bool) (Manifest, []schemas.Row, []schemas.PackedRow) {
+	t.Helper()
+	ctx := context.Background()
+	var infos []ShardInfo
+	var all []schemas.Row
+	for _, sh := range shards {
+		info, err := WritePoolShard(ctx, s, sh.name, sh.rows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		infos = append(infos, info)
-		all = append(all, rows...)
+		all = append(all, sh.rows...)
 	}
 	packed, _, err := Pack(all, 4096, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinfo, err := WritePoolPackedShard(ctx, s, "part-"+v.id, packed, 4096)
+	pinfo, err := WritePoolPackedShard(ctx, s, packedName, packed, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
-	man := Manifest{CreatedAt: testCreated.Add(time.Duration(hour) * time.Hour), Versions: testVersions, Shards: infos,
-		Config:  []byte(fmt.Sprintf(`{"name": "versions", "policy": "paper", "pack_length": 4096, "seed": %d}`, hour)),
+	man := Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: infos,
+		Config:  []byte(`{"name": "readers", "policy": "paper", "pack_length": 4096}`),
 		Packing: &Packing{Length: 4096, Shards: []ShardInfo{pinfo}}}
 	norm, err := Normalized(man)
 	if err != nil {
@@ -73,16 +97,23 @@ func commitPooled(t *testing.T, s *store.Store, v versionSpec, hour int) (*Manif
 		t.Fatal(err)
 	}
 	js, _ := stats.Marshal()
-	ref, err := PutObject(ctx, s, VersionPrefix(v.id)+StatsKey, js, 0)
+	ref, err := PutObject(ctx, s, VersionPrefix(id)+StatsKey, js, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	man.Stats = &ref
-	m, _, err := Commit(ctx, s, v.id, man)
-	if err != nil {
-		t.Fatal(err)
+	if parquet {
+		pq, err := stats.EncodeParquet()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pref, err := PutObject(ctx, s, VersionPrefix(id)+StatsParquetKey, pq, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		man.StatsParquet = &pref
 	}
-	return m, all
+	return man, all, packed
 }
 
 // viewKeys lists data/ and packed/ of s.

@@ -698,11 +698,19 @@ func signalLeaves(r *os.Root, leaves []string) error {
 		if err != nil {
 			return err
 		}
-		for _, pid := range pids {
-			if pid > 0 {
-				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-					return fmt.Errorf("kill %d: %w", pid, err)
-				}
+		if err := killPids(pids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// killPids sends SIGKILL to each process of pids (one already gone is no error).
+func killPids(pids []int) error {
+	for _, pid := range pids {
+		if pid > 0 {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+				return fmt.Errorf("kill %d: %w", pid, err)
 			}
 		}
 	}

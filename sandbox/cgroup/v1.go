@@ -499,12 +499,8 @@ func killV1(ctx context.Context, r *os.Root, dir string) error {
 		if len(pids) == 0 {
 			return nil
 		}
-		for _, pid := range pids {
-			if pid > 0 {
-				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-					return fmt.Errorf("kill %d: %w", pid, err)
-				}
-			}
+		if err := killPids(pids); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():

@@ -28,7 +28,7 @@ func exampleManifest() Manifest {
 const exampleManifestJSON = `{
   "format": "ndtrace-dataset",
   "format_version": 2,
-  "schema_version": "1",
+  "schema_version": "2",
   "created_at": "2026-11-22T07:30:00Z",
   "config": {
     "corpus": {
@@ -129,7 +129,7 @@ func TestWriteManifestComputedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Format != Format || m.FormatVersion != 2 || m.SchemaVersion != "1" ||
+	if m.Format != Format || m.FormatVersion != 2 || m.SchemaVersion != schemas.RowSchemaVersion ||
 		m.Shards[0].Path != "data/part-00000.parquet" || m.Totals.Rows != 5 || m.Totals.Shards != 2 ||
 		m.Totals.Tokens != a.Tokens+b.Tokens || string(m.Config) != "null" ||
 		!m.CreatedAt.Equal(time.Date(2026, 1, 2, 5, 4, 5, 6000, time.UTC)) {
@@ -180,7 +180,7 @@ func TestParseManifestErrors(t *testing.T) {
 		{"unknown field", `"format": "ndtrace-dataset",`, `"format": "ndtrace-dataset", "extra": 1,`, "unknown field"},
 		{"wrong format", `"format": "ndtrace-dataset"`, `"format": "other"`, "format"},
 		{"future version", `"format_version": 2`, `"format_version": 4`, "not supported"},
-		{"no schema version", `"schema_version": "1"`, `"schema_version": ""`, "schema_version"},
+		{"no schema version", `"schema_version": "2"`, `"schema_version": ""`, "schema_version"},
 		{"bad time", `"2026-11-22T07:30:00Z"`, `"yesterday"`, "malformed"},
 		{"bad sha", `"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"`, `"AA"`, "sha256"},
 		{"escaping path", `"data/part-00000.parquet"`, `"data/../manifest.json"`, "bad path"},

@@ -100,7 +100,7 @@ func TestValidateFindsProblems(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "", -1, "", "malformed manifest"},
-		{"schema version", tamperManifest(`"schema_version": "1"`, `"schema_version": "0"`), "", -1, "", `schema_version is "0"`},
+		{"schema version", tamperManifest(`"schema_version": "2"`, `"schema_version": "0"`), "", -1, "", `schema_version is "0"`},
 		{"missing shard", func(t *testing.T, s *store.Store) {
 			writeTestDataset(t, s, 2, 3)
 			if err := s.Delete(context.Background(), shard1); err != nil {

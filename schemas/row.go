@@ -3,7 +3,7 @@ package schemas
 import "time"
 
 // RowSchemaVersion changes whenever Row's columns change.
-const RowSchemaVersion = "1"
+const RowSchemaVersion = "2"
 
 // Row is one trajectory in a dataset shard: one Parquet row. Every column is documented here and in
 // docs/dataset.md; the Parquet schema is derived from the struct tags (parquet-go), and a test checks
@@ -62,6 +62,26 @@ type Row struct {
 	Exit string `parquet:"exit,dict" json:"exit"`
 	// CodeChars is the length of the CODE context in characters.
 	CodeChars int32 `parquet:"code_chars" json:"code_chars"`
+	// CodeOmitted counts the module-level definitions (constants, imports, class headers) the
+	// visited code names that the CODE context left out to stay within its token budget.
+	CodeOmitted int32 `parquet:"code_omitted" json:"code_omitted"`
+	// FunctionID is the stable id of the function under study: the hex SHA-256 (first 16 bytes)
+	// of its normalized source (crawl.SourceKey's normalisation), the same for the same function
+	// at any level, in any run.
+	FunctionID string `parquet:"function_id" json:"function_id"`
+	// Split is the dataset split the row's function belongs to ("train", "validation", ...):
+	// drawn from FunctionID, so no function is in two splits.
+	Split string `parquet:"split,dict" json:"split"`
+	// Truncated is true for a trajectory shortened to fit the token budget (a forced continue,
+	// or inv_step_call/inv_step_over back to the entry): its last actions were not the policy's.
+	Truncated bool `parquet:"truncated" json:"truncated"`
+	// NoisyValues counts the values of the row's states that a model cannot learn from the
+	// code: a repr that raised or timed out, a value that differed between two runs of the same
+	// test, an epoch time, a hash-sized integer (docs/tracer-protocol.md, "Values").
+	NoisyValues int32 `parquet:"noisy_values" json:"noisy_values"`
+	// PlaceholderGap is true when the row's address placeholders do not run 0x1, 0x2, ... in
+	// order of first appearance (never, since rows renumber them; kept as a check).
+	PlaceholderGap bool `parquet:"placeholder_gap" json:"placeholder_gap"`
 
 	// TracerVersion, PipelineVersion and Tokenizer record what produced the row.
 	TracerVersion   string `parquet:"tracer_version,dict" json:"tracer_version"`

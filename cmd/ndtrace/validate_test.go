@@ -115,7 +115,7 @@ func TestValidateCommand(t *testing.T) {
 		stderrHas  string
 		stdoutRows int // lines on stdout, if > 0
 	}{
-		{name: "valid", args: []string{good}, code: 0, stdoutHas: []string{"ok: " + good + ": 2 shards, 5 rows, ", "learned), schema 1"}, stdoutRows: 1},
+		{name: "valid", args: []string{good}, code: 0, stdoutHas: []string{"ok: " + good + ": 2 shards, 5 rows, ", "learned), schema 2"}, stdoutRows: 1},
 		{name: "flags after the URL", args: []string{good, "--all"}, code: 0, stdoutHas: []string{"ok: "}},
 		{name: "file URL", args: []string{"file://" + good}, code: 0, stdoutHas: []string{"ok: file://"}},
 		{name: "first problem", args: []string{bad}, code: 1, stderrHas: "data/part-00000.parquet row 0 column text: differs from decode(input_ids) at byte"},

@@ -102,7 +102,7 @@ func TestConsume(t *testing.T) {
 			consume: &schemas.Consume{Start: 3, Limit: 8, Values: 2, Exhausted: true, Value: "[1, 2]"}},
 		{name: "not_an_iterator", code: "def f():\n    return [1, 2]\n", call: "f()", status: schemas.StatusOK, value: "[1, 2]", plain: true},
 		{name: "next_without_iter", code: "class X:\n    def __next__(self):\n        return 1\n", call: "X()",
-			status: schemas.StatusOK, value: "<__main__.X object at 0x1>", plain: true},
+			status: schemas.StatusOK, value: "X()", plain: true},
 		{name: "coroutine", code: "async def co(x):\n    return x\n", call: "co(1)", status: schemas.StatusInvalid,
 			check: func(t *testing.T, res *sandbox.Result) {
 				if !strings.Contains(res.Detail, "coroutine") || len(res.Events) != 0 {

@@ -248,8 +248,10 @@ func TestTracer(t *testing.T) {
 					t.Errorf("the tracer's own repr calls were traced")
 				}
 			}},
-		{name: "default_repr_addresses_normalised", code: "class P:\n    pass\n\ndef f():\n    a = P()\n    b = P()\n    return [a, b, a]\n",
+		{name: "addresses_normalised", code: "class P:\n    def __repr__(self):\n        return object.__repr__(self)\n\ndef f():\n    a = P()\n    b = P()\n    return [a, b, a]\n",
 			call: "f()", status: schemas.StatusOK, value: "[<__main__.P object at 0x1>, <__main__.P object at 0x2>, <__main__.P object at 0x1>]"},
+		{name: "default_repr_by_attributes", code: "class P:\n    pass\n\ndef f():\n    a = P()\n    b = P()\n    b.x = a\n    return [a, b, a]\n",
+			call: "f()", status: schemas.StatusOK, value: "[P(), P(x=P()), P()]"},
 		{name: "repr_raises", code: "class Bad:\n    def __repr__(self):\n        raise RuntimeError('no')\n\ndef f():\n    b = Bad()\n    return [b]\n",
 			call: "f()", status: schemas.StatusOK, value: "[<Bad object (repr raised RuntimeError)>]"},
 		{name: "repr_never_returns", code: "class Slow:\n    def __repr__(self):\n        while True:\n            pass\n\ndef f():\n    s = Slow()\n    return 1\n",

@@ -53,7 +53,7 @@ def f(x):
         c = str(e)
     o = P(); s = 'caf\u00e9 \U0001F600 \n'
     return (a, b, c, o, s, sys.gettrace() is not None)
-`, "f(3)", "ok", `([0, 2, 4], {1: 'x', 'y': [1, 2.5, None]}, '3', <__main__.P object at 0x1>, 'café 😀 \n', True)`},
+`, "f(3)", "ok", `([0, 2, 4], {1: 'x', 'y': [1, 2.5, None]}, '3', P(), 'café 😀 \n', True)`},
 		{`import asyncio
 async def h(n):
     await asyncio.sleep(0)
@@ -80,6 +80,27 @@ def f():
     b = g(1)
     return len(b)
 `, "f()", "ok", "3"},
+		// Objects by their attributes: the instance dict as each version keeps it (3.11's and
+		// 3.12's managed dicts, 3.13's inline values), materialised or not, replaced by a dict
+		// subclass, after a deletion, with slots.
+		{`class P:
+    def __init__(self, x):
+        self.x = x
+        self.y = [x]
+class S:
+    __slots__ = ("a",)
+class D(dict):
+    def __iter__(self):
+        raise RuntimeError
+def f():
+    a, b, c, d = P(1), P(2), P(3), P(4)
+    del b.x
+    b.z = 5
+    c.__dict__["w"] = 6
+    d.__dict__ = D(k=7)
+    a.me = a
+    return [a, b, c, d, S()]
+`, "f()", "ok", "[P(x=1, y=[1], me=P(...)), P(y=[2], z=5), P(x=3, y=[3], w=6), P(k=7), S()]"},
 		// Calls that return iterators are consumed (the frames the tracer resumes are at depth 0,
 		// called from its C code: every version must allow them there).
 		{"def f(n):\n    for i in range(n):\n        yield i * 2\n", "f(3)", "ok", "[0, 2, 4]"},

@@ -93,6 +93,7 @@ typedef struct {
 #define Py_tp_traverse 71
 #define Py_TPFLAGS_DISALLOW_INSTANTIATION (1UL << 7)
 #define Py_TPFLAGS_IMMUTABLETYPE (1UL << 8)
+#define Py_TPFLAGS_HEAPTYPE (1UL << 9)
 #define Py_TPFLAGS_HAVE_GC (1UL << 14)
 #define Py_TPFLAGS_HAVE_VERSION_TAG (1UL << 18)
 #define Py_T_BOOL 14
@@ -168,6 +169,8 @@ extern PyObject *PyType_GenericAlloc(void *, Py_ssize_t);
 extern PyObject *PyType_GetQualName(void *);
 extern int PyType_IsSubtype(void *, void *);
 extern void *PyType_GetSlot(void *, int);
+extern unsigned long PyType_GetFlags(void *);
+extern PyObject *PyObject_GenericGetDict(PyObject *, void *);
 
 /* Containers and strings */
 extern PyObject *PyTuple_New(Py_ssize_t);
@@ -235,7 +238,7 @@ extern PyObject *PyExc_OSError, *PyExc_PermissionError, *PyExc_RuntimeError, *Py
     *PyExc_BaseException, *PyExc_Exception, *PyExc_StopIteration;
 extern char PyFrame_Type[], PyCode_Type[], PyUnicode_Type[], PyBytes_Type[], PyByteArray_Type[],
     PyLong_Type[], PyBool_Type[], PyFloat_Type[], PyComplex_Type[], PyList_Type[], PyTuple_Type[],
-    PyDict_Type[], PySet_Type[], PyFrozenSet_Type[], PyFunction_Type[], PyCoro_Type[], PyAsyncGen_Type[];
+    PyDict_Type[], PySet_Type[], PyBaseObject_Type[], PyFrozenSet_Type[], PyFunction_Type[], PyCoro_Type[], PyAsyncGen_Type[];
 extern PyObject _Py_NoneStruct, _Py_TrueStruct;
 
 #define TYPE(o) (((PyObject *)(o))->ob_type)

@@ -650,6 +650,34 @@ static PyObject *qualname(void *tp) {
     return PyUnicode_FromString("?");
 }
 
+/* The documented forms of a value whose repr (what: "repr", or "str" for an exception's message)
+ * failed (docs/tracer-protocol.md, "Values"): <T object (repr raised E)>, <T object (repr
+ * returned R)>, <T object (repr timed out)>, with T, E and R types' qualified names. Every path
+ * that gives one goes through here. */
+static PyObject *failure_of(PyObject *q, const char *what, const char *how, void *of) {
+    PyObject *r;
+    if (of) {
+        PyObject *qo = qualname(of);
+        r = qo ? PyUnicode_FromFormat("<%U object (%s %s %U)>", q, what, how, qo) : NULL;
+        xdecref(qo);
+    } else {
+        r = PyUnicode_FromFormat("<%U object (%s %s)>", q, what, how);
+    }
+    return r;
+}
+
+/* failure_of the qualified name of type tp. */
+static PyObject *failure(void *tp, const char *what, const char *how, void *of) {
+    PyObject *q = qualname(tp);
+    if (!q) return NULL;
+    PyObject *r = failure_of(q, what, how, of);
+    Py_DecRef(q);
+    return r;
+}
+
+/* <T object (repr raised E)> for exception type t (NULL: Exception). */
+static PyObject *repr_failed(void *tp, PyObject *t) { return failure(tp, "repr", "raised", t ? (void *)t : (void *)PyExc_Exception); }
+
 static PyObject *cut(PyObject *r) {
     /* r[:vc] + "..." when r is longer than vc; consumes r */
     if (!r || PyUnicode_GetLength(r) <= cfg.vc) return r;
@@ -746,7 +774,7 @@ static PyObject *guarded(PyObject *obj, int which, const char *what) {
     PyObject *seen = id ? PyDict_GetItemWithError(T.slow, id) : NULL;
     if (seen == obj) {
         Py_DecRef(id);
-        PyObject *r = PyUnicode_FromFormat("<%U object (%s timed out)>", name, what);
+        PyObject *r = failure_of(name, what, "timed out", NULL);
         Py_DecRef(name);
         return r;
     }
@@ -789,37 +817,33 @@ static PyObject *guarded(PyObject *obj, int which, const char *what) {
     while (sigtimedwait(&only, NULL, &zero) > 0) {
     } /* ticks that came too late */
     pthread_sigmask(SIG_SETMASK, &prevmask, NULL);
-    PyObject *failure = NULL;
+    PyObject *failed = NULL;
     if (!result) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
         if (t && PyErr_GivenExceptionMatches(t, T.reprtimeout)) {
-            failure = PyUnicode_FromFormat("<%U object (%s timed out)>", name, what);
+            failed = failure_of(name, what, "timed out", NULL);
             if (id) PyDict_SetItem(T.slow, id, obj);
         } else if (t && PyErr_GivenExceptionMatches(t, PyExc_MemoryError)) {
             PyErr_Restore(t, v, tb);
             fail("rendering a value");
         } else {
-            PyObject *q = qualname(t ? t : (void *)PyExc_Exception);
-            failure = PyUnicode_FromFormat("<%U object (%s raised %U)>", name, what, q);
-            xdecref(q);
+            failed = failure_of(name, what, "raised", t ? (void *)t : (void *)PyExc_Exception);
         }
         xdecref(t);
         xdecref(v);
         xdecref(tb);
     }
     Py_DecRef(id);
-    if (failure) {
+    if (failed) {
         xdecref(result);
         Py_DecRef(name);
         py_leave();
-        return failure;
+        return failed;
     }
     if (!IS_TYPE(result, PyUnicode_Type)) {
         if (!PyType_IsSubtype(TYPE(result), PyUnicode_Type)) {
-            PyObject *q = qualname(TYPE(result));
-            PyObject *r = PyUnicode_FromFormat("<%U object (%s returned %U)>", name, what, q);
-            xdecref(q);
+            PyObject *r = failure_of(name, what, "returned", TYPE(result));
             Py_DecRef(result);
             Py_DecRef(name);
             py_leave();
@@ -999,9 +1023,10 @@ static PyObject *fast_repr(PyObject *v, void *tp) {
 
 #define ROOM_ERR ((Py_ssize_t)INT64_MIN)
 
+/* The containers and objects being rendered (open), for cycles; objs counts the objects. */
 typedef struct {
     PyObject *open[NEST_LIMIT + 2];
-    int nopen;
+    int nopen, objs;
 } openset;
 
 static int is_open(openset *o, PyObject *x) {
@@ -1011,6 +1036,8 @@ static int is_open(openset *o, PyObject *x) {
 }
 
 static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, int depth);
+static Py_ssize_t obj_into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, int depth);
+static int by_attributes(void *tp);
 
 static int append(PyObject *out, PyObject *s) {
     if (!s) return -1;
@@ -1029,6 +1056,8 @@ static Py_ssize_t element(PyObject *e, PyObject *out, Py_ssize_t room, openset *
             return into(e, out, room, o, depth + 1);
         }
         r = cut(r);
+    } else if (by_attributes(te)) {
+        return obj_into(e, out, room, o, depth + 1);
     } else {
         r = render(e);
     }
@@ -1107,6 +1136,147 @@ static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, 
     return room - (Py_ssize_t)strlen(closer);
 }
 
+/* Objects whose type has object's own repr (no __repr__ anywhere in its MRO) render by their
+ * attributes, P(x=1, y=[2]), as docs/tracer-protocol.md ("Values") says: at most OBJ_DEPTH of them
+ * nested (deeper ones, and an object reached again while open, are P(...)), the first OBJ_WIDTH
+ * attributes with exact str names among the first OBJ_SCAN entries of the instance's dict, then
+ * "...". Only classes (heap types) qualify: a built-in type without a repr of its own (an
+ * iterator, object()) keeps <T object at 0xN>. */
+#define OBJ_DEPTH 3
+#define OBJ_WIDTH 16
+#define OBJ_SCAN 256
+
+static reprfunc object_repr; /* object's tp_repr, set with the tracer */
+
+static int by_attributes(void *tp) {
+    return object_repr && (PyType_GetFlags(tp) & Py_TPFLAGS_HEAPTYPE) &&
+           (reprfunc)PyType_GetSlot(tp, Py_tp_repr) == object_repr;
+}
+
+/* Append "name=" to out (name cut to what room can show); returns the room left. */
+static Py_ssize_t attr_name(PyObject *k, PyObject *out, Py_ssize_t room) {
+    Py_ssize_t n = PyUnicode_GetLength(k);
+    PyObject *s = n > room ? PyUnicode_Substring(k, 0, room + 1) : (Py_IncRef(k), k);
+    if (!s) return ROOM_ERR;
+    n = PyUnicode_GetLength(s);
+    if (append(out, s) < 0 || append(out, PyUnicode_FromString("=")) < 0) return ROOM_ERR;
+    return room - n - 1;
+}
+
+/* Append the attribute rendering of object x (by_attributes) to out; as into(). The instance's
+ * dict is read in C (PyObject_GenericGetDict: the real one, whatever the class says __dict__ is;
+ * no __getattribute__, property or descriptor runs) and its first entries are taken, with
+ * references, before any attribute value is rendered: a value's own repr (guarded) may change
+ * the dict but not what is shown. */
+static Py_ssize_t obj_into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, int depth) {
+    PyObject *name = qualname(TYPE(x));
+    if (!name) return ROOM_ERR;
+    if (is_open(o, x) || o->objs >= OBJ_DEPTH || depth >= NEST_LIMIT) {
+        PyObject *s = PyUnicode_FromFormat("%U(...)", name);
+        Py_DecRef(name);
+        if (!s) return ROOM_ERR;
+        Py_ssize_t len = PyUnicode_GetLength(s);
+        if (append(out, s) < 0) return ROOM_ERR;
+        return room - len;
+    }
+    PyObject *ks[OBJ_WIDTH], *vs[OBJ_WIDTH];
+    int n = 0, more = 0;
+    PyObject *d = PyObject_GenericGetDict(x, NULL);
+    if (!d) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            Py_DecRef(name);
+            return ROOM_ERR;
+        }
+        PyErr_Clear(); /* no __dict__ (slots only): P() */
+    } else if (PyType_IsSubtype(TYPE(d), PyDict_Type)) {
+        Py_ssize_t pos = 0, seen = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(d, &pos, &k, &v)) { /* raw entries, also of a dict subclass */
+            if (++seen > OBJ_SCAN) {
+                more = 1;
+                break;
+            }
+            if (!IS_TYPE(k, PyUnicode_Type)) continue;
+            if (n == OBJ_WIDTH) {
+                more = 1;
+                break;
+            }
+            Py_IncRef(k);
+            Py_IncRef(v);
+            ks[n] = k;
+            vs[n++] = v;
+        }
+    }
+    xdecref(d);
+    Py_ssize_t len = PyUnicode_GetLength(name);
+    if (append(out, name) < 0 || append(out, PyUnicode_FromString("(")) < 0) room = ROOM_ERR;
+    else room -= len + 1;
+    o->open[o->nopen++] = x;
+    o->objs++;
+    int i;
+    for (i = 0; i < n && room != ROOM_ERR && room >= 0; i++) {
+        if (i) {
+            if (append(out, PyUnicode_FromString(", ")) < 0) {
+                room = ROOM_ERR;
+                break;
+            }
+            room -= 2;
+        }
+        room = attr_name(ks[i], out, room);
+        if (room != ROOM_ERR && room >= 0) room = element(vs[i], out, room, o, depth);
+    }
+    o->nopen--;
+    o->objs--;
+    for (int j = 0; j < n; j++) {
+        Py_DecRef(ks[j]);
+        Py_DecRef(vs[j]);
+    }
+    if (room == ROOM_ERR || PyErr_Occurred()) return ROOM_ERR;
+    if (room < 0) return room;
+    if (more) {
+        if (append(out, PyUnicode_FromString(n ? ", ..." : "...")) < 0) return ROOM_ERR;
+        room -= n ? 5 : 3;
+        if (room < 0) return room;
+    }
+    if (append(out, PyUnicode_FromString(")")) < 0) return ROOM_ERR;
+    return room - 1;
+}
+
+/* The rendering of container or object v built by into or obj_into within the budget: cut
+ * when the budget was spent (or the nesting was too deep), a repr failure of v's type when the
+ * walk raised (e.g. an element's repr mutated a dict being rendered). */
+static PyObject *walk(PyObject *v, Py_ssize_t (*fn)(PyObject *, PyObject *, Py_ssize_t, openset *, int)) {
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    openset o = {{0}, 0, 0};
+    Py_ssize_t room = fn(v, out, cfg.vc, &o, 0);
+    if (room == ROOM_ERR) {
+        Py_DecRef(out);
+        PyObject *t, *ev, *tb;
+        PyErr_Fetch(&t, &ev, &tb);
+        if (t && PyErr_GivenExceptionMatches(t, PyExc_MemoryError)) {
+            PyErr_Restore(t, ev, tb);
+            return NULL;
+        }
+        PyObject *r = repr_failed(TYPE(v), t);
+        xdecref(t);
+        xdecref(ev);
+        xdecref(tb);
+        return r;
+    }
+    PyObject *r = PyUnicode_Join(T.empty_str, out);
+    Py_DecRef(out);
+    if (r && room < 0) { /* budget spent (or nesting too deep): always cut */
+        PyObject *h = PyUnicode_Substring(r, 0, cfg.vc);
+        Py_DecRef(r);
+        PyObject *dots = h ? PyUnicode_FromString("...") : NULL;
+        r = dots ? PyUnicode_Concat(h, dots) : NULL;
+        xdecref(h);
+        xdecref(dots);
+    }
+    return r;
+}
+
 /* The rendering of v: repr-identical for builtins, at most vc characters plus "...". Returns
  * NULL only on MemoryError (or an interpreter failure). */
 static PyObject *render(PyObject *v) {
@@ -1135,51 +1305,17 @@ static PyObject *render(PyObject *v) {
         r = fast_repr(v, tp);
         if (!r) {
             if (PyErr_Occurred()) return NULL;
-            PyObject *out = PyList_New(0);
-            if (!out) return NULL;
-            openset o = {{0}, 0};
-            Py_ssize_t room = into(v, out, cfg.vc, &o, 0);
-            if (room == ROOM_ERR) {
-                Py_DecRef(out);
-                PyObject *t, *ev, *tb;
-                PyErr_Fetch(&t, &ev, &tb);
-                if (t && PyErr_GivenExceptionMatches(t, PyExc_MemoryError)) {
-                    PyErr_Restore(t, ev, tb);
-                    return NULL;
-                }
-                /* e.g. an element's repr mutated the container */
-                PyObject *q = qualname(tp), *qe = qualname(t ? t : (void *)PyExc_Exception);
-                r = PyUnicode_FromFormat("<%U object (repr raised %U)>", q, qe);
-                xdecref(q);
-                xdecref(qe);
-                xdecref(t);
-                xdecref(ev);
-                xdecref(tb);
-                return r;
-            }
-            r = PyUnicode_Join(T.empty_str, out);
-            Py_DecRef(out);
-            if (r && room < 0) { /* budget spent (or nesting too deep): always cut */
-                PyObject *h = PyUnicode_Substring(r, 0, cfg.vc);
-                Py_DecRef(r);
-                PyObject *dots = h ? PyUnicode_FromString("...") : NULL;
-                r = dots ? PyUnicode_Concat(h, dots) : NULL;
-                xdecref(h);
-                xdecref(dots);
-                return r;
-            }
+            return walk(v, into);
         }
-    } else {
+    } else if (by_attributes(tp)) {
+        return walk(v, obj_into);    } else {
         r = guarded(v, Py_tp_repr, "repr");
     }
     if (!r && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
         /* (cannot happen for built-in values; never the tracer's failure) */
         PyObject *t, *ev, *tb;
         PyErr_Fetch(&t, &ev, &tb);
-        PyObject *q = qualname(tp), *qe = qualname(t ? t : (void *)PyExc_Exception);
-        r = PyUnicode_FromFormat("<%U object (repr raised %U)>", q, qe);
-        xdecref(q);
-        xdecref(qe);
+        r = repr_failed(TYPE(v), t);
         xdecref(t);
         xdecref(ev);
         xdecref(tb);
@@ -1950,10 +2086,7 @@ static PyObject *plain(PyObject *v) {
     if (!r) {
         PyObject *t, *ev, *tb;
         PyErr_Fetch(&t, &ev, &tb);
-        PyObject *q = qualname(TYPE(v)), *qe = qualname(t ? t : (void *)PyExc_Exception);
-        r = PyUnicode_FromFormat("<%U object (repr raised %U)>", q, qe);
-        xdecref(q);
-        xdecref(qe);
+        r = repr_failed(TYPE(v), t);
         xdecref(t);
         xdecref(ev);
         xdecref(tb);
@@ -2436,6 +2569,8 @@ static PyObject *nd_tracer_setup(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "ndtrace: harden_frames() must run first");
         return NULL;
     }
+    object_repr = (reprfunc)PyType_GetSlot(PyBaseObject_Type, Py_tp_repr);
+    PyErr_Clear();
     if (!(T.addresses = PyDict_New()) || !(T.slow = PyDict_New()) || !(T.keyj = PyDict_New()) ||
         !(T.file_is_target = PyDict_New()) || !(T.file_lines = PyDict_New()) || !(T.file_codes = PyDict_New()) ||
         !(T.s_0x = PyUnicode_FromString("0x")) || !(T.s_items = PyUnicode_InternFromString("items")) || !(T.empty_str = PyUnicode_FromString("")) ||

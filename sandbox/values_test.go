@@ -1,0 +1,186 @@
+package sandbox_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// TestValuesByAttributes checks the rendering of objects whose type has object's own repr
+// (docs/tracer-protocol.md, "Values"): their attributes, bounded in depth, width and characters,
+// cycles marked, read without running any of the code's own Python; and what keeps its own
+// rendering. Each case's value is the call's rendered result (the entry's return event and the
+// end record agree).
+func TestValuesByAttributes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real Python in the sandbox: long integration test; run without -short")
+	}
+	const pt = "class P:\n    def __init__(self, **kw):\n        self.__dict__.update(kw)\n\n"
+	vc := sandbox.DefaultLimits.ValueChars
+	tests := []struct {
+		name, code, call, value string
+		lim                     sandbox.Limits
+		check                   func(t *testing.T, v string)
+	}{
+		{name: "attributes", code: pt + "def f():\n    p = P(x=1, y=[2])\n    p.s = 'a'\n    return p\n",
+			call: "f()", value: "P(x=1, y=[2], s='a')"},
+		{name: "empty", code: pt + "def f():\n    return P()\n", call: "f()", value: "P()"},
+		{name: "slots_only", code: "class S:\n    __slots__ = ('a',)\n    def __init__(self):\n        self.a = 1\n\ndef f():\n    return S()\n",
+			call: "f()", value: "S()"},
+		{name: "nested_class_qualname", code: "class Outer:\n    class In:\n        pass\n\ndef f():\n    o = Outer.In()\n    o.v = (1,)\n    return o\n",
+			call: "f()", value: "Outer.In(v=(1,))"},
+		{name: "builtins_repr_identical", code: pt + "def f():\n    return P(a=1.5, b=None, c=b'\\x00', d={'k': {1, 2}}, e=frozenset(), f=True, g=-3, h=2 ** 70, i=1j)\n",
+			call: "f()", value: "P(a=1.5, b=None, c=b'\\x00', d={'k': {1, 2}}, e=frozenset(), f=True, g=-3, h=1180591620717411303424, i=1j)"},
+		{name: "in_containers", code: pt + "def f():\n    return [P(x=1), {'k': P()}, (P(y=2),)]\n",
+			call: "f()", value: "[P(x=1), {'k': P()}, (P(y=2),)]"},
+		{name: "depth", code: pt + "def f():\n    p = None\n    for i in range(5, 0, -1):\n        p = P(v=i, nxt=p)\n    return p\n",
+			call: "f()", value: "P(v=1, nxt=P(v=2, nxt=P(v=3, nxt=P(...))))"},
+		{name: "deep_chain", code: pt + "def f():\n    p = None\n    for i in range(3000):\n        p = P(nxt=p)\n    return p\n",
+			call: "f()", value: "P(nxt=P(nxt=P(nxt=P(...))))"},
+		{name: "self_cycle", code: pt + "def f():\n    p = P(a=1)\n    p.me = p\n    return p\n",
+			call: "f()", value: "P(a=1, me=P(...))"},
+		{name: "mutual_cycle", code: "class A:\n    pass\n\nclass B:\n    pass\n\ndef f():\n    a, b = A(), B()\n    a.b, b.a = b, a\n    return [a, b]\n",
+			call: "f()", value: "[A(b=B(a=A(...))), B(a=A(b=B(...)))]"},
+		{name: "cycle_through_list", code: pt + "def f():\n    p = P()\n    p.items = [p, 1]\n    return p\n",
+			call: "f()", value: "P(items=[P(...), 1])"},
+		{name: "same_object_twice_is_no_cycle", code: pt + "def f():\n    q = P(v=1)\n    return P(a=q, b=q)\n",
+			call: "f()", value: "P(a=P(v=1), b=P(v=1))"},
+		{name: "width", code: pt + "def f():\n    return P(**{'a%d' % i: i for i in range(20)})\n", call: "f()",
+			value: "P(a0=0, a1=1, a2=2, a3=3, a4=4, a5=5, a6=6, a7=7, a8=8, a9=9, a10=10, a11=11, a12=12, a13=13, a14=14, a15=15, ...)"},
+		{name: "million_attributes", code: pt + "def f():\n    p = P()\n    p.__dict__.update(dict.fromkeys(map('a{}'.format, range(10 ** 6)), 0))\n    return p\n",
+			call: "f()", value: "P(a0=0, a1=0, a2=0, a3=0, a4=0, a5=0, a6=0, a7=0, a8=0, a9=0, a10=0, a11=0, a12=0, a13=0, a14=0, a15=0, ...)"},
+		{name: "non_str_names_skipped", code: pt + "class K(str):\n    pass\n\ndef f():\n    p = P(a=1)\n    p.__dict__[1] = 2\n    p.__dict__[K('k')] = 3\n    p.z = 4\n    return p\n",
+			call: "f()", value: "P(a=1, z=4)"},
+		{name: "non_str_names_past_the_scan", code: pt + "def f():\n    p = P()\n    p.__dict__.update(dict.fromkeys(range(10 ** 5)))\n    p.z = 1\n    return p\n",
+			call: "f()", value: "P(...)"},
+		{name: "budget", code: pt + "def f():\n    return P(s='x' * 5000, t=1)\n", call: "f()",
+			check: func(t *testing.T, v string) {
+				if len(v) != vc+3 || !strings.HasPrefix(v, "P(s='xxx") || !strings.HasSuffix(v, "x...") {
+					t.Errorf("%d characters: %.40s...%s", len(v), v, v[max(0, len(v)-20):])
+				}
+			}},
+		{name: "budget_many_objects", code: pt + "def f():\n    return [P(a=i, b=[i] * 5) for i in range(5000)]\n", call: "f()",
+			check: func(t *testing.T, v string) {
+				if len(v) != vc+3 || !strings.HasPrefix(v, "[P(a=0, b=[0, 0, 0, 0, 0]), P(a=1, ") || !strings.HasSuffix(v, "...") {
+					t.Errorf("%d characters: %.60s", len(v), v)
+				}
+			}},
+		{name: "big_int_attribute", code: pt + "def f():\n    return P(n=1 << 20000)\n", call: "f()", value: "P(n=<int with 20001 bits>)"},
+		{name: "repr_raises_inside", code: pt + "class Bad:\n    def __repr__(self):\n        raise ValueError('no')\n\ndef f():\n    return P(b=Bad(), c=2)\n",
+			call: "f()", value: "P(b=<Bad object (repr raised ValueError)>, c=2)"},
+		{name: "repr_returns_non_str_inside", code: pt + "class R:\n    def __repr__(self):\n        return 7\n\ndef f():\n    return P(r=R())\n",
+			call: "f()", value: "P(r=<R object (repr returned int)>)"},
+		{name: "repr_never_returns_inside", code: pt + "class Slow:\n    def __repr__(self):\n        while True:\n            pass\n\ndef f():\n    return P(s=Slow(), t=Slow())\n",
+			call: "f()", value: "P(s=<Slow object (repr timed out)>, t=<Slow object (repr timed out)>)"},
+		{name: "user_repr_inside", code: pt + "class U:\n    def __repr__(self):\n        return 'U!'\n\ndef f():\n    return P(u=U())\n",
+			call: "f()", value: "P(u=U!)"},
+		// A value's repr empties and refills the object's dict and drops the last reference to an
+		// attribute value still to be shown: what is shown is the dict as it was, nothing crashes.
+		{name: "dict_mutated_while_rendering", code: pt + "class M:\n    def __repr__(self):\n        o = OWNER[0]\n        o.__dict__.clear()\n" +
+			"        o.__dict__.update({'w%d' % i: i for i in range(100)})\n        return 'M!'\n\nOWNER = []\n\n" +
+			"def f():\n    p = P(a=1, m=M(), z=P(v=[1, 2]))\n    OWNER.append(p)\n    return 1\n",
+			call: "f()", value: "1"},
+		{name: "no_code_runs", code: "CALLS = []\n\nclass P:\n    def __getattribute__(self, n):\n        CALLS.append(n)\n        return object.__getattribute__(self, n)\n" +
+			"    def __getattr__(self, n):\n        CALLS.append(n)\n        raise AttributeError(n)\n    @property\n    def prop(self):\n        CALLS.append('prop')\n        return 1\n\n" +
+			"def f():\n    p = P()\n    p.x = 1\n    q = [p, p]\n    return len(CALLS)\n",
+			call: "f()", value: "0"},
+		{name: "fake_dict_property", code: "class P:\n    __dict__ = property(lambda self: {'fake': 1})\n    def __init__(self):\n        self.x = 1\n\ndef f():\n    return P()\n",
+			call: "f()", value: "P(x=1)"},
+		{name: "dict_subclass_as_dict", code: pt + "class D(dict):\n    def __iter__(self):\n        raise RuntimeError('iter')\n" +
+			"    def items(self):\n        raise RuntimeError('items')\n    def keys(self):\n        raise RuntimeError('keys')\n" +
+			"    def __len__(self):\n        raise RuntimeError('len')\n    def __getitem__(self, k):\n        raise RuntimeError('getitem')\n\n" +
+			"def f():\n    p = P()\n    p.__dict__ = D(x=1, y=2)\n    return p\n",
+			call: "f()", value: "P(x=1, y=2)"},
+		{name: "metaclass_getattribute", code: "class Meta(type):\n    def __getattribute__(cls, n):\n        raise RuntimeError(n)\n\n" +
+			"class P(metaclass=Meta):\n    pass\n\ndef f():\n    p = P()\n    p.x = 1\n    return p\n",
+			call: "f()", value: "P(x=1)"},
+		{name: "qualname_assigned", code: "class P:\n    __qualname__ = 'Q.R'\n\ndef f():\n    p = P()\n    p.x = 1\n    return p\n",
+			call: "f()", value: "Q.R(x=1)"},
+		{name: "qualname_str_subclass", code: "class S(str):\n    pass\n\nclass P:\n    pass\n\nP.__qualname__ = S('Q')\n\ndef f():\n    p = P()\n    p.x = 1\n    return p\n",
+			call: "f()", value: "?(x=1)"},
+		{name: "class_assigned", code: "class P:\n    pass\n\nclass Q:\n    pass\n\ndef f():\n    p = P()\n    p.x = 1\n    p.__class__ = Q\n    return p\n",
+			call: "f()", value: "Q(x=1)"},
+		{name: "class_assigned_while_rendering", code: "class P:\n    pass\n\nclass Q:\n    pass\n\nclass C:\n    def __repr__(self):\n        OWNER[0].__class__ = Q\n        return 'C!'\n\nOWNER = []\n\n" +
+			"def f():\n    p = P()\n    p.c = C()\n    OWNER.append(p)\n    return 1\n",
+			call: "f()", value: "1"},
+		{name: "object_repr_alias", code: "class P:\n    __repr__ = object.__repr__\n\ndef f():\n    p = P()\n    p.x = 1\n    return p\n",
+			call: "f()", value: "P(x=1)"},
+		{name: "repr_deleted_later", code: "class P:\n    def __repr__(self):\n        return 'mine'\n\ndef f():\n    del P.__repr__\n    p = P()\n    p.x = 1\n    return p\n",
+			call: "f()", value: "P(x=1)"},
+		// What keeps its own rendering.
+		{name: "own_repr_with_object_repr", code: "class P:\n    def __repr__(self):\n        return object.__repr__(self)\n\ndef f():\n    a, b = P(), P()\n    return [a, b, a]\n",
+			call: "f()", value: "[<__main__.P object at 0x1>, <__main__.P object at 0x2>, <__main__.P object at 0x1>]"},
+		{name: "exception", code: "def f():\n    e = ValueError('x')\n    e.extra = 1\n    return e\n", call: "f()", value: "ValueError('x')"},
+		{name: "class_and_function", code: "class P:\n    pass\n\ndef f():\n    return (P, f)\n", call: "f()", value: "(<class '__main__.P'>, <function f at 0x1>)"},
+		{name: "builtin_type_default_repr", code: "def f():\n    return [iter([1]), object()]\n", call: "f()",
+			value: "[<list_iterator object at 0x1>, <object object at 0x2>]"},
+		{name: "builtin_subclass", code: "class L(list):\n    pass\n\ndef f():\n    l = L([1, 2])\n    l.x = 3\n    return l\n", call: "f()", value: "[1, 2]"},
+		{name: "module", code: "import math\ndef f():\n    return math\n", call: "f()", value: "<module 'math' (built-in)>"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := shared(t).Run(context.Background(), sandbox.Request{Code: tc.code, Call: tc.call, Limits: tc.lim})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != schemas.StatusOK {
+				t.Fatalf("status %s (%s) %.200s; stderr %.300s", res.Status, res.Detail, res.Value, res.Stderr)
+			}
+			if tc.value != "" && res.Value != tc.value {
+				t.Errorf("value %q, want %q", res.Value, tc.value)
+			}
+			if tc.check != nil {
+				tc.check(t, res.Value)
+			}
+		})
+	}
+}
+
+// TestValuesMutatedWhileRendering checks the locals of the two cases above whose objects change
+// while they are rendered: each event shows the dict as the renderer took it.
+func TestValuesMutatedWhileRendering(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real Python in the sandbox: long integration test; run without -short")
+	}
+	const pt = "class P:\n    def __init__(self, **kw):\n        self.__dict__.update(kw)\n\n"
+	res := trace(t, pt+"class M:\n    def __repr__(self):\n        o = OWNER[0]\n        o.__dict__.clear()\n"+
+		"        o.__dict__.update({'w%d' % i: i for i in range(3)})\n        return 'M!'\n\nOWNER = []\n\n"+
+		"def f():\n    p = P(a=1, m=M(), z=P(v=[1, 2]))\n    OWNER.append(p)\n    return 1\n", "f()")
+	var seen []string
+	for _, e := range res.Events {
+		if v, ok := e.Locals.Get("p"); ok && e.Func == "f" {
+			seen = append(seen, v)
+		}
+	}
+	// Before OWNER holds p, M's repr raises; then each rendering shows the dict as it was when
+	// taken, M's repr replacing the attributes for the next one.
+	want := []string{"P(a=1, m=<M object (repr raised IndexError)>, z=P(v=[1, 2]))", "P(a=1, m=M!, z=P(v=[1, 2]))", "P(w0=0, w1=1, w2=2)"}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Errorf("p rendered as %q, want %q", seen, want)
+	}
+}
+
+// TestValuesHostileBounded: rendering objects with many slow attribute reprs stays within the
+// budget's count of guarded calls, so the run ends well within its wall time.
+func TestValuesHostileBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real Python in the sandbox: long integration test; run without -short")
+	}
+	res, err := shared(t).Run(context.Background(), sandbox.Request{
+		Code: "class P:\n    pass\n\nclass Slow:\n    def __repr__(self):\n        while True:\n            pass\n\n" +
+			"def f():\n    p = P()\n    for i in range(16):\n        q = P()\n        for j in range(16):\n            setattr(q, 'a%d' % j, Slow())\n        setattr(p, 'b%d' % i, q)\n    return p\n",
+		Call: "f()", Limits: sandbox.Limits{ReprTimeout: 5 * time.Millisecond, WallTime: 60 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusOK {
+		t.Fatalf("status %s (%s); stderr %.300s", res.Status, res.Detail, res.Stderr)
+	}
+	if len(res.Value) != sandbox.DefaultLimits.ValueChars+3 || !strings.HasPrefix(res.Value, "P(b0=P(a0=<Slow object (repr timed out)>, ") {
+		t.Errorf("value %.120s (%d characters)", res.Value, len(res.Value))
+	}
+}

@@ -164,6 +164,31 @@ func TestValuesMutatedWhileRendering(t *testing.T) {
 	}
 }
 
+// TestValuesBudgetEdges renders objects of every length around the budget's end (where a
+// separator leaves the room negative): each is cut or whole, never a failure.
+func TestValuesBudgetEdges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real Python in the sandbox: long integration test; run without -short")
+	}
+	vc := sandbox.DefaultLimits.ValueChars
+	res := trace(t, "class P:\n    pass\n\ndef f():\n    for n in range(970, 1000):\n        p = P()\n        p.s = 'x' * n\n        p.longer_name = 1\n        p.t = 2\n    return 1\n", "f()")
+	seen := 0
+	for _, e := range res.Events {
+		v, ok := e.Locals.Get("p")
+		if !ok {
+			continue
+		}
+		seen++
+		if strings.Contains(v, "(repr ") || len(v) > vc+3 || len(v) > vc && !strings.HasSuffix(v, "...") ||
+			!strings.HasSuffix(v, "...") && !strings.HasSuffix(v, ")") {
+			t.Errorf("%d characters: ...%s", len(v), v[max(0, len(v)-40):])
+		}
+	}
+	if seen < 30 {
+		t.Errorf("%d renderings of p", seen)
+	}
+}
+
 // TestValuesHostileBounded: rendering objects with many slow attribute reprs stays within the
 // budget's count of guarded calls, so the run ends well within its wall time.
 func TestValuesHostileBounded(t *testing.T) {

@@ -1155,8 +1155,8 @@ static int by_attributes(void *tp) {
 
 /* Append "name=" to out (name cut to what room can show); returns the room left. */
 static Py_ssize_t attr_name(PyObject *k, PyObject *out, Py_ssize_t room) {
-    Py_ssize_t n = PyUnicode_GetLength(k);
-    PyObject *s = n > room ? PyUnicode_Substring(k, 0, room + 1) : (Py_IncRef(k), k);
+    Py_ssize_t n = PyUnicode_GetLength(k), keep = room < 0 ? 0 : room + 1;
+    PyObject *s = n > keep ? PyUnicode_Substring(k, 0, keep) : (Py_IncRef(k), k);
     if (!s) return ROOM_ERR;
     n = PyUnicode_GetLength(s);
     if (append(out, s) < 0 || append(out, PyUnicode_FromString("=")) < 0) return ROOM_ERR;

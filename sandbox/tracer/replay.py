@@ -28,6 +28,189 @@ _REPLAY_DENIED = ("sys.settrace", "sys.setprofile", "sys._getframe", "gc.get_obj
                   "function.__new__", "code.__new__", "marshal.loads", "ctypes.dlopen")
 
 
+# The C tracer's value rendering (tracer.c: render, into, obj_into; docs/tracer-protocol.md,
+# "Values"), for the replay's stops to show what a row shows.
+_INT_BITS = 14284               # tracer.c INT_BITS
+_NEST_LIMIT = 40                # tracer.c NEST_LIMIT
+_OBJ_DEPTH, _OBJ_WIDTH, _OBJ_SCAN = 3, 16, 256    # tracer.c OBJ_DEPTH, OBJ_WIDTH, OBJ_SCAN
+_HEAPTYPE = 1 << 9              # Py_TPFLAGS_HEAPTYPE
+
+
+def _value_renderer(vc):
+    """render(v): v as the C tracer renders it within value_chars vc, repr failures included
+    (a replay has no repr timer: a repr that never returns ends the replay at its wall time).
+    Objects of classes with object's own repr show their attributes, read from the instance
+    dict as the C tracer reads it (the real one, by the __dict__ slot of the class); only
+    their values' own reprs run."""
+    _type, _len, _repr, _str, _bytes = type, len, repr, str, bytes
+    object_repr = object.__dict__["__repr__"]
+    type_dict = type.__dict__["__dict__"].__get__
+    type_mro = type.__dict__["__mro__"].__get__
+    type_flags = type.__dict__["__flags__"].__get__
+    getset, missing, dict_items, str_copy = types.GetSetDescriptorType, object(), dict.items, str.__str__
+    scalars = (float, complex, bool, type(None))
+    shapes = {list: ("[", "]", "[]", "[...]"), tuple: ("(", ")", "()", "(...)"), dict: ("{", "}", "{}", "{...}"),
+              set: ("{", "}", "set()", "set(...)"), frozenset: ("frozenset({", "})", "frozenset()", "frozenset(...)")}
+
+    def lookup(tp, name):
+        for k in type_mro(tp):
+            r = type_dict(k).get(name, missing)
+            if r is not missing:
+                return r
+        return missing
+
+    def by_attributes(tp):
+        return bool(type_flags(tp) & _HEAPTYPE) and lookup(tp, "__repr__") is object_repr
+
+    def cut(r):
+        return r[:vc] + "..." if _len(r) > vc else r
+
+    def failed(tp, how, of):
+        return "<%s object (repr %s %s)>" % (_qualname(tp), how, _qualname(of))
+
+    def leaf(v):
+        tp = _type(v)
+        if tp is _str or tp is _bytes or tp is bytearray:
+            return cut(_repr(v[:vc] if _len(v) > vc else v))
+        if tp is int:
+            bits = v.bit_length()
+            if bits > _INT_BITS:
+                return "<int with %d bits>" % bits
+            try:
+                return _repr(v)
+            except ValueError:
+                return "<int with %d bits>" % bits
+        if tp in scalars:
+            return cut(_repr(v))
+        name = _qualname(tp)     # as the tracer's: taken before the repr runs
+        try:
+            m = lookup(tp, "__repr__")
+            get = lookup(_type(m), "__get__")
+            r = (get(m, v, tp) if get is not missing else m)()
+        except BaseException as e:
+            return "<%s object (repr raised %s)>" % (name, _qualname(_type(e)))
+        if _type(r) is not _str:
+            if not isinstance(r, _str):
+                return "<%s object (repr returned %s)>" % (name, _qualname(_type(r)))
+            r = str_copy(r)
+        return cut(r)
+
+    def element(e, out, room, opened, depth, objs):
+        tp = _type(e)
+        if tp in shapes:
+            return into(e, out, room, opened, depth + 1, objs)
+        if by_attributes(tp):
+            return obj_into(e, out, room, opened, depth + 1, objs)
+        r = leaf(e)
+        out.append(r)
+        return room - _len(r)
+
+    def into(x, out, room, opened, depth, objs):
+        opener, closer, empty, cycle = shapes[_type(x)]
+        if any(o is x for o in opened):
+            out.append(cycle)
+            return room - _len(cycle)
+        if not _len(x):
+            out.append(empty)
+            return room - _len(empty)
+        if depth >= _NEST_LIMIT:
+            return -1
+        if _type(x) is tuple and _len(x) == 1:
+            closer = ",)"
+        out.append(opener)
+        room -= _len(opener)
+        opened.append(x)
+        first = True
+        for e in (dict_items(x) if _type(x) is dict else x):
+            if room < 0:
+                break
+            if not first:
+                out.append(", ")
+                room -= 2
+            first = False
+            if _type(x) is dict:
+                room = element(e[0], out, room, opened, depth, objs)
+                out.append(": ")
+                room = element(e[1], out, room - 2, opened, depth, objs)
+            else:
+                room = element(e, out, room, opened, depth, objs)
+        opened.pop()
+        if room < 0:
+            return room
+        out.append(closer)
+        return room - _len(closer)
+
+    def obj_into(x, out, room, opened, depth, objs):
+        tp = _type(x)
+        name = _qualname(tp)
+        if any(o is x for o in opened) or objs >= _OBJ_DEPTH or depth >= _NEST_LIMIT:
+            out.append(name + "(...)")
+            return room - _len(name) - 5
+        # The instance dict through the first __dict__ slot (getset) of the MRO; a class whose
+        # own namespace replaced it (`__dict__ = property(...)`) has none, and shows P() here
+        # where the C tracer, which needs no slot, shows the attributes.
+        d, items, more = None, [], False
+        for k in type_mro(tp):
+            slot = type_dict(k).get("__dict__", missing)
+            if _type(slot) is getset:
+                try:
+                    d = slot.__get__(x, tp)
+                except Exception:
+                    pass
+                break
+        if d is not None and any(k is dict for k in type_mro(_type(d))):
+            for seen, (k, v) in enumerate(dict_items(d)):
+                if seen >= _OBJ_SCAN:
+                    more = True
+                    break
+                if _type(k) is not _str:
+                    continue
+                if _len(items) == _OBJ_WIDTH:
+                    more = True
+                    break
+                items.append((k, v))
+        out.append(name + "(")
+        room -= _len(name) + 1
+        opened.append(x)
+        for i, (k, v) in enumerate(items):
+            if room < 0:
+                break
+            if i:
+                out.append(", ")
+                room -= 2
+            k = k[:max(room + 1, 0)]
+            out.append(k + "=")
+            room -= _len(k) + 1
+            if room >= 0:
+                room = element(v, out, room, opened, depth, objs + 1)
+        opened.pop()
+        if room < 0:
+            return room
+        if more:
+            out.append(", ..." if items else "...")
+            room -= 5 if items else 3
+            if room < 0:
+                return room
+        out.append(")")
+        return room - 1
+
+    def render(v):
+        tp = _type(v)
+        if tp in shapes or by_attributes(tp):
+            out = []
+            try:
+                room = (into if tp in shapes else obj_into)(v, out, vc, [], 0, 0)
+            except MemoryError:
+                raise
+            except BaseException as e:
+                return failed(tp, "raised", _type(e))
+            r = "".join(out)
+            return r[:vc] + "..." if room < 0 else r
+        return leaf(v)
+
+    return render
+
+
 def _replay_phase(*args, **kwargs):
     """A test phase of a repository replay: the replay's trace function counts the entry's
     calls only between this generator's start and its resumption.  Stateless: the runner's
@@ -171,17 +354,10 @@ def _run_replay(req):
     def ordinal(m):
         return "0x%x" % addrs.setdefault(m.group(0).lower(), len(addrs) + 1)
 
+    rendered = _value_renderer(vc)
+
     def render(v):
-        try:
-            r = _repr(v)
-            if _type(r) is not _str:
-                r = "<%s object (repr returned %s)>" % (_qualname(_type(v)), _qualname(_type(r)))
-        except BaseException as e:
-            r = "<%s object (repr raised %s)>" % (_qualname(_type(v)), _qualname(_type(e)))
-        r = _ADDR_RE.sub(ordinal, r)
-        if _len(r) > vc:
-            r = r[:vc] + "..."
-        return r
+        return _ADDR_RE.sub(ordinal, rendered(v))
 
     def decorated(tree):
         out = {}         # first decorator's line -> the def (or class) line

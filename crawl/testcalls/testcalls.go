@@ -371,8 +371,11 @@ func literalArgs(locals schemas.Locals) (string, bool) {
 	parts := make([]string, 0, len(locals))
 	for _, v := range locals {
 		s := v.Value
+		// An object shown by its attributes (P(x=1)) passes, as a user repr of constructor
+		// form does, to be run again by TracedItem; one with parts left out (a cycle or a
+		// nesting cut, P(...), or attributes past the width, P(a=1, ...)) cannot be rebuilt.
 		if s == "" || strings.HasPrefix(s, "<") || strings.HasSuffix(s, "...") || strings.Contains(s, " object at 0x") ||
-			strings.Contains(s, "<") && strings.Contains(s, ">") {
+			strings.Contains(s, "<") && strings.Contains(s, ">") || strings.Contains(s, "...)") {
 			return "", false
 		}
 		parts = append(parts, s)

@@ -64,6 +64,10 @@ func TestLiteralArgs(t *testing.T) {
 		{v("<object object at 0x7f>"), "", false},
 		{v("[1, 2, 3, ..."), "", false},
 		{v("Noisy(3)"), "Noisy(3)", true}, // TracedItem again on its own: a NameError there is a reject
+		{v("P(x=1, y=[2])"), "P(x=1, y=[2])", true},
+		{v("P(me=P(...))"), "", false},
+		{v("[P(...)]"), "", false},
+		{v("P(a0=0, a1=1, ...)"), "", false},
 	}
 	for _, tc := range tests {
 		got, ok := literalArgs(tc.locals)

@@ -201,8 +201,9 @@ func TestValuesBudgetEdges(t *testing.T) {
 	}
 }
 
-// TestValuesHostileBounded: rendering objects with many slow attribute reprs stays within the
-// budget's count of guarded calls, so the run ends well within its wall time.
+// TestValuesHostileBounded: objects of 256 attribute values whose reprs never return. A
+// rendering stops once value_chars is spent (so one value runs a bounded number of guarded
+// reprs) and a repr that timed out is not run again: the run ends ok, its value cut.
 func TestValuesHostileBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real Python in the sandbox: long integration test; run without -short")

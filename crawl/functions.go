@@ -85,6 +85,11 @@ type RepoTarget struct {
 	// functions the tests call.
 	MaxTests  int  `json:"max_tests"`
 	Functions bool `json:"functions"`
+	// Reexecute traces every test a second time and keeps only what both runs agree on (see
+	// schemas.SourceSpec.Reexecute); FrozenClock freezes time.time in the tests' runs (see
+	// schemas.SourceSpec.FrozenClock).
+	Reexecute   bool `json:"reexecute,omitempty"`
+	FrozenClock bool `json:"frozen_clock,omitempty"`
 }
 
 // Origin is the source the item's rejects are recorded under: the repository a function was found
@@ -146,7 +151,7 @@ func repoItem(res Resolved, src schemas.SourceSpec) Item {
 	}
 	return Item{Key: res.Key, Path: redactURL(res.URL), SourceID: res.Pin(), QualName: "",
 		Repo: &RepoTarget{Resolved: res, Runner: src.Runner, PythonPath: src.PythonPath, Venv: src.Venv, Env: src.Env,
-			MaxTests: maxTests, Functions: src.FunctionsOn()}}
+			MaxTests: maxTests, Functions: src.FunctionsOn(), Reexecute: src.ReexecuteOn(), FrozenClock: src.FrozenClock}}
 }
 
 // funcName is the function a call expression calls, if it is a plain name.

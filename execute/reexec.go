@@ -15,34 +15,45 @@ import (
 // "reexecute"): exactly this string, which statistics count as a noisy value.
 const Nondeterministic = "<nondeterministic>"
 
-// maxNondeterministic bounds the values two runs of one test may disagree on (counted per event
-// and local): a test with more is quarantined rather than held in memory mark by mark.
-const maxNondeterministic = 1 << 20
-
 // reexec compares a second traced run of a test, one event at a time as it streams, with the first
 // run's trace (compact form), so that neither the second run's trace nor both runs' full events
-// are ever held: its memory is the first trace plus one mark per value that differs.
+// are ever held: its memory is the first trace plus the set of variables found to differ.
 //
 // Two runs differ in structure when their events differ in anything but values: number, kind,
 // frame, function, file, line, source, depth, unwinding, exception type, the names of their locals
-// or whether a value is there. A test whose runs differ in structure is quarantined; otherwise
-// each value that differs is replaced by Nondeterministic in the kept trace (kept).
+// or whether a value is there. A test whose runs differ in structure is quarantined. Otherwise a
+// value that differs taints its variable: the local of that name in that function (file and
+// qualified name), or the function's return or exception value. Every value of a tainted variable
+// reads Nondeterministic in the kept trace (kept), at every event of the test, before and after
+// the events where the runs differed: a value drawn from a few possibilities (the order of a set
+// of objects, an iteration over it) agrees between two runs now and then, and kept where it
+// happened to agree it would differ from one run of the spec to the next.
 type reexec struct {
 	first *debugger.Trace
-	n     int    // events of the second run seen
-	why   string // how the runs differ in structure; "" while they agree
-	marks []mark // the values that differ, in event order
+	n     int               // events of the second run seen
+	why   string            // how the runs differ in structure; "" while they agree
+	taint map[variable]bool // the variables whose values differ
 }
 
-// mark is one value that differs: event ev's local slot, or its Value for slot -1.
-type mark struct{ ev, slot int32 }
+// variable names a function's local (Name), or its return value or exception (Name "" with Kind
+// the event's kind).
+type variable struct{ File, Func, Kind, Name string }
+
+// localOf and valueOf are the variables of an event's local name and of its Value.
+func localOf(ev *schemas.Event, name string) variable {
+	return variable{File: ev.File, Func: ev.Func, Name: name}
+}
+
+func valueOf(ev *schemas.Event) variable {
+	return variable{File: ev.File, Func: ev.Func, Kind: ev.Event}
+}
 
 // newReexec compares with first, the first run's events (nil for none).
 func newReexec(first *debugger.Trace) *reexec {
 	if first == nil {
 		first = debugger.NewTraceBuilder().Trace()
 	}
-	return &reexec{first: first}
+	return &reexec{first: first, taint: map[variable]bool{}}
 }
 
 // add compares the second run's next event with the first run's event at the same place.
@@ -71,25 +82,13 @@ func (r *reexec) add(ev *schemas.Event) {
 			r.why = fmt.Sprintf("event %d differs: local %d is %q against %q", i, k, a.Locals[k].Name, ev.Locals[k].Name)
 			return
 		}
-		if a.Locals[k].Value != ev.Locals[k].Value && !r.mark(int32(i), int32(k)) {
-			return
+		if a.Locals[k].Value != ev.Locals[k].Value {
+			r.taint[localOf(&a, a.Locals[k].Name)] = true
 		}
 	}
 	if a.Value != nil && *a.Value != *ev.Value {
-		r.mark(int32(i), -1)
+		r.taint[valueOf(&a)] = true
 	}
-}
-
-// mark notes that slot of event i differs, or gives up past maxNondeterministic marks (and
-// reports false).
-func (r *reexec) mark(i, slot int32) bool {
-	if len(r.marks) >= maxNondeterministic {
-		r.why = fmt.Sprintf("more than %d values differ", maxNondeterministic)
-		r.marks = nil
-		return false
-	}
-	r.marks = append(r.marks, mark{i, slot})
-	return true
 }
 
 // differs says how the two runs differ in structure ("" when they agree), once the second run has
@@ -101,63 +100,46 @@ func (r *reexec) differs() string {
 	return r.why
 }
 
-// kept is the first run's trace with every value that differed replaced by Nondeterministic (the
-// trace itself when none did), and the number of values replaced: a value that stays the same over
-// consecutive events of its frame is counted once. Call it only when differs is "".
+// kept is the first run's trace with every value of a tainted variable replaced by
+// Nondeterministic (the trace itself when no variable is), and the number of values replaced: a
+// value that stays the same over consecutive events of its frame is counted once. Call it only
+// when differs is "".
 func (r *reexec) kept() (*debugger.Trace, int) {
-	if len(r.marks) == 0 {
+	if len(r.taint) == 0 {
 		return r.first, 0
 	}
 	b := debugger.NewTraceBuilder()
-	// Per frame, the first run's locals at its previous event and which were replaced: what
-	// counts a value once while it stays. A frame is forgotten at its return.
-	type frameState struct {
-		locals   schemas.Locals
-		replaced []bool
-	}
-	frames := map[int]*frameState{}
-	replaced, m := 0, 0
+	// Per frame, the first run's locals at its previous event: what counts a value once while it
+	// stays. A frame is forgotten at its return.
+	last := map[int]schemas.Locals{}
+	replaced := 0
 	for i := 0; i < r.first.Len(); i++ {
 		ev := r.first.Event(i)
-		f := frames[ev.Frame]
 		raw := ev.Locals
-		var now []bool
-		for ; m < len(r.marks) && int(r.marks[m].ev) == i; m++ {
-			slot := int(r.marks[m].slot)
-			if slot < 0 {
-				v := Nondeterministic
-				ev.Value = &v
-				replaced++
+		prev := last[ev.Frame]
+		for k, l := range raw {
+			if !r.taint[localOf(&ev, l.Name)] {
 				continue
 			}
-			if now == nil {
-				now = make([]bool, len(raw))
+			if len(ev.Locals) > 0 && &ev.Locals[0] == &raw[0] {
 				ev.Locals = append(schemas.Locals(nil), raw...)
 			}
-			now[slot] = true
-			if f == nil || slot >= len(f.locals) || f.locals[slot].Name != raw[slot].Name ||
-				f.locals[slot].Value != raw[slot].Value || !f.replaced[slot] {
+			ev.Locals[k].Value = Nondeterministic
+			if k >= len(prev) || prev[k] != l {
 				replaced++
 			}
-			ev.Locals[slot].Value = Nondeterministic
+		}
+		if ev.Value != nil && r.taint[valueOf(&ev)] {
+			v := Nondeterministic
+			ev.Value = &v
+			replaced++
 		}
 		b.Add(&ev)
 		if ev.Event == schemas.EventReturn {
-			delete(frames, ev.Frame)
-			continue
+			delete(last, ev.Frame)
+		} else {
+			last[ev.Frame] = raw
 		}
-		if f == nil {
-			f = &frameState{}
-			frames[ev.Frame] = f
-		}
-		f.locals = raw
-		if now == nil {
-			now = f.replaced[:0]
-			for range raw {
-				now = append(now, false)
-			}
-		}
-		f.replaced = now
 	}
 	return b.Trace(), replaced
 }

@@ -123,7 +123,7 @@ func TestReexecCountsOnce(t *testing.T) {
 
 // TestReexecAttack feeds a second run of many more, and of wholly different, events than the
 // first: the comparison quarantines it at once, keeps nothing of it, and takes time linear in
-// the events.
+// the events. A run whose every value differs holds one entry per variable.
 func TestReexecAttack(t *testing.T) {
 	first := debugger.NewTrace(reexecEvents("1", "2", "2"))
 	r := newReexec(first)
@@ -132,10 +132,10 @@ func TestReexecAttack(t *testing.T) {
 	for range 1_000_000 {
 		r.add(&ev)
 	}
-	if why := r.differs(); why == "" || r.marks != nil {
-		t.Errorf("why %q, %d marks", why, len(r.marks))
+	if why := r.differs(); why == "" || len(r.taint) != 0 {
+		t.Errorf("why %q, %d variables tainted", why, len(r.taint))
 	}
-	// Every value differing, past the bound of marks: quarantined, the marks dropped.
+	// Every value of a long trace differing: what is held is the few variables, not the values.
 	var many []schemas.Event
 	for i := range 3000 {
 		many = append(many, schemas.Event{Event: schemas.EventLine, Frame: 1, Func: "f", File: "m.py", Lineno: 2,
@@ -153,7 +153,34 @@ func TestReexecAttack(t *testing.T) {
 		}
 		r.add(&e)
 	}
-	if why := r.differs(); !strings.Contains(why, "values differ") || r.marks != nil {
-		t.Errorf("why %q, %d marks", why, len(r.marks))
+	if why := r.differs(); why != "" || len(r.taint) != 400 {
+		t.Fatalf("why %q, %d variables tainted", why, len(r.taint))
+	}
+	if _, n := r.kept(); n != 400 {
+		t.Errorf("replaced %d values, want 400", n)
+	}
+}
+
+// TestReexecTaintsVariables checks that a variable that differs at one event reads
+// Nondeterministic at all its events, before and after, in every frame of its function, and that
+// a value that agrees by chance is replaced too.
+func TestReexecTaintsVariables(t *testing.T) {
+	nd := Nondeterministic
+	call := func(frame int, x, y string) []schemas.Event {
+		e := reexecEvents(x, y, "0")
+		for i := range e {
+			e[i].Frame = frame
+		}
+		return e
+	}
+	first := append(call(1, "1", "a"), call(2, "2", "b")...)
+	second := append(call(1, "1", "a"), call(2, "2", "c")...) // y differs in the second call only
+	got, n, why := compare(first, second)
+	if why != "" {
+		t.Fatal(why)
+	}
+	want := append(call(1, "1", nd), call(2, "2", nd)...)
+	if !reflect.DeepEqual(got, want) || n != 2 {
+		t.Errorf("replaced %d, kept %+v\nwant %+v", n, got, want)
 	}
 }

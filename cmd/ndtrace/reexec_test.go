@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -66,6 +67,17 @@ func TestRunRepositoryReproducible(t *testing.T) {
 	out4, m4 := runRepoList(t, "repro", lines, "    frozen_clock: true\n", "")
 	rows3, rows4 := repositoryRows(t, out3, m3), repositoryRows(t, out4, m4)
 	after := differingRows(rows3, rows4)
+	if after > 0 {
+		byID := map[string]string{}
+		for _, r := range rows4 {
+			byID[r.ID] = r.Text
+		}
+		for _, r := range rows3 {
+			if byID[r.ID] != r.Text {
+				t.Logf("row %s differs:\n%s\n----\n%s", r.ID, r.Text, byID[r.ID])
+			}
+		}
+	}
 	t.Logf("reexecute on: %d of %d repository rows differ; counts %v", after, len(rows3), m3.Counts)
 	if h3, h4 := shardHashes(m3), shardHashes(m4); len(h3) == 0 || !slices.Equal(h3, h4) || after != 0 {
 		t.Errorf("reexecute on: shards %v and %v (%d rows differ)", h3, h4, after)
@@ -74,6 +86,28 @@ func TestRunRepositoryReproducible(t *testing.T) {
 		if m3.Counts[k] == 0 || m3.Counts[k] != m4.Counts[k] {
 			t.Errorf("reexecute on: %s counted %d and %d", k, m3.Counts[k], m4.Counts[k])
 		}
+	}
+	// The deterministic repository's rows are the same with and without reexecution.
+	var plainOff, plainOn []schemas.Row
+	for _, r := range rows1 {
+		if r.RepoURL == passing {
+			plainOff = append(plainOff, r)
+		}
+	}
+	for _, r := range rows3 {
+		if r.RepoURL == passing {
+			plainOn = append(plainOn, r)
+		}
+	}
+	if len(plainOn) == 0 || differingRows(plainOff, plainOn) != 0 {
+		t.Errorf("the passing repository: %d rows without reexecution, %d with, %d differ", len(plainOff), len(plainOn), differingRows(plainOff, plainOn))
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"stats", out3}, &stdout, &stderr); code != 0 {
+		t.Fatalf("stats: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "traced twice: 1 tests quarantined") {
+		t.Errorf("stats does not show the reexecution:\n%s", stdout.String())
 	}
 	noisy := 0
 	for _, r := range rows3 {

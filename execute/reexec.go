@@ -13,7 +13,7 @@ import (
 // Nondeterministic is the value a kept trace shows in place of a value (a local, a return value or
 // an exception) that differed between two traced runs of the same test (docs/spec.md,
 // "reexecute"): exactly this string, which statistics count as a noisy value.
-const Nondeterministic = "<nondeterministic>"
+const Nondeterministic = schemas.NondeterministicValue
 
 // reexec compares a second traced run of a test, one event at a time as it streams, with the first
 // run's trace (compact form), so that neither the second run's trace nor both runs' full events

@@ -334,7 +334,9 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 				continue
 			}
 			trace = kept
-			rt.Counts[schemas.CountValuesNondeterministic] += int64(replaced)
+			if replaced > 0 {
+				rt.Counts[schemas.CountValuesNondeterministic] += int64(replaced)
+			}
 		}
 		tt := schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
 			Detail: tr.Result.Detail, Functions: tr.Result.Functions}
@@ -649,7 +651,9 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 					continue
 				}
 				t.Trace = kept
-				counts[schemas.CountFunctionValuesNondeterministic] += int64(replaced)
+				if replaced > 0 {
+					counts[schemas.CountFunctionValuesNondeterministic] += int64(replaced)
+				}
 			}
 		}
 		out = append(out, t)

@@ -167,6 +167,10 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	defer release()
 	cfg := trc.Sandboxes.Config()
 	cfg.ReadOnly = append(append([]string(nil), cfg.ReadOnly...), w.Dir)
+	// Reexecution compares two runs made in two sandboxes; with fixed addresses, what an
+	// interpreter allocates where depends only on what it ran, the same in every run of the spec
+	// (docs/spec.md, "Reproducible repository data").
+	cfg.FixedAddresses = it.Repo.Reexecute
 	cfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), paths...)
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {

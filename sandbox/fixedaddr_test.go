@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,6 +92,10 @@ func TestFixedAddresses(t *testing.T) {
 		// interpreter served before: some repeat between sandboxes, some do not; logged only.)
 		if same["tests/test_registry.py::test_stamp"] != 0 || across["tests/test_registry.py::test_stamp"] != 0 {
 			t.Errorf("fixed addresses %v: test_stamp's frozen times differ", fixed)
+		}
+		stamp := trace(sbs[1], "tests/test_registry.py::test_stamp")
+		if !slices.Contains(stamp, "now=946684800.0") || !slices.Contains(stamp, "nanos=946684800000000000") {
+			t.Errorf("frozen clock: test_stamp's values %v", stamp)
 		}
 		if !fixed && across["tests/test_registry.py::test_ident"] == 0 {
 			t.Errorf("randomised addresses: test_ident's ids repeat between two sandboxes")

@@ -170,7 +170,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	// Reexecution compares two runs made in two sandboxes; with fixed addresses, what an
 	// interpreter allocates where depends only on what it ran, the same in every run of the spec
 	// (docs/spec.md, "Reproducible repository data").
-	cfg.FixedAddresses = it.Repo.Reexecute
+	cfg.FixedAddresses = it.Repo.Reexecutes()
 	cfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), paths...)
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
@@ -201,7 +201,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	// the spec would be: items of one sandbox are forks of one interpreter and share its address
 	// layout, so object ids (id(), hex(id(x)), default hashes) would repeat there and go unseen.
 	var second *sandbox.Sandbox
-	if it.Repo.Reexecute {
+	if it.Repo.Reexecutes() {
 		if second, err = sandbox.New(ctx, cfg); err != nil {
 			if ctx.Err() != nil {
 				return t, ctx.Err()
@@ -317,7 +317,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		if events > 0 {
 			trace = tb.Trace()
 		}
-		if it.Repo.Reexecute {
+		if it.Repo.Reexecutes() {
 			// Traced once more and compared (reexecute): what differs is not the code's to
 			// compute, and the same spec must give the same rows.
 			wd.begin("test "+test+" (second traced run)", lim.WallTime)
@@ -623,7 +623,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 				t.Trace = tb.Trace()
 			}
 			broke = 0
-			if it.Repo != nil && it.Repo.Reexecute {
+			if it.Repo != nil && it.Repo.Reexecutes() {
 				// Traced once more and compared, as the tests are (reexecute), in a sandbox of
 				// its own (see traceRepo).
 				var err error

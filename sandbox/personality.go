@@ -37,8 +37,10 @@ func startFixedAddresses(cmd *exec.Cmd) error {
 	}
 	startErr := cmd.Start()
 	if _, err := personality(old); err != nil {
-		// The thread keeps a persona no other start asked for: locked once more (and unlocked
-		// once), it stays this goroutine's, and the runtime ends it with the goroutine.
+		// (It cannot fail: the kernel has just taken this persona.) The thread keeps a persona
+		// no other start asked for: locked once more (and unlocked once), it stays this
+		// goroutine's, and the runtime ends it with the goroutine; the sandbox started from it
+		// then ends too (its parent-death signal), and is started again by its next run.
 		runtime.LockOSThread()
 	}
 	return startErr

@@ -85,7 +85,16 @@ type RepoTarget struct {
 	// functions the tests call.
 	MaxTests  int  `json:"max_tests"`
 	Functions bool `json:"functions"`
+	// TraceOnce traces every test once; else each is traced a second time and only what both
+	// runs agree on is kept (Reexecutes; see schemas.SourceSpec.Reexecute). FrozenClock freezes
+	// time.time in the tests' runs (see schemas.SourceSpec.FrozenClock). Both are left out of the
+	// item's JSON (and so of its hash) at their defaults.
+	TraceOnce   bool `json:"trace_once,omitempty"`
+	FrozenClock bool `json:"frozen_clock,omitempty"`
 }
+
+// Reexecutes reports whether the repository's tests are traced twice and compared.
+func (r *RepoTarget) Reexecutes() bool { return !r.TraceOnce }
 
 // Origin is the source the item's rejects are recorded under: the repository a function was found
 // in, or else the item's path.
@@ -146,7 +155,7 @@ func repoItem(res Resolved, src schemas.SourceSpec) Item {
 	}
 	return Item{Key: res.Key, Path: redactURL(res.URL), SourceID: res.Pin(), QualName: "",
 		Repo: &RepoTarget{Resolved: res, Runner: src.Runner, PythonPath: src.PythonPath, Venv: src.Venv, Env: src.Env,
-			MaxTests: maxTests, Functions: src.FunctionsOn()}}
+			MaxTests: maxTests, Functions: src.FunctionsOn(), TraceOnce: !src.ReexecuteOn(), FrozenClock: src.FrozenClock}}
 }
 
 // funcName is the function a call expression calls, if it is a plain name.

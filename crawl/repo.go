@@ -2,6 +2,8 @@ package crawl
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -354,7 +356,7 @@ func (f *Fetcher) Checkout(ctx context.Context, r Resolved, scratch string, lim 
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return nil, fmt.Errorf("crawl: checkout %s: scratch: %w", r.Repo, err)
 	}
-	base, err := os.MkdirTemp(scratch, "repo-")
+	base, err := mkdirFixedLength(scratch, "repo-")
 	if err != nil {
 		return nil, fmt.Errorf("crawl: checkout %s: scratch: %w", r.Repo, err)
 	}
@@ -628,4 +630,27 @@ func redactURL(s string) string {
 		return u.String()
 	}
 	return u.Redacted()
+}
+
+// mkdirFixedLength makes a new private folder in dir named prefix and 16 random hex digits: as
+// os.MkdirTemp, but the name's length is always the same (os.MkdirTemp's random part is a decimal
+// number of 1 to 10 digits). The checkout's path is in every test's interpreter (sys.path,
+// __file__, the arguments), and a path of another length shifts what the interpreter allocates:
+// object ids, and what is computed from them, would change from one run of a spec to the next.
+func mkdirFixedLength(dir, prefix string) (string, error) {
+	for range 100 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		p := filepath.Join(dir, prefix+hex.EncodeToString(b[:]))
+		err := os.Mkdir(p, 0o700)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("mkdir in %s: too many names taken", dir)
 }

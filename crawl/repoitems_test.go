@@ -38,7 +38,7 @@ func TestFetcherItems(t *testing.T) {
 				t.Fatalf("%d items, want %d", len(items), tc.items)
 			}
 			it := items[0]
-			if it.Repo == nil || it.Repo.Resolved.Commit != passCommit || it.Key != it.Repo.Resolved.Key || !it.Repo.Functions || it.Repo.MaxTests != 500 {
+			if it.Repo == nil || it.Repo.Resolved.Commit != passCommit || it.Key != it.Repo.Resolved.Key || !it.Repo.Functions || it.Repo.MaxTests != 500 || !it.Repo.Reexecutes() || it.Repo.FrozenClock {
 				t.Errorf("item %+v (repo %+v)", it, it.Repo)
 			}
 			if tc.rejects != nil && len(rejects) != len(tc.rejects) {

@@ -29,6 +29,10 @@ type Yield struct {
 	ReadOnly         int64 `json:"checkout_read_only"`
 	SandboxErrors    int64 `json:"sandbox_errors"`
 	Rows             int64 `json:"rows"`
+	// Nondeterministic and NondeterministicValues sum the tests quarantined because their two
+	// traced runs differed, and the values replaced by "<nondeterministic>" (reexecute).
+	Nondeterministic       int64 `json:"nondeterministic,omitempty"`
+	NondeterministicValues int64 `json:"nondeterministic_values,omitempty"`
 	// RejectedByClass counts the repositories that gave no rows, per class (RepoYield.Rejected).
 	RejectedByClass map[string]int64 `json:"rejected_by_class"`
 }
@@ -46,6 +50,8 @@ func (y *Yield) add(r *schemas.RepoYield) {
 	y.ReadOnly += r.ReadOnly
 	y.SandboxErrors += r.SandboxErrors
 	y.Rows += r.Rows
+	y.Nondeterministic += r.Nondeterministic
+	y.NondeterministicValues += r.NondeterministicValues
 	if r.Rejected == "" {
 		y.WithRows++
 		return
@@ -70,6 +76,8 @@ func (y *Yield) merge(o *Yield) {
 	y.ReadOnly += o.ReadOnly
 	y.SandboxErrors += o.SandboxErrors
 	y.Rows += o.Rows
+	y.Nondeterministic += o.Nondeterministic
+	y.NondeterministicValues += o.NondeterministicValues
 	y.RejectedByClass = addCounts(y.RejectedByClass, o.RejectedByClass)
 }
 
@@ -89,7 +97,7 @@ func (y *Yield) validate() error {
 		}
 	}
 	for _, n := range []int64{y.Repositories, y.WithRows, y.Collected, y.Run, y.PassedPlain, y.PassedTraced, y.Quarantined,
-		y.Neutralised, y.ChangedByOptions, y.ReadOnly, y.SandboxErrors, y.Rows} {
+		y.Neutralised, y.ChangedByOptions, y.ReadOnly, y.SandboxErrors, y.Rows, y.Nondeterministic, y.NondeterministicValues} {
 		if n < 0 {
 			return errors.New("a negative count")
 		}

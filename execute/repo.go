@@ -167,6 +167,10 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	defer release()
 	cfg := trc.Sandboxes.Config()
 	cfg.ReadOnly = append(append([]string(nil), cfg.ReadOnly...), w.Dir)
+	// Reexecution compares two runs made in two sandboxes; with fixed addresses, what an
+	// interpreter allocates where depends only on what it ran, the same in every run of the spec
+	// (docs/spec.md, "Reproducible repository data").
+	cfg.FixedAddresses = it.Repo.Reexecutes()
 	cfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), paths...)
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
@@ -193,6 +197,19 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		}
 	}
 	defer sb.Close()
+	// The second traced run of each test (reexecute) is another interpreter's, as another run of
+	// the spec would be: items of one sandbox are forks of one interpreter and share its address
+	// layout, so object ids (id(), hex(id(x)), default hashes) would repeat there and go unseen.
+	var second *sandbox.Sandbox
+	if it.Repo.Reexecutes() {
+		if second, err = sandbox.New(ctx, cfg); err != nil {
+			if ctx.Err() != nil {
+				return t, ctx.Err()
+			}
+			return t, InfraError(fmt.Errorf("second sandbox for %s: %w", it.Key, err))
+		}
+		defer second.Close()
+	}
 
 	wd.begin("collecting tests", 2*collectTimeout) // a second collection follows a usage error
 	col, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
@@ -233,6 +250,9 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	}
 	for _, test := range tests {
 		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options, Paths: imports}
+		if it.Repo.FrozenClock {
+			req.Clock = FrozenInstant
+		}
 		wd.begin("test "+test, 3*lim.WallTime) // untraced, with the original options, traced
 		plain, err := sb.RunTest(ctx, req)
 		var tr, orig *sandbox.TestResult
@@ -293,14 +313,39 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			rt.Quarantined = append(rt.Quarantined, test)
 			continue
 		}
-		tt := schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
-			Detail: tr.Result.Detail, Functions: tr.Result.Functions}
-		// File names relative to the repository root: the scratch folder differs from run to run.
-		relativize(&tt, w.Dir, hidden)
 		var trace *debugger.Trace
 		if events > 0 {
 			trace = tb.Trace()
 		}
+		if it.Repo.Reexecutes() {
+			// Traced once more and compared (reexecute): what differs is not the code's to
+			// compute, and the same spec must give the same rows.
+			wd.begin("test "+test+" (second traced run)", lim.WallTime)
+			kept, replaced, why, err := reexecuteTest(ctx, second, req, trace, tr, newPathHider(hidden, w.Dir))
+			alive()
+			if err != nil {
+				if ctx.Err() != nil {
+					return t, ctx.Err()
+				}
+				slog.Warn("sandbox failed on a test's second traced run", "repo", it.Key, "test", test, "err", err)
+				rt.Counts[schemas.CountTestsSandboxError]++
+				continue
+			}
+			if why != "" {
+				slog.Debug("test quarantined: its two traced runs differ", "repo", it.Key, "test", test, "why", why)
+				rt.Counts[schemas.CountTestsNondeterministic]++
+				rt.Quarantined = append(rt.Quarantined, test)
+				continue
+			}
+			trace = kept
+			if replaced > 0 {
+				rt.Counts[schemas.CountValuesNondeterministic] += int64(replaced)
+			}
+		}
+		tt := schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
+			Detail: tr.Result.Detail, Functions: tr.Result.Functions}
+		// File names relative to the repository root: the scratch folder differs from run to run.
+		relativize(&tt, w.Dir, hidden)
 		if found != nil {
 			found.AddTrace(tt.Test, tt.Functions, trace, func(i int) bool { return pathCalls[i] })
 		}
@@ -526,9 +571,13 @@ func outcomeKey(r *sandbox.TestResult) string {
 func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, cands []crawl.Item, counts schemas.Counts, lim sandbox.Limits, hidden workerPaths, alive func()) ([]TracedItem, error) {
 	var out []TracedItem
 	var sb *sandbox.Sandbox
+	var second *sandbox.Sandbox // the second traced runs' (reexecute), another interpreter's
 	defer func() {
 		if sb != nil {
 			sb.Close()
+		}
+		if second != nil {
+			second.Close()
 		}
 	}()
 	broke := 0 // functions in a row whose run broke its sandbox
@@ -574,6 +623,42 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 				t.Trace = tb.Trace()
 			}
 			broke = 0
+			if it.Repo != nil && it.Repo.Reexecutes() {
+				// Traced once more and compared, as the tests are (reexecute), in a sandbox of
+				// its own (see traceRepo).
+				var err error
+				if second == nil {
+					second, err = sandbox.New(ctx, functionConfig(cfg, w.Dir))
+				}
+				var kept *debugger.Trace
+				var replaced int
+				var why string
+				if err == nil {
+					kept, replaced, why, err = reexecuteFunction(ctx, second, c, lim, t.Trace, res, hidden)
+				}
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return nil, ctx.Err()
+				case err != nil:
+					// Its second run broke the sandbox (or it did not start): the function is
+					// given up, counted.
+					if second != nil {
+						second.Close()
+						second = nil
+					}
+					counts[schemas.CountFunctionSkipped("sandbox_error")]++
+					alive()
+					continue
+				case why != "":
+					counts[schemas.CountFunctionsNondeterministic]++
+					alive()
+					continue
+				}
+				t.Trace = kept
+				if replaced > 0 {
+					counts[schemas.CountFunctionValuesNondeterministic] += int64(replaced)
+				}
+			}
 		}
 		out = append(out, t)
 		alive()

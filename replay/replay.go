@@ -49,11 +49,15 @@ const (
 	// evaluates the call at module level and main() is the CODE context's rendering of it, while
 	// the replay runs the row's main() itself.
 	WrapperScope = "wrapper_scope"
+	// Nondeterministic: the same states and names, but a value the row shows as
+	// schemas.NondeterministicValue: it differed between the two traced runs of its test
+	// (reexecute), and the replay's run shows a value of its own.
+	Nondeterministic = "nondeterministic_value"
 )
 
 // Kinds lists every kind, in the order verify reports them.
 var Kinds = []string{Mismatch, Tampered, BreakpointNonLine, Generator,
-	ValueRender, Limit, WrapperScope}
+	ValueRender, Limit, WrapperScope, Nondeterministic}
 
 // NotInverse is the outcome of an inverse row: it is not replayed.
 var NotInverse = schemas.ReplayOutcome{Detail: "an inverse row is not replayed: pdb does not run backwards"}
@@ -314,6 +318,9 @@ func classify(code string, a debugger.Action, from, want, got *debugger.State, s
 		if differOnlyBy(*want, *got, wrapperScoped) {
 			return WrapperScope
 		}
+		if differOnlyBy(*want, *got, nondeterministic) {
+			return Nondeterministic
+		}
 	}
 	return Mismatch
 }
@@ -348,6 +355,9 @@ func valueCut(rv, pv string) bool {
 	odd := func(v string) bool { return strings.HasSuffix(v, "...") || strings.Contains(v, " object (repr ") }
 	return odd(rv) || odd(pv)
 }
+
+// nondeterministic excuses a row's value that reads schemas.NondeterministicValue (Nondeterministic).
+func nondeterministic(rv, _ string) bool { return rv == schemas.NondeterministicValue }
 
 // wrapperScope is the qualified-name prefix of what the input expression defines when main() runs
 // it.

@@ -19,6 +19,7 @@ func Yield(t execute.TracedItem, rows int, rej *schemas.Reject) schemas.RepoYiel
 		y.PassedPlain, y.PassedTraced = c[schemas.CountTestOutcome("passed")], c[schemas.CountTracedOutcome("passed")]
 		y.Neutralised, y.ChangedByOptions = c[schemas.CountTestsNeutralised], c[schemas.CountTestsChangedByOption]
 		y.ReadOnly, y.SandboxErrors = c[schemas.CountTestsReadOnly], c[schemas.CountTestsSandboxError]
+		y.Nondeterministic, y.NondeterministicValues = c[schemas.CountTestsNondeterministic], c[schemas.CountValuesNondeterministic]
 	}
 	if rej != nil {
 		y.Rejected, y.Reason = stageOf(*rej, t.Stage), cutReason(rej.Reason)

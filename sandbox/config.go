@@ -138,6 +138,17 @@ type Config struct {
 	// or the next test. Default 64 MiB. ReadOnlyCheckouts turns the views off.
 	WritableBytes     int64
 	ReadOnlyCheckouts bool
+	// FixedAddresses starts the interpreter with address-space randomisation off
+	// (personality(ADDR_NO_RANDOMIZE), for this sandbox's processes only), so that a run's object
+	// ids (id(), hex(id(x)), default hashes) repeat from one sandbox to the next, as they repeat
+	// between two runs in one sandbox (every item is a fork of the same interpreter). It takes
+	// away a defence in depth against memory-corruption exploits of the interpreter: the other
+	// layers (namespaces, seccomp, landlock, no native modules but the standard library's) stay.
+	// Alone it is not enough for ids to repeat between sandboxes (TestFixedAddresses): an item's
+	// heap is the zygote's, shaped by what it served before. The pipeline sets it for the
+	// sandboxes of a reexecuted repository (docs/spec.md, "Reproducible repository data"), whose
+	// two sandboxes then serve the same items in every run of a spec.
+	FixedAddresses bool
 	// ShmBytes is the size of each item's /dev/shm (a fresh tmpfs per item) and the most System V
 	// shared memory an item may hold at a time. Default 16 MiB.
 	ShmBytes int64

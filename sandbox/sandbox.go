@@ -240,6 +240,7 @@ type runBody struct {
 	Call       string   `json:"call,omitempty"`
 	Targets    []string `json:"targets"`
 	Seed       int64    `json:"seed"`
+	Clock      int64    `json:"clock,omitempty"`
 	Naive      bool     `json:"naive,omitempty"`
 	PythonPath []string `json:"pythonpath,omitempty"`
 	Dir        string   `json:"dir,omitempty"`

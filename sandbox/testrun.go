@@ -143,6 +143,10 @@ type TestRequest struct {
 	Targets []string
 	// Seed seeds Python's random module.
 	Seed int64
+	// Clock, when not 0, freezes the test's clock: time.time and time.time_ns return this
+	// instant (seconds since the epoch) throughout the run. Clocks of durations (time.monotonic,
+	// time.perf_counter) are left running: code that waits on them would never end.
+	Clock int64
 	// Paths are as in CollectRequest.
 	Paths []string
 	// Limits overrides the sandbox's limits field by field: WallTime bounds the whole test,
@@ -285,7 +289,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 		}
 	}
 	msg := runMsg{Kind: "test", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test, Traced: req.Traced,
-		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath, Options: string(req.Options), Paths: paths}}
+		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, Clock: req.Clock, PythonPath: s.cfg.PythonPath, Options: string(req.Options), Paths: paths}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	msg.sink = req.Events
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))

@@ -238,7 +238,11 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	cmd.Stderr = z.stderr
 	// A process the sandbox leaks (it cannot, with a PID namespace) must not hold Wait forever.
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if cfg.FixedAddresses {
+		start = func() error { return startFixedAddresses(cmd) }
+	}
+	if err := start(); err != nil {
 		z.close()
 		if b.Name() == "namespaces" && refusedNamespaces(err) {
 			return nil, &NamespaceError{Backend: b.Name(), Err: err}

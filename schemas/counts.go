@@ -29,9 +29,22 @@ const (
 
 // Counters of repositories (RepoTrace.Counts, summed into their batch's).
 const (
-	CountTests       CountKey = "tests"       // tests collected
-	CountTestsRun    CountKey = "tests_run"   // tests run (at most max_tests)
-	CountQuarantined CountKey = "quarantined" // tests whose outcome changed under tracing
+	CountTests    CountKey = "tests"     // tests collected
+	CountTestsRun CountKey = "tests_run" // tests run (at most max_tests)
+	// CountQuarantined: tests that give no rows because their outcome changed under tracing, or
+	// (also counted as CountTestsNondeterministic) their two traced runs differed in structure.
+	CountQuarantined CountKey = "quarantined"
+	// CountTestsNondeterministic: tests quarantined because their two traced runs (reexecute)
+	// differed in their events (kinds, files, lines, functions, depths), not only in values.
+	CountTestsNondeterministic CountKey = "tests_nondeterministic"
+	// CountValuesNondeterministic: values (locals, return values, exceptions) of kept test traces
+	// that differed between the two traced runs and read "<nondeterministic>" (a value that stays
+	// over consecutive events of its frame counted once).
+	CountValuesNondeterministic CountKey = "values_nondeterministic"
+	// CountFunctionsNondeterministic and CountFunctionValuesNondeterministic are the same for
+	// the function-level items found in a repository's tests, each traced twice likewise.
+	CountFunctionsNondeterministic      CountKey = "functions_nondeterministic"
+	CountFunctionValuesNondeterministic CountKey = "function_values_nondeterministic"
 	// CountMissingModule: a repository some of whose test files could not import a module (the
 	// module's name is the repository's to choose, so it is not in the key).
 	CountMissingModule CountKey = "missing_module"

@@ -131,10 +131,26 @@ type SourceSpec struct {
 	// Functions makes the repository's module-level functions called by its tests function-level
 	// items too, with the arguments observed in the traces as inputs (default true).
 	Functions *bool `yaml:"functions" json:"functions,omitempty"`
+	// Reexecute traces each test of a repository twice, in the same order, and compares the two
+	// traces (default true): a test whose runs differ in their events (kinds, files, lines,
+	// functions, depths) is quarantined (counted as tests_nondeterministic), and a value that
+	// differs between them (ids, hashes, times) reads "<nondeterministic>" (counted as
+	// values_nondeterministic), so that the same spec gives the same rows. It doubles the time
+	// of the traced runs. The function-level items found in the tests are traced twice likewise.
+	Reexecute *bool `yaml:"reexecute" json:"reexecute,omitempty"`
+	// FrozenClock makes time.time and time.time_ns return one fixed instant
+	// (2000-01-01T00:00:00Z) in the repository's test runs, traced or not (default false):
+	// timestamps then repeat from run to run. Clocks that measure durations (time.monotonic,
+	// time.perf_counter) and datetime.now keep running.
+	FrozenClock bool `yaml:"frozen_clock" json:"frozen_clock,omitempty"`
 }
 
 // FunctionsOn reports whether a repository source also yields function-level items (the default).
 func (s SourceSpec) FunctionsOn() bool { return s.Functions == nil || *s.Functions }
+
+// ReexecuteOn reports whether a repository source's tests are traced twice and compared (the
+// default).
+func (s SourceSpec) ReexecuteOn() bool { return s.Reexecute == nil || *s.Reexecute }
 
 // LimitsSpec bounds traced runs (see sandbox.Limits).
 type LimitsSpec struct {
@@ -327,8 +343,8 @@ func (s Spec) Validate() error {
 		default:
 			return bad(f+".kind", "unknown kind %q (jsonl, python, repository or examples)", src.Kind)
 		}
-		if src.Kind != "repository" && (src.URL != "" || src.List != "" || src.Ref != "" || src.Runner != "" || len(src.PythonPath) > 0 || src.Venv != "" || src.Env != nil || src.MaxTests != 0 || src.Functions != nil) {
-			return bad(f, "url, ref, list, runner, python_path, venv, env, max_tests and functions are for repository sources")
+		if src.Kind != "repository" && (src.URL != "" || src.List != "" || src.Ref != "" || src.Runner != "" || len(src.PythonPath) > 0 || src.Venv != "" || src.Env != nil || src.MaxTests != 0 || src.Functions != nil || src.Reexecute != nil || src.FrozenClock) {
+			return bad(f, "url, ref, list, runner, python_path, venv, env, max_tests, functions, reexecute and frozen_clock are for repository sources")
 		}
 		if src.Limit < 0 {
 			return bad(f+".limit", "must not be negative")

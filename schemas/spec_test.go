@@ -38,6 +38,8 @@ func TestParseSpec(t *testing.T) {
 		{"sources:\n  - kind: repository\n    url: a\n    venv: rel/venv\n", "sources[0].venv"},
 		{"sources:\n  - kind: repository\n    url: a\n    python_path: [x]\n", "sources[0].python_path[0]"},
 		{"sources:\n  - kind: jsonl\n    path: x\n    url: y\n", "sources[0]: url"},
+		{"sources:\n  - kind: jsonl\n    path: x\n    reexecute: false\n", "reexecute"},
+		{"sources:\n  - kind: python\n    path: x.py\n    calls: ['f()']\n    frozen_clock: true\n", "frozen_clock"},
 		{"sources:\n  - kind: examples\nlimits:\n  checkout_timeout: never\n", "limits.checkout_timeout"},
 		{"sources:\n  - kind: examples\ndecontaminate:\n  - name: x\n", "decontaminate[0].path"},
 		{"sources:\n  - kind: examples\ndedup: false\ndedup_against: [x]\n", "dedup_against[0]"},
@@ -119,4 +121,25 @@ func FuzzParseSpec(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParseSpecReexecute checks the defaults of a repository source's reexecute (on) and
+// frozen_clock (off), and that both can be set.
+func TestParseSpecReexecute(t *testing.T) {
+	for _, tc := range []struct {
+		extra             string
+		reexecute, frozen bool
+	}{
+		{"", true, false},
+		{"    reexecute: false\n", false, false},
+		{"    reexecute: true\n    frozen_clock: true\n", true, true},
+	} {
+		s, err := ParseSpec([]byte("sources:\n  - kind: repository\n    url: a\n" + tc.extra))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.extra, err)
+		}
+		if src := s.Sources[0]; src.ReexecuteOn() != tc.reexecute || src.FrozenClock != tc.frozen {
+			t.Errorf("%q: reexecute %v, frozen_clock %v", tc.extra, src.ReexecuteOn(), src.FrozenClock)
+		}
+	}
 }

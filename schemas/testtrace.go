@@ -1,5 +1,10 @@
 package schemas
 
+// NondeterministicValue is what a repository trace shows in place of a value (a local, a return
+// value or an exception) that differed between two traced runs of the same test (the source's
+// reexecute): exactly this string.
+const NondeterministicValue = "<nondeterministic>"
+
 // TestTrace is the trace of one test of a repository, as stored: its outcome under the runner,
 // how its traced run ended, its events and the source of every function they visited.
 type TestTrace struct {

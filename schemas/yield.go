@@ -27,6 +27,11 @@ type RepoYield struct {
 	// SandboxErrors the tests the sandbox failed on.
 	ReadOnly      int64 `json:"checkout_read_only,omitempty"`
 	SandboxErrors int64 `json:"sandbox_errors,omitempty"`
+	// Nondeterministic counts the quarantined tests whose two traced runs differed in their
+	// events (reexecute; also in Quarantined), NondeterministicValues the values of kept tests
+	// that differed between the runs and read "<nondeterministic>".
+	Nondeterministic       int64 `json:"nondeterministic,omitempty"`
+	NondeterministicValues int64 `json:"nondeterministic_values,omitempty"`
 	// Rows counts the repository-level rows the repository gave.
 	Rows int64 `json:"rows"`
 	// Rejected is why the repository gave no repository-level row, as the stage it stopped at, and

@@ -258,6 +258,10 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 	if len(y.RejectedByClass) > 0 {
 		fmt.Fprintf(w, "without rows, by stage: %s\n", fmtKeyCounts(y.RejectedByClass))
 	}
+	if y.Nondeterministic > 0 || y.NondeterministicValues > 0 {
+		fmt.Fprintf(w, "traced twice: %s tests quarantined (their runs differ), %s values read <nondeterministic>\n",
+			numfmt.Thousands(y.Nondeterministic), numfmt.Thousands(y.NondeterministicValues))
+	}
 	var repos []dataset.SourceStats
 	for _, s := range st.Sources {
 		if s.Yield != nil {

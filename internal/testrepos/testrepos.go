@@ -63,6 +63,14 @@
 //     word_count); tests/test_notes.py writes both in the checkout, each test removing what it
 //     wrote. All four tests pass when the checkout is writable; on a read-only one only
 //     test_word_count does. Exercises the writable views of checkouts.
+//   - nondeterministic: registry.py, whose functions compute with values that change from run to
+//     run of the same code: hex(id(obj)) inside a string (tag), id() (ident), the hash of a fresh
+//     object (fingerprint), time.time and time.time_ns (stamp), the order of a set of objects
+//     (names_of), a dict keyed by objects (index_of), a weak reference's repr (weak_name); roll
+//     draws from the seeded random module and total is deterministic; wander takes 32 branches
+//     decided by os.urandom, so each run visits other lines and makes other calls.
+//     tests/test_registry.py (ten tests) all pass. Exercises reexecution (two traced runs
+//     compared, differing values replaced, differing runs quarantined) and reproducibility.
 //   - symlink_escape: made by [SymlinkEscape], not embedded (go:embed cannot hold symlinks): a git
 //     repository with README.md and a symlink data -> /etc/passwd. Exercises the checkout's refusal of
 //     links that leave the tree.

@@ -96,6 +96,13 @@ func TestOutcomes(t *testing.T) {
 			"tests.test_lazy::test_fib": "passed", "tests.test_lazy::test_plus_one": "passed",
 			"tests.test_lazy::test_tagged": "passed",
 		}},
+		{name: "nondeterministic", want: map[string]string{
+			"tests.test_registry::test_tag": "passed", "tests.test_registry::test_ident": "passed",
+			"tests.test_registry::test_fingerprint": "passed", "tests.test_registry::test_stamp": "passed",
+			"tests.test_registry::test_names_of": "passed", "tests.test_registry::test_index_of": "passed",
+			"tests.test_registry::test_weak_name": "passed", "tests.test_registry::test_roll": "passed",
+			"tests.test_registry::test_total": "passed", "tests.test_registry::test_wander": "passed",
+		}},
 		{name: "missing_module", want: map[string]string{
 			"tests.test_properties": "collect-error:ModuleNotFoundError",
 		}},
@@ -130,7 +137,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "missing_module", "ns_layout", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
+	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "missing_module", "nondeterministic", "ns_layout", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

@@ -160,13 +160,16 @@ def validate_body(hdr, msg):
             raise ProtocolError("run: %s must be a list of absolute paths" % key)
     if type(msg.get("seed", 0)) not in (int, str, float, type(None)):
         raise ProtocolError("run: bad seed")
+    clock = msg.get("clock", 0)
+    if type(clock) is not int or not 0 <= clock < 1 << 40:
+        raise ProtocolError("run: clock must be a non-negative integer")
     if type(msg.get("naive", False)) is not bool:
         raise ProtocolError("run: naive must be a boolean")
     if msg.get("options", "") not in ("", "original", "none"):
         raise ProtocolError("run: options must be \"\", \"original\" or \"none\"")
     return {"id": hdr["id"], "kind": kind, "code": msg.get("code", ""),
             "filename": msg.get("filename", ""), "call": msg.get("call", ""),
-            "targets": targets, "seed": msg.get("seed", 0),
+            "targets": targets, "seed": msg.get("seed", 0), "clock": clock,
             "naive": msg.get("naive", False), "limits": hdr["limits"],
             "dir": msg.get("dir", ""), "runner": hdr["runner"],
             "test": msg.get("test", ""), "traced": msg.get("traced", False),

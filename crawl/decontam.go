@@ -1,0 +1,520 @@
+package crawl
+
+import (
+	"slices"
+	"strings"
+)
+
+// Identifier-anonymised token n-gram decontamination.
+//
+// An exact hash of the normalized source (SourceKey) misses an evaluation function whose variables
+// were renamed, that gained a docstring, was reformatted (ast.unparse) or sits in a module among
+// other functions. On top of it, every function of a candidate's code is compared with the
+// functions of an evaluation set by the usual LLM-decontamination measure, the overlap of token
+// n-grams, on tokens that do not depend on names, layout or comments:
+//
+//   - Python source is cut into tokens (names, numbers, strings, operators); comments, line breaks,
+//     indentation and docstrings (a logical line holding only string literals) are dropped;
+//   - each name that is not a keyword, a builtin, or an attribute (after ".") becomes a
+//     placeholder numbered by first appearance within its function ("$0", "$1", ...), so renaming
+//     variables, parameters or the function gives the same tokens, while two functions with the
+//     same shape but a different flow of names do not (one generic placeholder for every name
+//     gave false positives on the standard library: see TestDecontamStdlib);
+//   - string literals become their content without prefix or quotes (ast.unparse requotes);
+//   - each function's tokens give the set of its n-grams (n consecutive tokens, hashed); a
+//     function shorter than n tokens gives one gram of all its tokens.
+//
+// A candidate function matches an evaluation function when the share of the evaluation function's
+// n-grams found among the candidate's is at least the threshold. Work is linear: a function
+// reads at most MaxFunctionTokens tokens, and the index maps a gram's hash to the evaluation
+// functions holding it, leaving out grams held by more than maxPosting of them (too common to
+// identify one).
+
+const (
+	// DefaultNgram is the n-gram length decontamination uses when a spec gives none.
+	DefaultNgram = 10
+	// DefaultThreshold is the share of an evaluation function's n-grams that must be found in a
+	// candidate function for it to match, when a spec gives none.
+	DefaultThreshold = 0.5
+	// MaxFunctionTokens caps the tokens read per function (candidate or evaluation).
+	MaxFunctionTokens = 4096
+	// maxPosting is the most evaluation functions an indexed n-gram may belong to.
+	maxPosting = 256
+)
+
+// pyToken is a token of Python source.
+type pyToken struct {
+	text   string
+	kind   byte // 'n' name, 'd' number, 's' string, 'o' operator
+	start  bool // first token of a logical line
+	indent int  // the logical line's indentation width
+}
+
+// pyKeywords are Python's keywords and soft keywords: they are kept as they are.
+var pyKeywords = setOf(`False None True and as assert async await break class continue def del elif else except
+finally for from global if import in is lambda nonlocal not or pass raise return try while with yield match case type`)
+
+// pyBuiltins are the names of Python's builtins: kept as they are (renaming a variable never
+// renames them).
+var pyBuiltins = setOf(`ArithmeticError AssertionError AttributeError BaseException Exception IndexError KeyError
+LookupError NameError NotImplemented NotImplementedError OSError OverflowError RuntimeError StopIteration TypeError
+ValueError ZeroDivisionError Ellipsis abs aiter all anext any ascii bin bool bytearray bytes callable chr
+classmethod compile complex delattr dict dir divmod enumerate eval exec filter float format frozenset getattr
+globals hasattr hash hex id input int isinstance issubclass iter len list locals map max memoryview min next
+object oct open ord pow print property range repr reversed round set setattr slice sorted staticmethod str sum
+super tuple type vars zip self cls`)
+
+func setOf(words string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		m[w] = true
+	}
+	return m
+}
+
+// pyOps are Python's operators of three and two characters, longest first.
+var pyOps = []string{"**=", "//=", ">>=", "<<=", "...", "**", "//", "==", "!=", "<=", ">=", "->", "+=", "-=", "*=",
+	"/=", "%=", "&=", "|=", "^=", "@=", ":=", "<<", ">>"}
+
+// tokenizePython calls fn with the tokens of src in order, until fn returns false. It never fails:
+// text that is not Python gives some tokens, in time linear in len(src).
+func tokenizePython(src string, fn func(pyToken) bool) {
+	i, depth := 0, 0
+	atLineStart := true
+	indent := 0
+	start := false
+	emit := func(t pyToken) bool {
+		t.start, t.indent = start, indent
+		start = false
+		return fn(t)
+	}
+	for i < len(src) {
+		c := src[i]
+		if atLineStart && depth == 0 {
+			w, j := 0, i
+			for j < len(src) && (src[j] == ' ' || src[j] == '\t' || src[j] == '\f') {
+				if src[j] == '\t' {
+					w += 8 - w%8
+				} else {
+					w++
+				}
+				j++
+			}
+			if j < len(src) && (src[j] == '\n' || src[j] == '\r' || src[j] == '#') {
+				for j < len(src) && src[j] != '\n' {
+					j++
+				}
+				i = j + 1
+				continue
+			}
+			indent, start, atLineStart, i = w, true, false, j
+			continue
+		}
+		switch {
+		case c == '#':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		case c == '\\' && i+1 < len(src) && (src[i+1] == '\n' || src[i+1] == '\r'):
+			i += 2
+		case c == '\n':
+			i++
+			if depth == 0 {
+				atLineStart = true
+			}
+		case c == ' ' || c == '\t' || c == '\r' || c == '\f':
+			i++
+		case c == '\'' || c == '"':
+			n := stringLen(src[i:])
+			if !emit(pyToken{text: stringContent(src[i : i+n]), kind: 's'}) {
+				return
+			}
+			i += n
+		case isNameStart(c):
+			j := i + 1
+			for j < len(src) && isNameByte(src[j]) {
+				j++
+			}
+			if j < len(src) && (src[j] == '\'' || src[j] == '"') && j-i <= 3 && isStringPrefix(src[i:j]) {
+				n := stringLen(src[j:])
+				if !emit(pyToken{text: stringContent(src[j : j+n]), kind: 's'}) {
+					return
+				}
+				i = j + n
+				continue
+			}
+			if !emit(pyToken{text: src[i:j], kind: 'n'}) {
+				return
+			}
+			i = j
+		case c >= '0' && c <= '9' || c == '.' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9':
+			j := i + 1
+			for j < len(src) {
+				b := src[j]
+				if isNameByte(b) || b == '.' {
+					j++
+					continue
+				}
+				if (b == '+' || b == '-') && (src[j-1] == 'e' || src[j-1] == 'E') && !strings.HasPrefix(strings.ToLower(src[i:j]), "0x") {
+					j++
+					continue
+				}
+				break
+			}
+			if !emit(pyToken{text: src[i:j], kind: 'd'}) {
+				return
+			}
+			i = j
+		default:
+			n := 1
+			for _, op := range pyOps {
+				if strings.HasPrefix(src[i:], op) {
+					n = len(op)
+					break
+				}
+			}
+			switch c {
+			case '(', '[', '{':
+				depth++
+			case ')', ']', '}':
+				if depth > 0 {
+					depth--
+				}
+			}
+			if c >= 0x80 {
+				// A byte of a non-ASCII character outside a name or string: one token per byte.
+				n = 1
+			}
+			if !emit(pyToken{text: src[i : i+n], kind: 'o'}) {
+				return
+			}
+			i += n
+		}
+	}
+}
+
+func isNameStart(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+func isNameByte(c byte) bool { return isNameStart(c) || c >= '0' && c <= '9' }
+
+// isStringPrefix reports whether p is a string literal prefix (r, b, u, f, rb, br, fr, rf, ...).
+func isStringPrefix(p string) bool {
+	if len(p) > 2 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		switch p[i] | 0x20 {
+		case 'r', 'b', 'u', 'f':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// stringContent is a string literal's text between its quotes (without the quotes).
+func stringContent(lit string) string {
+	q := lit[0]
+	n := 1
+	if strings.HasPrefix(lit, strings.Repeat(string(q), 3)) {
+		n = 3
+	}
+	body := lit[n:]
+	if len(body) >= n && strings.HasSuffix(body, lit[:n]) {
+		body = body[:len(body)-n]
+	}
+	return "'" + body
+}
+
+// pyFunctions calls fn with the anonymised tokens of every function (def) of src, nested ones on
+// their own as well, at most MaxFunctionTokens tokens each. A function's docstrings and other
+// string-only statements are left out.
+func pyFunctions(src string, fn func(toks []string)) {
+	var lines [][]pyToken // logical lines
+	var cur []pyToken
+	total := 0
+	tokenizePython(src, func(t pyToken) bool {
+		if t.start {
+			if len(cur) > 0 {
+				lines = append(lines, cur)
+			}
+			cur = nil
+		}
+		cur = append(cur, t)
+		total++
+		return total < 64*MaxFunctionTokens // bound memory for huge sources
+	})
+	if len(cur) > 0 {
+		lines = append(lines, cur)
+	}
+	for i, l := range lines {
+		first := 0
+		if l[0].text == "async" && len(l) > 1 {
+			first = 1
+		}
+		if l[first].kind != 'n' || l[first].text != "def" {
+			continue
+		}
+		ind := l[0].indent
+		var a anonymiser
+		a.names = map[string]int{}
+		a.add(l[first:])
+		for _, m := range lines[i+1:] {
+			if m[0].indent <= ind || len(a.out) >= MaxFunctionTokens {
+				break
+			}
+			if stringOnly(m) {
+				continue
+			}
+			a.add(m)
+		}
+		if len(a.out) > MaxFunctionTokens {
+			a.out = a.out[:MaxFunctionTokens]
+		}
+		fn(a.out)
+	}
+}
+
+// stringOnly reports whether a logical line holds string literals only (a docstring).
+func stringOnly(l []pyToken) bool {
+	for _, t := range l {
+		if t.kind != 's' {
+			return false
+		}
+	}
+	return true
+}
+
+// anonymiser renders a function's tokens with names numbered by first appearance.
+type anonymiser struct {
+	names map[string]int
+	out   []string
+	prev  string
+}
+
+// placeholders are the texts of the first placeholders, allocated once.
+var placeholders = func() []string {
+	p := make([]string, 256)
+	for i := range p {
+		p[i] = "$" + itoa(i)
+	}
+	return p
+}()
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	n := len(b)
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(b[n:])
+}
+
+// add appends the tokens of a logical line.
+func (a *anonymiser) add(l []pyToken) {
+	for _, t := range l {
+		text := t.text
+		if t.kind == 'n' && !pyKeywords[text] && !pyBuiltins[text] && a.prev != "." {
+			k, ok := a.names[text]
+			if !ok {
+				k = len(a.names)
+				a.names[text] = k
+			}
+			if genericNames {
+				text = "$"
+			} else if k < len(placeholders) {
+				text = placeholders[k]
+			} else {
+				text = "$" + itoa(k)
+			}
+		}
+		a.out = append(a.out, text)
+		a.prev = t.text
+	}
+}
+
+// genericNames makes every anonymised name one placeholder instead of numbered ones (measured in
+// tests only).
+var genericNames = false
+
+// gramHashes returns the distinct hashes of the n-grams of toks (one of all of them when there are
+// fewer than n), in order of first appearance.
+func gramHashes(toks []string, n int) []uint64 {
+	if len(toks) == 0 {
+		return nil
+	}
+	th := make([]uint64, len(toks))
+	for i, t := range toks {
+		th[i] = fnv64(t)
+	}
+	if len(toks) < n {
+		n = len(toks)
+	}
+	seen := make(map[uint64]bool, len(toks)-n+1)
+	out := make([]uint64, 0, len(toks)-n+1)
+	for i := 0; i+n <= len(toks); i++ {
+		h := uint64(n)
+		for _, x := range th[i : i+n] {
+			h = (h ^ x) * 0x100000001b3
+			h ^= h >> 29
+		}
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func fnv64(s string) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 0x100000001b3
+	}
+	return h
+}
+
+// ngramIndex maps n-gram hashes to the evaluation functions holding them.
+type ngramIndex struct {
+	n         int
+	threshold float64
+	post      map[uint64][]int32
+	grams     []int32 // per evaluation function: its indexed grams
+	item      []int32 // per evaluation function: the index of its item in the set
+}
+
+// newNgramIndex returns an empty index of n-grams with a match threshold.
+func newNgramIndex(n int, threshold float64) *ngramIndex {
+	if n <= 0 {
+		n = DefaultNgram
+	}
+	if threshold <= 0 {
+		threshold = DefaultThreshold
+	}
+	return &ngramIndex{n: n, threshold: threshold, post: map[uint64][]int32{}}
+}
+
+// addItem indexes the functions of evaluation item item.
+func (x *ngramIndex) addItem(item int, code string) {
+	pyFunctions(code, func(toks []string) {
+		f := int32(len(x.grams))
+		x.grams = append(x.grams, 0)
+		x.item = append(x.item, int32(item))
+		for _, h := range gramHashes(toks, x.n) {
+			x.post[h] = append(x.post[h], f)
+		}
+	})
+}
+
+// finish drops the grams too common to identify a function and counts each function's grams.
+func (x *ngramIndex) finish() {
+	for h, fs := range x.post {
+		if len(fs) > maxPosting {
+			delete(x.post, h)
+			continue
+		}
+		for _, f := range fs {
+			x.grams[f]++
+		}
+	}
+}
+
+// match returns the item of the evaluation function a function of code matches best, with its
+// share of grams found, if one reaches the threshold.
+func (x *ngramIndex) match(code string) (item int, share float64, ok bool) {
+	best, bestItem := 0.0, -1
+	pyFunctions(code, func(toks []string) {
+		if i, s, ok := x.matchTokens(toks); ok && (s > best || s == best && i < bestItem) {
+			best, bestItem = s, i
+		}
+	})
+	return bestItem, best, bestItem >= 0
+}
+
+// scores calls fn with every evaluation function sharing grams with the function toks and its
+// score: the smaller of the share of its grams found in toks and the share of toks' grams found
+// in it. Both must be high: a short evaluation function made of a common idiom (a loop appending
+// to a list) is not matched by every longer function that starts with the idiom, nor a short
+// candidate by every evaluation function that holds it.
+func (x *ngramIndex) scores(toks []string, fn func(f int32, share float64)) {
+	hits := map[int32]int32{}
+	grams := gramHashes(toks, x.n)
+	for _, h := range grams {
+		for _, f := range x.post[h] {
+			hits[f]++
+		}
+	}
+	for f, k := range hits {
+		s := float64(k) / float64(x.grams[f])
+		if !evalShareOnly {
+			s = min(s, float64(k)/float64(len(grams)))
+		}
+		fn(f, s)
+	}
+}
+
+// evalShareOnly scores by the share of the evaluation function's grams alone (measured in tests
+// only).
+var evalShareOnly = false
+
+// matchTokens is match for the anonymised tokens of one function (-1 for no item).
+func (x *ngramIndex) matchTokens(toks []string) (item int, share float64, ok bool) {
+	best, bestItem := 0.0, -1
+	x.scores(toks, func(f int32, s float64) {
+		if !x.passes(f, s) {
+			return
+		}
+		if i := int(x.item[f]); s > best || s == best && i < bestItem {
+			best, bestItem = s, i
+		}
+	})
+	return bestItem, best, bestItem >= 0
+}
+
+// passes reports whether score s matches evaluation function f: at least the threshold, or, for
+// a function of fewer than n grams (under 2n-1 tokens), all of them both ways. Any two short
+// functions share most of their few grams through the signature alone (def $0 ( $1 , $2 ) :),
+// so a short one matches only the same tokens.
+func (x *ngramIndex) passes(f int32, s float64) bool {
+	if int(x.grams[f]) < x.n {
+		return s >= 1
+	}
+	return s >= x.threshold
+}
+
+// matchAll returns the items of every evaluation function the function toks matches, sorted.
+func (x *ngramIndex) matchAll(toks []string) []int {
+	var out []int
+	x.scores(toks, func(f int32, s float64) {
+		if x.passes(f, s) && !slices.Contains(out, int(x.item[f])) {
+			out = append(out, int(x.item[f]))
+		}
+	})
+	slices.Sort(out)
+	return out
+}
+
+// Match reports whether code (a module, a function, a CODE context) holds a function of the set:
+// code normalizes to an item's source (SourceKey), or one of its functions has at least the
+// threshold share of the n-grams of a function of an item. item names the evaluation item
+// matched: its id, or "line N".
+func (e *EvalSet) Match(code string) (item string, hit bool) {
+	if k, ok := e.byKey[SourceKey(code)]; ok {
+		return e.Items[k], true
+	}
+	if e.index == nil {
+		return "", false
+	}
+	if i, _, ok := e.index.match(code); ok {
+		return e.Items[i], true
+	}
+	return "", false
+}

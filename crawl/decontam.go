@@ -3,6 +3,8 @@ package crawl
 import (
 	"slices"
 	"strings"
+
+	"github.com/ndtrace/ndtrace/schemas"
 )
 
 // Identifier-anonymised token n-gram decontamination.
@@ -24,18 +26,19 @@ import (
 //   - each function's tokens give the set of its n-grams (n consecutive tokens, hashed); a
 //     function shorter than n tokens gives one gram of all its tokens.
 //
-// A candidate function matches an evaluation function when the share of the evaluation function's
-// n-grams found among the candidate's is at least the threshold. Work is linear: a function
+// A candidate function matches an evaluation function when at least the threshold share of the
+// evaluation function's n-grams is found among the candidate's, and of the candidate's among the
+// evaluation function's (a function of fewer than n grams must match all of them). Work is linear: a function
 // reads at most MaxFunctionTokens tokens, and the index maps a gram's hash to the evaluation
 // functions holding it, leaving out grams held by more than maxPosting of them (too common to
 // identify one).
 
 const (
 	// DefaultNgram is the n-gram length decontamination uses when a spec gives none.
-	DefaultNgram = 10
-	// DefaultThreshold is the share of an evaluation function's n-grams that must be found in a
-	// candidate function for it to match, when a spec gives none.
-	DefaultThreshold = 0.5
+	DefaultNgram = schemas.DefaultEvalNgram
+	// DefaultThreshold is the share of n-grams that must be found for a match, when a spec gives
+	// none.
+	DefaultThreshold = schemas.DefaultEvalThreshold
 	// MaxFunctionTokens caps the tokens read per function (candidate or evaluation).
 	MaxFunctionTokens = 4096
 	// maxPosting is the most evaluation functions an indexed n-gram may belong to.

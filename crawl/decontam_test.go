@@ -11,10 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// cruxevalPath is the shared CruxEval corpus the tests read (never copied into the repository).
-const cruxevalPath = "../../shared/corpora/cruxeval.jsonl"
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
+)
 
 func TestTokenizePython(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
@@ -103,11 +102,11 @@ func FuzzTokenizePython(f *testing.F) {
 	})
 }
 
-// cruxeval reads the shared CruxEval corpus, skipping the test without it.
-func cruxeval(t testing.TB) []struct{ Code, ID string } {
-	data, err := os.ReadFile(cruxevalPath)
+// cruxevalItems reads the shared CruxEval corpus (never copied into the repository).
+func cruxevalItems(t testing.TB) []struct{ Code, ID string } {
+	data, err := os.ReadFile(cruxeval.Path(t))
 	if err != nil {
-		t.Skipf("no CruxEval corpus: %v", err)
+		t.Fatal(err)
 	}
 	var out []struct{ Code, ID string }
 	for _, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
@@ -175,7 +174,7 @@ func TestDecontamRewrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads the CruxEval corpus and the standard library, runs python3; run without -short")
 	}
-	items := cruxeval(t)
+	items := cruxevalItems(t)
 	ids, rw := rewrites(t, items)
 	mods := stdlibModules(t)
 	names := make([]string, 0, len(mods))
@@ -183,7 +182,7 @@ func TestDecontamRewrites(t *testing.T) {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	p, _ := filepath.Abs(cruxevalPath)
+	p := cruxeval.Path(t)
 
 	type result struct {
 		removed, total int
@@ -277,8 +276,8 @@ func TestDecontamCrossCruxEval(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads the CruxEval corpus; run without -short")
 	}
-	items := cruxeval(t)
-	p, _ := filepath.Abs(cruxevalPath)
+	items := cruxevalItems(t)
+	p := cruxeval.Path(t)
 	set, err := ReadEvalSet(context.Background(), "cruxeval", p)
 	if err != nil {
 		t.Fatal(err)

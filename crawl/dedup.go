@@ -209,8 +209,13 @@ func ReadEvalSetNgram(ctx context.Context, name, path string, n int, threshold f
 	if err != nil {
 		return nil, fmt.Errorf("evaluation set %s: %w", name, err)
 	}
+	return ParseEvalSet(name, path, data, n, threshold)
+}
+
+// ParseEvalSet is ReadEvalSetNgram for the file's content data (path names it in errors).
+func ParseEvalSet(name, path string, data []byte, n int, threshold float64) (*EvalSet, error) {
 	set := &EvalSet{Name: name, Keys: map[string]bool{}, byKey: map[string]int{}, index: newNgramIndex(n, threshold)}
-	err = EachLine(bytes.NewReader(data), func(line int, text []byte) error {
+	err := EachLine(bytes.NewReader(data), func(line int, text []byte) error {
 		var row struct {
 			Code *string         `json:"code"`
 			ID   json.RawMessage `json:"id"`

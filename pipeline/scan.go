@@ -231,7 +231,7 @@ func ScanFunctions(ctx context.Context, s *store.Store, run Run, sets []*crawl.E
 func EvalSets(ctx context.Context, spec schemas.Spec) ([]*crawl.EvalSet, error) {
 	var sets []*crawl.EvalSet
 	for i, e := range spec.Decontaminate {
-		set, err := crawl.ReadEvalSet(ctx, e.Name, e.Path)
+		set, err := crawl.ReadEvalSetNgram(ctx, e.Name, e.Path, e.Ngram, e.Threshold)
 		if err != nil {
 			return nil, execute.BadInput("decontaminate[%d]: %v", i, err)
 		}

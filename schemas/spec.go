@@ -83,7 +83,22 @@ type EvalSetSpec struct {
 	Name string `yaml:"name" json:"name"`
 	// Path is the file: a local path or bucket URL.
 	Path string `yaml:"path" json:"path"`
+	// Ngram is the length in tokens of the n-grams near matches compare (default
+	// DefaultEvalNgram): a function of a row's CODE matches a function of the set when, on tokens
+	// with names anonymised and comments, docstrings and layout dropped, at least Threshold of the
+	// n-grams of each are found in the other (crawl/decontam.go).
+	Ngram int `yaml:"ngram" json:"ngram,omitempty"`
+	// Threshold is the share of n-grams found for a near match, in (0, 1] (default
+	// DefaultEvalThreshold).
+	Threshold float64 `yaml:"threshold" json:"threshold,omitempty"`
 }
+
+// Defaults of an evaluation set's near matches (EvalSetSpec), measured on rewritten CruxEval
+// functions against the Python standard library (crawl.TestDecontamRewrites).
+const (
+	DefaultEvalNgram     = 10
+	DefaultEvalThreshold = 0.5
+)
 
 // DedupOn reports whether exact deduplication is on (the default).
 func (s Spec) DedupOn() bool { return s.Dedup == nil || *s.Dedup }
@@ -256,6 +271,12 @@ func (s Spec) WithDefaults() Spec {
 			base := path.Base(e.Path)
 			s.Decontaminate[i].Name = strings.TrimSuffix(base, path.Ext(base))
 		}
+		if e.Ngram == 0 {
+			s.Decontaminate[i].Ngram = DefaultEvalNgram
+		}
+		if e.Threshold == 0 {
+			s.Decontaminate[i].Threshold = DefaultEvalThreshold
+		}
 	}
 	return s
 }
@@ -399,6 +420,12 @@ func (s Spec) Validate() error {
 	for i, e := range s.Decontaminate {
 		if e.Path == "" {
 			return bad(fmt.Sprintf("decontaminate[%d].path", i), "an evaluation set needs a path")
+		}
+		if e.Ngram != 0 && (e.Ngram < 4 || e.Ngram > 64) {
+			return bad(fmt.Sprintf("decontaminate[%d].ngram", i), "%d is not between 4 and 64", e.Ngram)
+		}
+		if e.Threshold != 0 && !(e.Threshold > 0 && e.Threshold <= 1) {
+			return bad(fmt.Sprintf("decontaminate[%d].threshold", i), "%g is not in (0, 1]", e.Threshold)
 		}
 		for j := range i {
 			if s.Decontaminate[j].Name == e.Name {

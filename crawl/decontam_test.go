@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
+	"github.com/ndtrace/ndtrace/internal/testrepos"
 )
 
 func TestTokenizePython(t *testing.T) {
@@ -31,24 +32,65 @@ func TestTokenizePython(t *testing.T) {
 	}
 }
 
+// render shows a function's tokens with names numbered by first appearance in the function.
+func render(toks []string) string {
+	ids := map[string]int{}
+	out := make([]string, len(toks))
+	for i, t := range toks {
+		if name, ok := strings.CutPrefix(t, nameMark); ok {
+			if _, seen := ids[name]; !seen {
+				ids[name] = len(ids)
+			}
+			t = fmt.Sprintf("$%d", ids[name])
+		}
+		out[i] = t
+	}
+	return strings.Join(out, " ")
+}
+
 func TestPyFunctionsAnonymise(t *testing.T) {
-	a := "def f(nums):\n    '''Doc.'''\n    out = []\n    for n in nums:\n        out.append(n)\n    return out\n"
-	b := "def g(values):\n  res = [ ]\n  # loop\n  for v in values: res.append(v)\n  return res\n"
-	var fa, fb [][]string
-	pyFunctions(a, func(toks []string) { fa = append(fa, toks) })
-	pyFunctions(b, func(toks []string) { fb = append(fb, toks) })
-	if len(fa) != 1 || len(fb) != 1 || !slices.Equal(fa[0], fb[0]) {
+	a := "def f(nums):\n    '''Doc.'''\n    out = []\n    for n in nums:\n        if(n):\n            out.append(n)\n    return out\n"
+	b := "def g(values):\n  res = [ ]\n  # loop\n  for v in values:\n    if v: res.append(v)\n  return res\n"
+	var fa, fb []string
+	pyFunctions(a, func(toks []string) { fa = append(fa, render(toks)) })
+	pyFunctions(b, func(toks []string) { fb = append(fb, render(toks)) })
+	if len(fa) != 1 || !slices.Equal(fa, fb) {
 		t.Fatalf("renamed, reformatted function gives other tokens:\n%q\n%q", fa, fb)
 	}
-	want := "def $0 ( $1 ) : $2 = [ ] for $3 in $1 : $2 . append ( $3 ) return $2"
-	if got := strings.Join(fa[0], " "); got != want {
-		t.Errorf("tokens %q, want %q", got, want)
+	want := "def $0 ( $p0 ) : $1 = [ ] for $2 in $p0 : if $2 : $1 . append ( $2 ) return $1"
+	if fa[0] != want {
+		t.Errorf("tokens %q, want %q", fa[0], want)
 	}
 	// Nested functions and methods count on their own too.
 	n := 0
 	pyFunctions("class C:\n    def m(self):\n        def inner():\n            return 1\n        return inner\n", func([]string) { n++ })
 	if n != 2 {
 		t.Errorf("%d functions, want 2", n)
+	}
+}
+
+// TestGramHashesPerGram: names are numbered within each gram, so a renamed function has the same
+// grams, and a name added in front changes only the grams it is in.
+func TestGramHashesPerGram(t *testing.T) {
+	toks := func(src string) []string {
+		var out []string
+		pyFunctions(src, func(ts []string) { out = ts })
+		return out
+	}
+	a := gramHashes(toks("def f(x, y):\n    z = x + y\n    w = z * x\n    return w - y\n"), 6)
+	b := gramHashes(toks("def g(p, q):\n    r = p + q\n    s = r * p\n    return s - q\n"), 6)
+	c := gramHashes(toks("def g(p, q):\n    log(p)\n    r = p + q\n    s = r * p\n    return s - q\n"), 6)
+	if !slices.Equal(a, b) {
+		t.Errorf("renaming changed the grams")
+	}
+	kept := 0
+	for _, h := range a {
+		if slices.Contains(c, h) {
+			kept++
+		}
+	}
+	if kept < len(a)/2 {
+		t.Errorf("a statement added kept %d of %d grams", kept, len(a))
 	}
 }
 
@@ -147,8 +189,9 @@ func rewrites(t *testing.T, items []struct{ Code, ID string }) (ids []string, rw
 	return ids, rw
 }
 
-// stdlibModules reads the modules of Python's standard library (unrelated code), if present.
-func stdlibModules(t *testing.T) map[string]string {
+// unrelatedModules reads unrelated code: the modules of Python's standard library (if present)
+// and the Python files of our own test repositories (internal/testrepos).
+func unrelatedModules(t *testing.T) map[string]string {
 	files, _ := filepath.Glob("/usr/lib/python3*/*.py")
 	if len(files) == 0 {
 		t.Skip("no Python standard library")
@@ -160,15 +203,23 @@ func stdlibModules(t *testing.T) map[string]string {
 			mods[f] = string(data)
 		}
 	}
+	for _, name := range testrepos.Names() {
+		for p, data := range testrepos.Files(t, name) {
+			if strings.HasSuffix(p, ".py") {
+				mods["testrepos/"+name+"/"+p] = string(data)
+			}
+		}
+	}
 	return mods
 }
 
-var rewriteKinds = []string{"exact", "rename", "docstring", "unparse", "reformat", "helper", "repository", "all"}
+var rewriteKinds = []string{"exact", "rename", "docstring", "unparse", "reformat", "statement", "helper", "repository", "all"}
 
 // TestDecontamRewrites measures, on >= 60 CruxEval functions rewritten 7 ways, the share the
 // default n-gram check removes (per kind and overall), and its false positives on the functions
-// of Python's standard library; then the same for other n-gram lengths, thresholds and one
-// generic placeholder for every name, as a table in the log (go test -run TestDecontamRewrites -v
+// of Python's standard library and of our test repositories; then the same for other n-gram
+// lengths, thresholds, names numbered per function or one generic placeholder for every name, and
+// a score of the evaluation function's share alone, as a table in the log (go test -run TestDecontamRewrites -v
 // ./crawl). The defaults must remove >= 95% with no false positive.
 func TestDecontamRewrites(t *testing.T) {
 	if testing.Short() {
@@ -176,7 +227,7 @@ func TestDecontamRewrites(t *testing.T) {
 	}
 	items := cruxevalItems(t)
 	ids, rw := rewrites(t, items)
-	mods := stdlibModules(t)
+	mods := unrelatedModules(t)
 	names := make([]string, 0, len(mods))
 	for k := range mods {
 		names = append(names, k)
@@ -188,11 +239,12 @@ func TestDecontamRewrites(t *testing.T) {
 		removed, total int
 		perKind        map[string][2]int
 		fp             []string
-		fpFuncs        int
+		fpFuncs, funcs int
+		missed         []string
 	}
-	measure := func(n int, thr float64, generic, evalOnly bool) result {
-		genericNames, evalShareOnly = generic, evalOnly
-		defer func() { genericNames, evalShareOnly = false, false }()
+	measure := func(n int, thr float64, mode int, evalOnly, noParams bool) result {
+		nameMode, evalShareOnly, paramNames = mode, evalOnly, !noParams
+		defer func() { nameMode, evalShareOnly, paramNames = namesPerGram, false, true }()
 		set, err := ReadEvalSetNgram(context.Background(), "cruxeval", p, n, thr)
 		if err != nil {
 			t.Fatal(err)
@@ -213,18 +265,20 @@ func TestDecontamRewrites(t *testing.T) {
 				if _, hit := set.Match(src); hit {
 					c[0]++
 					r.removed++
+				} else {
+					r.missed = append(r.missed, k+":"+ids[i])
 				}
 				r.perKind[k] = c
 			}
 		}
-		_ = ids
 		for _, name := range names {
 			src := mods[name]
 			pyFunctions(src, func(toks []string) {
+				r.funcs++
 				if i, _, ok := set.index.matchTokens(toks); ok {
 					r.fpFuncs++
 					if len(r.fp) < 5 {
-						r.fp = append(r.fp, fmt.Sprintf("%s: %s ~ %s", filepath.Base(name), strings.Join(toks[:min(len(toks), 12)], " "), set.Items[i]))
+						r.fp = append(r.fp, fmt.Sprintf("%s: %s ~ %s", filepath.Base(name), strings.Join(strings.Fields(render(toks))[:min(len(toks), 12)], " "), set.Items[i]))
 					}
 				}
 			})
@@ -232,30 +286,36 @@ func TestDecontamRewrites(t *testing.T) {
 		return r
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "%d functions, %d stdlib modules\nn   thr  names     removed           %s  stdlib_fp\n", len(rw), len(names), strings.Join(rewriteKinds, " "))
+	fmt.Fprintf(&table, "%d functions, %d unrelated modules (standard library, test repositories)\nn   thr  names     removed           %s  false positives (functions)\n", len(rw), len(names), strings.Join(rewriteKinds, " "))
 	for _, cfg := range []struct {
 		n        int
 		thr      float64
-		generic  bool
+		mode     int
 		evalOnly bool
-	}{{DefaultNgram, DefaultThreshold, false, false}, {8, 0.5, false, false}, {13, 0.5, false, false}, {10, 0.3, false, false},
-		{10, 0.7, false, false}, {8, 0.5, true, false}, {10, 0.5, true, false}, {13, 0.5, true, false},
-		{8, 0.5, false, true}, {10, 0.5, false, true}, {13, 0.5, false, true}} {
-		r := measure(cfg.n, cfg.thr, cfg.generic, cfg.evalOnly)
-		mode := "numbered"
-		if cfg.generic {
-			mode = "generic"
+		noParams bool
+	}{{DefaultNgram, DefaultThreshold, namesPerGram, false, false},
+		{8, 0.5, namesPerGram, false, false}, {10, 0.5, namesPerGram, false, false}, {12, 0.5, namesPerGram, false, false},
+		{13, 0.5, namesPerGram, false, false}, {10, 0.4, namesPerGram, false, false}, {13, 0.4, namesPerGram, false, false},
+		{10, 0.3, namesPerGram, false, false}, {10, 0.7, namesPerGram, false, false},
+		{10, 0.5, namesPerGram, false, true}, {13, 0.5, namesPerGram, false, true},
+		{10, 0.5, namesPerFunction, false, true}, {13, 0.5, namesPerFunction, false, true},
+		{10, 0.5, namesGeneric, false, true}, {13, 0.5, namesGeneric, false, true},
+		{10, 0.5, namesPerGram, true, false}} {
+		r := measure(cfg.n, cfg.thr, cfg.mode, cfg.evalOnly, cfg.noParams)
+		mode := []string{"per-gram", "per-function", "generic"}[cfg.mode]
+		if !cfg.noParams {
+			mode += "+params"
 		}
 		if cfg.evalOnly {
 			mode += "/evalshare"
 		}
-		fmt.Fprintf(&table, "%-3d %.1f  %-18s  %4d/%4d %5.1f%%  ", cfg.n, cfg.thr, mode, r.removed, r.total, 100*float64(r.removed)/float64(r.total))
+		fmt.Fprintf(&table, "%-3d %.1f  %-25s %4d/%4d %5.1f%%  ", cfg.n, cfg.thr, mode, r.removed, r.total, 100*float64(r.removed)/float64(r.total))
 		for _, k := range rewriteKinds {
 			c := r.perKind[k]
 			fmt.Fprintf(&table, " %s=%d/%d", k, c[0], c[1])
 		}
-		fmt.Fprintf(&table, "  fp=%d %q\n", r.fpFuncs, r.fp)
-		if cfg.n == DefaultNgram && cfg.thr == DefaultThreshold && !cfg.generic && !cfg.evalOnly {
+		fmt.Fprintf(&table, "  fp=%d/%d %q missed %v\n", r.fpFuncs, r.funcs, r.fp, r.missed)
+		if cfg.n == DefaultNgram && cfg.thr == DefaultThreshold && cfg.mode == namesPerGram && !cfg.evalOnly && !cfg.noParams {
 			if len(rw) < 60 {
 				t.Errorf("%d functions rewritten, want >= 60", len(rw))
 			}
@@ -263,7 +323,7 @@ func TestDecontamRewrites(t *testing.T) {
 				t.Errorf("defaults remove %d of %d rewrites, want >= 95%%", r.removed, r.total)
 			}
 			if r.fpFuncs != 0 {
-				t.Errorf("defaults match %d standard library functions: %q", r.fpFuncs, r.fp)
+				t.Errorf("defaults match %d unrelated functions: %q", r.fpFuncs, r.fp)
 			}
 		}
 	}

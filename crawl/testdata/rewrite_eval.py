@@ -44,6 +44,22 @@ def docstring(src):
     return "".join(lines)
 
 
+def statement(src):
+    """Adds a statement (a logging call) at the start of every function body whose body starts on
+    its own line; None when none does."""
+    tree = ast.parse(src)
+    lines = src.splitlines(keepends=True)
+    inserts = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body[0].lineno > node.lineno:
+            inserts.append((node.body[0].lineno, node.body[0].col_offset))
+    if not inserts:
+        return None
+    for ln, col in sorted(inserts, reverse=True):
+        lines.insert(ln - 1, " " * col + "log.debug('entering %s', locals())\n")
+    return "".join(lines)
+
+
 def reformat(src):
     """Two-space indentation, a comment above each line and blank lines between statements."""
     out = []
@@ -109,6 +125,8 @@ def main():
             r["docstring"] = docstring(src)
             r["unparse"] = ast.unparse(ast.parse(src))
             r["reformat"] = reformat(src)
+            if (st := statement(src)) is not None:
+                r["statement"] = st
             r["helper"] = HELPER + src + "\n\n" + HELPER.replace("_helper_norm", "_helper_scale")
             r["repository"] = REPO % src
             r["all"] = REPO % ast.unparse(ast.parse(docstring(rename(src))))

@@ -361,3 +361,34 @@ func TestDecontamCrossCruxEval(t *testing.T) {
 		t.Errorf("%d cross matches among %d CruxEval functions, want <= 10%%", others, len(items))
 	}
 }
+
+// BenchmarkEvalSetMatch measures Match of the modules of the standard library against CruxEval:
+// time per byte of candidate code stays flat however large the module (the index is looked up
+// once per gram, and every function reads at most MaxFunctionTokens tokens).
+// go test ./crawl -run '^$' -bench EvalSetMatch -benchtime 3x
+func BenchmarkEvalSetMatch(b *testing.B) {
+	set, err := ReadEvalSet(context.Background(), "cruxeval", cruxeval.Path(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	files, _ := filepath.Glob("/usr/lib/python3*/*.py")
+	if len(files) == 0 {
+		b.Skip("no Python standard library")
+	}
+	var mods []string
+	size := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err == nil {
+			mods = append(mods, string(data))
+			size += len(data)
+		}
+	}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for range b.N {
+		for _, m := range mods {
+			set.Match(m)
+		}
+	}
+}

@@ -68,8 +68,9 @@ type Spec struct {
 	// duplicates here too (deduplication across runs; each dataset keeps its keys in
 	// dedup_keys.json).
 	DedupAgainst []string `yaml:"dedup_against" json:"dedup_against,omitempty"`
-	// Decontaminate lists evaluation sets: function-level items whose normalized source matches a
-	// function of one are excluded and counted per set.
+	// Decontaminate lists evaluation sets: function-level items whose module holds a function of
+	// one (exactly, or as a near match by token n-grams) are excluded, and so are repository rows
+	// whose CODE context holds one; both are counted per set.
 	Decontaminate []EvalSetSpec `yaml:"decontaminate" json:"decontaminate,omitempty"`
 	// Environments configures how the environments of repository sources with an env are built:
 	// the package index, wheels only or not, limits (schemas/env.go). Filled in with its defaults
@@ -77,7 +78,8 @@ type Spec struct {
 	Environments *EnvironmentsSpec `yaml:"environments" json:"environments,omitempty"`
 }
 
-// EvalSetSpec names an evaluation set: a JSONL file whose rows have a "code" field (CruxEval format).
+// EvalSetSpec names an evaluation set: a JSONL file whose rows have a "code" field (CruxEval format)
+// and optionally an "id" (the name of the item in rejects), and how near a function must be to match.
 type EvalSetSpec struct {
 	// Name names the set in counts (default: the file's base name without extension).
 	Name string `yaml:"name" json:"name"`

@@ -267,7 +267,13 @@ func pyFunctions(src string, fn func(toks []string)) {
 	if len(cur) > 0 {
 		lines = append(lines, cur)
 	}
+	// A nested function is read with each function around it: bound the whole work to a few
+	// times the source's tokens, so that deep nesting cannot make it quadratic.
+	work, budget := 0, 4*total+MaxFunctionTokens
 	for i, l := range lines {
+		if work >= budget {
+			return
+		}
 		first := 0
 		if l[0].text == "async" && len(l) > 1 {
 			first = 1
@@ -289,6 +295,7 @@ func pyFunctions(src string, fn func(toks []string)) {
 			}
 			a.add(m)
 		}
+		work += read
 		if len(a.out) > MaxFunctionTokens {
 			a.out = a.out[:MaxFunctionTokens]
 		}

@@ -51,7 +51,8 @@ func cachedEvalSets(ctx context.Context, spec schemas.Spec) ([]*crawl.EvalSet, e
 
 // Decontaminator is the check rows.Options.Decontaminate of a spec's evaluation sets: the first
 // set (in spec order) one of whose items code holds, and that item. Results are kept per code
-// text for the batch (repository rows of one test often share their CODE context).
+// text's hash for the batch (repository rows of one test often share their CODE context); it is
+// not safe for concurrent use.
 func Decontaminator(sets []*crawl.EvalSet) func(code string) (set, item string, hit bool) {
 	if len(sets) == 0 {
 		return nil
@@ -60,9 +61,10 @@ func Decontaminator(sets []*crawl.EvalSet) func(code string) (set, item string, 
 		set, item string
 		hit       bool
 	}
-	seen := map[string]result{}
+	seen := map[[32]byte]result{}
 	return func(code string) (string, string, bool) {
-		if r, ok := seen[code]; ok {
+		key := sha256.Sum256([]byte(code))
+		if r, ok := seen[key]; ok {
 			return r.set, r.item, r.hit
 		}
 		var r result
@@ -72,10 +74,10 @@ func Decontaminator(sets []*crawl.EvalSet) func(code string) (set, item string, 
 				break
 			}
 		}
-		if len(seen) >= 1024 {
+		if len(seen) >= 4096 {
 			clear(seen)
 		}
-		seen[code] = r
+		seen[key] = r
 		return r.set, r.item, r.hit
 	}
 }

@@ -773,7 +773,7 @@ func TestDecontaminatedCountedOnce(t *testing.T) {
 	}{
 		{schemas.Counts{schemas.CountDecontaminated("cruxeval"): 250}, map[string]int64{"cruxeval": 250}},
 		{schemas.Counts{schemas.CountDecontaminated("cruxeval"): 262}, map[string]int64{"cruxeval": 262}}, // with 12 repository rows
-		{schemas.Counts{"items": 250}, map[string]int64{"unknown": 250}},                                 // a manifest without them: the rejects'
+		{schemas.Counts{"items": 250}, map[string]int64{"unknown": 250}},                                  // a manifest without them: the rejects'
 	} {
 		s := p.Stats(&Manifest{Counts: tc.counts})
 		if !reflect.DeepEqual(s.Dataset.Decontaminated, tc.want) {

@@ -67,9 +67,10 @@ type pyToken struct {
 	indent int  // the logical line's indentation width
 }
 
-// pyKeywords are Python's keywords and soft keywords: they are kept as they are.
+// pyKeywords are Python's keywords: they are kept as they are. The soft keywords (match, case,
+// type) are names as often as not, and anonymised with the names (type is a builtin too).
 var pyKeywords = setOf(`False None True and as assert async await break class continue def del elif else except
-finally for from global if import in is lambda nonlocal not or pass raise return try while with yield match case type`)
+finally for from global if import in is lambda nonlocal not or pass raise return try while with yield`)
 
 // pyBuiltins are the names of Python's builtins: kept as they are (renaming a variable never
 // renames them).

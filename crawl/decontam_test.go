@@ -294,7 +294,7 @@ func TestDecontamRewrites(t *testing.T) {
 		evalOnly bool
 		noParams bool
 	}{{DefaultNgram, DefaultThreshold, namesPerGram, false, false},
-		{8, 0.5, namesPerGram, false, false}, {10, 0.5, namesPerGram, false, false}, {12, 0.5, namesPerGram, false, false},
+		{8, 0.5, namesPerGram, false, false}, {12, 0.5, namesPerGram, false, false},
 		{13, 0.5, namesPerGram, false, false}, {10, 0.4, namesPerGram, false, false}, {13, 0.4, namesPerGram, false, false},
 		{10, 0.3, namesPerGram, false, false}, {10, 0.7, namesPerGram, false, false},
 		{10, 0.5, namesPerGram, false, true}, {13, 0.5, namesPerGram, false, true},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ndtrace/ndtrace/internal/costbound"
 	"github.com/ndtrace/ndtrace/internal/cruxeval"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
 )
@@ -136,12 +137,41 @@ func FuzzTokenizePython(f *testing.F) {
 		if n > len(src) {
 			t.Fatalf("%d tokens from %d bytes", n, len(src))
 		}
-		pyFunctions(src, func(toks []string) {
-			if len(toks) > MaxFunctionTokens {
-				t.Fatalf("%d tokens in a function", len(toks))
-			}
+		costbound.Check(t, "pyFunctions", len(src), decontamCost, func() {
+			pyFunctions(src, func(toks []string) {
+				if len(toks) > MaxFunctionTokens {
+					t.Fatalf("%d tokens in a function", len(toks))
+				}
+				gramHashes(toks, DefaultNgram)
+			})
 		})
 	})
+}
+
+// decontamCost bounds what reading a candidate's functions and their n-grams allocates per byte
+// of source: linear work, whatever the input.
+var decontamCost = costbound.Bound{PerByte: 1024, Fixed: 1 << 20}
+
+// TestDecontamCost: hostile sources (deep nesting, one huge function, unbalanced brackets, an
+// unterminated string, many small functions) cost an amount linear in their size.
+func TestDecontamCost(t *testing.T) {
+	var nest, flat strings.Builder
+	for i := range 2000 {
+		nest.WriteString(strings.Repeat(" ", i) + "def f(a, b):\n")
+	}
+	for range 5000 {
+		flat.WriteString("def f(a):\n    return a+a*a-(a)\n")
+	}
+	for name, src := range map[string]string{
+		"nested": nest.String(), "small functions": flat.String(), "brackets": strings.Repeat("(", 200000),
+		"one huge function": "def f():\n " + strings.Repeat("x+", 100000), "unterminated string": `'''` + strings.Repeat("a", 100000),
+	} {
+		n := 0
+		got := costbound.Check(t, name, len(src), decontamCost, func() {
+			pyFunctions(src, func(toks []string) { n += len(gramHashes(toks, DefaultNgram)) })
+		})
+		t.Logf("%s: %d bytes, %d grams, %d bytes allocated", name, len(src), n, got)
+	}
 }
 
 // cruxevalItems reads the shared CruxEval corpus (never copied into the repository).

@@ -20,8 +20,9 @@ import (
 // docstring, among unrelated functions), traced through its tests, gives rows whose CODE shows
 // them when nothing is decontaminated; with CruxEval named in decontaminate, no row of either
 // level shows one (repository rows are counted per set, function-level items are rejects naming
-// the CruxEval item matched), the unrelated function keeps its rows, and the statistics count
-// each removal once, under the set.
+// the CruxEval item matched), the unrelated function keeps its repository rows (its
+// function-level items go with their module, which holds CruxEval functions), and the statistics
+// count each removal once, under the set.
 func TestRunDecontaminatesRepository(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long integration test; run without -short")

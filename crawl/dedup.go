@@ -178,28 +178,47 @@ func SourceKey(code string) string {
 }
 
 // EvalSet is an evaluation set items are decontaminated against: the normalized sources of its
-// functions.
+// items (exact matches) and the token n-grams of their functions (near matches, see decontam.go).
 type EvalSet struct {
 	// Name names the set in counts ("decontaminated:<name>").
 	Name string
-	// Keys holds the SourceKey of every function of the set.
+	// Keys holds the SourceKey of every item of the set.
 	Keys map[string]bool
+	// Items names the set's items in file order: their "id" field, or "line N".
+	Items []string
+	// byKey maps a SourceKey to the first item with it.
+	byKey map[string]int
+	// index holds the n-grams of the items' functions (nil: exact matches only).
+	index *ngramIndex
 }
 
-// Contains reports whether code normalizes to the source of a function of the set.
+// Contains reports whether code normalizes to the source of an item of the set.
 func (e *EvalSet) Contains(code string) bool { return e.Keys[SourceKey(code)] }
 
 // ReadEvalSet reads an evaluation set from a JSONL file (a local path or bucket URL) whose rows have
-// a "code" field (the CruxEval format); rows without code are an error naming the line.
+// a "code" field (the CruxEval format) and optionally an "id"; rows without code are an error
+// naming the line. Its n-gram index uses DefaultNgram and DefaultThreshold.
 func ReadEvalSet(ctx context.Context, name, path string) (*EvalSet, error) {
+	return ReadEvalSetNgram(ctx, name, path, DefaultNgram, DefaultThreshold)
+}
+
+// ReadEvalSetNgram is ReadEvalSet with the n-gram length and match threshold of the set's near
+// matches (Match); 0 takes the default.
+func ReadEvalSetNgram(ctx context.Context, name, path string, n int, threshold float64) (*EvalSet, error) {
 	data, err := ReadFile(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("evaluation set %s: %w", name, err)
 	}
-	set := &EvalSet{Name: name, Keys: map[string]bool{}}
-	err = EachLine(bytes.NewReader(data), func(line int, text []byte) error {
+	return ParseEvalSet(name, path, data, n, threshold)
+}
+
+// ParseEvalSet is ReadEvalSetNgram for the file's content data (path names it in errors).
+func ParseEvalSet(name, path string, data []byte, n int, threshold float64) (*EvalSet, error) {
+	set := &EvalSet{Name: name, Keys: map[string]bool{}, byKey: map[string]int{}, index: newNgramIndex(n, threshold)}
+	err := EachLine(bytes.NewReader(data), func(line int, text []byte) error {
 		var row struct {
-			Code *string `json:"code"`
+			Code *string         `json:"code"`
+			ID   json.RawMessage `json:"id"`
 		}
 		if err := json.Unmarshal(text, &row); err != nil {
 			return fmt.Errorf("evaluation set %s: %s line %d: %w", name, path, line, err)
@@ -207,11 +226,31 @@ func ReadEvalSet(ctx context.Context, name, path string) (*EvalSet, error) {
 		if row.Code == nil {
 			return fmt.Errorf("evaluation set %s: %s line %d: no \"code\" field", name, path, line)
 		}
-		set.Keys[SourceKey(*row.Code)] = true
+		key := SourceKey(*row.Code)
+		if !set.Keys[key] {
+			set.Keys[key] = true
+			set.byKey[key] = len(set.Items)
+		}
+		set.index.addItem(len(set.Items), *row.Code)
+		set.Items = append(set.Items, itemLabel(row.ID, line))
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	set.index.finish()
 	return set, nil
+}
+
+// itemLabel names an evaluation item: its id (a string as it is, another JSON value as its text),
+// or "line N" without one.
+func itemLabel(id json.RawMessage, line int) string {
+	var s string
+	if json.Unmarshal(id, &s) == nil && s != "" {
+		return s
+	}
+	if t := strings.TrimSpace(string(id)); t != "" && t != "null" {
+		return t
+	}
+	return fmt.Sprintf("line %d", line)
 }

@@ -620,10 +620,18 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 	if v, ok := m.Counts[schemas.CountDuplicates]; ok {
 		ds.Duplicates = v
 	}
+	// The manifest's decontaminated:<set> counts, when it has any, are the dataset's, all of them:
+	// laid over the rejects' per-set counts key by key, a set the rejects name otherwise (such as
+	// "unknown", from reasons parsed before rejects named their set) was counted twice
+	// (cruxeval=250 unknown=250). They also count the repository rows left out (rows.Options).
+	fromCounts := map[string]int64{}
 	for k, v := range m.Counts {
 		if set, ok := k.EvalSet(); ok {
-			ds.Decontaminated[set] = v
+			fromCounts[set] = v
 		}
+	}
+	if len(fromCounts) > 0 {
+		ds.Decontaminated = fromCounts
 	}
 	ds.Items = ds.Traces + ds.Rejects
 	if v, ok := m.Counts[schemas.CountItems]; ok {

@@ -751,3 +751,33 @@ func TestDecontaminatedBySet(t *testing.T) {
 		t.Errorf("decontaminated by set %v, want %v", got, want)
 	}
 }
+
+// TestDecontaminatedCountedOnce: the dataset's decontaminated counts are the manifest's when it has
+// any, never the manifest's laid over the rejects' key by key. A part whose rejects name no set
+// (counted under "unknown", as every reject was before its reason parsed: a regression of
+// "cruxeval=250 unknown=250") and a manifest that counts them under their set, plus the repository
+// rows left out, give that set once.
+func TestDecontaminatedCountedOnce(t *testing.T) {
+	p := &StatsPart{}
+	var rejects []schemas.Reject
+	for i := range 250 {
+		rejects = append(rejects, schemas.Reject{Source: "c.jsonl", Key: fmt.Sprintf("c#%03d", i), Class: schemas.RejectDecontaminated, Reason: "decontaminated"})
+	}
+	p.AddRejects(rejects)
+	if got := p.Rejects[0].Decontaminated; !reflect.DeepEqual(got, map[string]int64{"unknown": 250}) {
+		t.Fatalf("part counts %v", got)
+	}
+	for _, tc := range []struct {
+		counts schemas.Counts
+		want   map[string]int64
+	}{
+		{schemas.Counts{schemas.CountDecontaminated("cruxeval"): 250}, map[string]int64{"cruxeval": 250}},
+		{schemas.Counts{schemas.CountDecontaminated("cruxeval"): 262}, map[string]int64{"cruxeval": 262}}, // with 12 repository rows
+		{schemas.Counts{"items": 250}, map[string]int64{"unknown": 250}},                                  // a manifest without them: the rejects'
+	} {
+		s := p.Stats(&Manifest{Counts: tc.counts})
+		if !reflect.DeepEqual(s.Dataset.Decontaminated, tc.want) {
+			t.Errorf("counts %v: dataset decontaminated %v, want %v", tc.counts, s.Dataset.Decontaminated, tc.want)
+		}
+	}
+}

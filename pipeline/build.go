@@ -136,6 +136,11 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 		return BatchSummary{}, execute.BadInput("policy: %v", err)
 	}
 	opts := rows.OptionsFor(spec, tok, run.CreatedAt)
+	sets, err := cachedEvalSets(ctx, spec)
+	if err != nil {
+		return BatchSummary{}, err
+	}
+	opts.Decontaminate = Decontaminator(sets) // every function of every row's CODE
 	// A repository's test traces are kept apart (execute.Tracer.TestStore): read one at a time.
 	opts.LoadTest = func(ref string) (schemas.TestTrace, *debugger.Trace, error) { return execute.LoadTest(ctx, s, ref) }
 	rec := &BatchRecord{Hash: tr.Hash, Counts: schemas.Counts{}, CreatedAt: run.CreatedAt}

@@ -227,15 +227,8 @@ func ScanFunctions(ctx context.Context, s *store.Store, run Run, sets []*crawl.E
 	return w.write(ctx, s, run, PhaseFunctions)
 }
 
-// EvalSets reads the evaluation sets a spec decontaminates against.
+// EvalSets reads the evaluation sets a spec decontaminates against (indexed once per process
+// for the same files and options).
 func EvalSets(ctx context.Context, spec schemas.Spec) ([]*crawl.EvalSet, error) {
-	var sets []*crawl.EvalSet
-	for i, e := range spec.Decontaminate {
-		set, err := crawl.ReadEvalSet(ctx, e.Name, e.Path)
-		if err != nil {
-			return nil, execute.BadInput("decontaminate[%d]: %v", i, err)
-		}
-		sets = append(sets, set)
-	}
-	return sets, nil
+	return cachedEvalSets(ctx, spec)
 }

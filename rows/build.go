@@ -50,6 +50,11 @@ type Options struct {
 	// LoadTest reads a repository's test trace kept apart (schemas.TestTrace.Ref) for Of; nil
 	// when every trace is inline.
 	LoadTest func(ref string) (schemas.TestTrace, *debugger.Trace, error)
+	// Decontaminate, when set, reports whether code (a function-level item's module, a row's
+	// CODE context) holds a function of an evaluation set, naming the set and its item: such an
+	// item is a reject of class decontaminated, such a repository row is not built (see
+	// decontam.go).
+	Decontaminate func(code string) (set, item string, hit bool)
 }
 
 func (o Options) withDefaults() Options {
@@ -133,6 +138,9 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 		if !fit {
 			return schemas.Row{}, fmt.Errorf("%w: %d tokens > %d after %d re-samples", ErrTooLong, len(ids), o.MaxTokens, o.Attempts)
 		}
+	}
+	if err := decontaminated(src, traj.Code, o); err != nil {
+		return schemas.Row{}, err
 	}
 	mask, err := tokenize.LossMask(o.Tokenizer, ids, o.Mask)
 	if err != nil {

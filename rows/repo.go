@@ -52,7 +52,12 @@ func repoRows(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Opti
 				seed := Seed(spec.Seed, t.Item.Key+"#"+tt.Test, dir, k)
 				row, err := RepoRow(t.Item, tt, tr, debugger.Direction(dir), seed, p, o)
 				var tree *TreeError
+				var dec *DecontaminatedError
 				switch {
+				case errors.As(err, &dec):
+					counts[schemas.CountDecontaminated(dec.Set)]++
+					last = dec.Error()
+					continue
 				case errors.As(err, &tree):
 					counts[schemas.CountSkipped(dir, reasonKey(tree.Err))]++
 					last = tree.Err.Error()

@@ -54,6 +54,9 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 		}
 		return reject(schemas.StatusReject(t.Status), string(t.Status))
 	}
+	if r := decontaminatedItem(&t, o); r != nil {
+		return nil, r, nil
+	}
 	item, trace := debuggerItem(&t)
 	src := functionSource(t.Item)
 	var rows []schemas.Row

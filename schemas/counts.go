@@ -66,7 +66,8 @@ func CountTracedOutcome(outcome string) CountKey { return CountKey("traced:" + o
 // CountRejectClass counts the rejects of class.
 func CountRejectClass(class RejectClass) CountKey { return CountKey("rejects:" + string(class)) }
 
-// CountDecontaminated counts the items removed as functions of the evaluation set named set.
+// CountDecontaminated counts what was removed as holding a function of the evaluation set named
+// set: function-level items (rejects) and repository rows whose CODE context held one.
 func CountDecontaminated(set string) CountKey { return CountKey("decontaminated:" + set) }
 
 // CountSkipped counts the trees (an item's, in direction dir) that could not be built, by reason.

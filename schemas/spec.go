@@ -68,8 +68,9 @@ type Spec struct {
 	// duplicates here too (deduplication across runs; each dataset keeps its keys in
 	// dedup_keys.json).
 	DedupAgainst []string `yaml:"dedup_against" json:"dedup_against,omitempty"`
-	// Decontaminate lists evaluation sets: function-level items whose normalized source matches a
-	// function of one are excluded and counted per set.
+	// Decontaminate lists evaluation sets: function-level items whose module holds a function of
+	// one (exactly, or as a near match by token n-grams) are excluded, and so are repository rows
+	// whose CODE context holds one; both are counted per set.
 	Decontaminate []EvalSetSpec `yaml:"decontaminate" json:"decontaminate,omitempty"`
 	// Environments configures how the environments of repository sources with an env are built:
 	// the package index, wheels only or not, limits (schemas/env.go). Filled in with its defaults
@@ -77,13 +78,29 @@ type Spec struct {
 	Environments *EnvironmentsSpec `yaml:"environments" json:"environments,omitempty"`
 }
 
-// EvalSetSpec names an evaluation set: a JSONL file whose rows have a "code" field (CruxEval format).
+// EvalSetSpec names an evaluation set: a JSONL file whose rows have a "code" field (CruxEval format)
+// and optionally an "id" (the name of the item in rejects), and how near a function must be to match.
 type EvalSetSpec struct {
 	// Name names the set in counts (default: the file's base name without extension).
 	Name string `yaml:"name" json:"name"`
 	// Path is the file: a local path or bucket URL.
 	Path string `yaml:"path" json:"path"`
+	// Ngram is the length in tokens of the n-grams near matches compare (default
+	// DefaultEvalNgram): a function of a row's CODE matches a function of the set when, on tokens
+	// with names anonymised and comments, docstrings and layout dropped, at least Threshold of the
+	// n-grams of each are found in the other (crawl/decontam.go).
+	Ngram int `yaml:"ngram" json:"ngram,omitempty"`
+	// Threshold is the share of n-grams found for a near match, in (0, 1] (default
+	// DefaultEvalThreshold).
+	Threshold float64 `yaml:"threshold" json:"threshold,omitempty"`
 }
+
+// Defaults of an evaluation set's near matches (EvalSetSpec), measured on rewritten CruxEval
+// functions against the Python standard library (crawl.TestDecontamRewrites).
+const (
+	DefaultEvalNgram     = 10
+	DefaultEvalThreshold = 0.5
+)
 
 // DedupOn reports whether exact deduplication is on (the default).
 func (s Spec) DedupOn() bool { return s.Dedup == nil || *s.Dedup }
@@ -272,6 +289,12 @@ func (s Spec) WithDefaults() Spec {
 			base := path.Base(e.Path)
 			s.Decontaminate[i].Name = strings.TrimSuffix(base, path.Ext(base))
 		}
+		if e.Ngram == 0 {
+			s.Decontaminate[i].Ngram = DefaultEvalNgram
+		}
+		if e.Threshold == 0 {
+			s.Decontaminate[i].Threshold = DefaultEvalThreshold
+		}
 	}
 	return s
 }
@@ -415,6 +438,12 @@ func (s Spec) Validate() error {
 	for i, e := range s.Decontaminate {
 		if e.Path == "" {
 			return bad(fmt.Sprintf("decontaminate[%d].path", i), "an evaluation set needs a path")
+		}
+		if e.Ngram != 0 && (e.Ngram < 4 || e.Ngram > 64) {
+			return bad(fmt.Sprintf("decontaminate[%d].ngram", i), "%d is not between 4 and 64", e.Ngram)
+		}
+		if e.Threshold != 0 && !(e.Threshold > 0 && e.Threshold <= 1) {
+			return bad(fmt.Sprintf("decontaminate[%d].threshold", i), "%g is not in (0, 1]", e.Threshold)
 		}
 		for j := range i {
 			if s.Decontaminate[j].Name == e.Name {

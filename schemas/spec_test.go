@@ -42,6 +42,9 @@ func TestParseSpec(t *testing.T) {
 		{"sources:\n  - kind: python\n    path: x.py\n    calls: ['f()']\n    frozen_clock: true\n", "frozen_clock"},
 		{"sources:\n  - kind: examples\nlimits:\n  checkout_timeout: never\n", "limits.checkout_timeout"},
 		{"sources:\n  - kind: examples\ndecontaminate:\n  - name: x\n", "decontaminate[0].path"},
+		{"sources:\n  - kind: examples\ndecontaminate:\n  - path: x.jsonl\n    ngram: 2\n", "decontaminate[0].ngram"},
+		{"sources:\n  - kind: examples\ndecontaminate:\n  - path: x.jsonl\n    threshold: 1.5\n", "decontaminate[0].threshold"},
+		{"sources:\n  - kind: examples\ndecontaminate:\n  - path: x.jsonl\n    threshold: -0.1\n", "decontaminate[0].threshold"},
 		{"sources:\n  - kind: examples\ndedup: false\ndedup_against: [x]\n", "dedup_against[0]"},
 		{"sources:\n  - kind: examples\ndecontaminate:\n  - path: a/x.jsonl\n  - path: b/x.jsonl\n", "decontaminate[1].name"},
 		{"sources:\n  - kind: examples\n    pth: x\n", "pth"},
@@ -141,5 +144,19 @@ func TestParseSpecReexecute(t *testing.T) {
 		if src := s.Sources[0]; src.ReexecuteOn() != tc.reexecute || src.FrozenClock != tc.frozen {
 			t.Errorf("%q: reexecute %v, frozen_clock %v", tc.extra, src.ReexecuteOn(), src.FrozenClock)
 		}
+	}
+}
+
+// TestEvalSetDefaults: an evaluation set without ngram and threshold gets the defaults; given ones
+// are kept.
+func TestEvalSetDefaults(t *testing.T) {
+	s, err := ParseSpec([]byte("sources:\n  - kind: examples\ndecontaminate:\n  - path: a/crux.jsonl\n  - path: b.jsonl\n    ngram: 13\n    threshold: 0.8\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []EvalSetSpec{{Name: "crux", Path: "a/crux.jsonl", Ngram: DefaultEvalNgram, Threshold: DefaultEvalThreshold},
+		{Name: "b", Path: "b.jsonl", Ngram: 13, Threshold: 0.8}}
+	if !reflect.DeepEqual(s.Decontaminate, want) {
+		t.Errorf("decontaminate %+v, want %+v", s.Decontaminate, want)
 	}
 }

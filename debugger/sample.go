@@ -138,13 +138,16 @@ func Diff(cur, base schemas.Locals) (shown schemas.Locals, elided bool) {
 	return shown, elided
 }
 
-// breakpointLines returns the distinct non-blank lines of a CODE context, in order.
+// breakpointLines returns the distinct lines of a CODE context that Python can stop at
+// (ExecutableLines: not blank, comment, docstring, else:/try:/finally: or continuation lines), in
+// order, trailing whitespace trimmed.
 func breakpointLines(code string) []string {
+	exec := ExecutableLines(code)
 	seen := map[string]bool{}
 	var out []string
-	for _, l := range strings.Split(code, "\n") {
+	for i, l := range strings.Split(code, "\n") {
 		l = strings.TrimRight(l, " \t\r")
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#") || seen[l] {
+		if !exec[i] || strings.TrimSpace(l) == "" || seen[l] {
 			continue
 		}
 		seen[l] = true

@@ -333,10 +333,6 @@ func (t *Tree) Valid(n *Node, a Action) bool {
 			return ok && last > n.index
 		}
 		return true
-	case InvStepInto, InvStepOver:
-		return t.Direction == Inverse
-	case InvStepCall:
-		return t.Direction == Inverse && n.Kind != KindInvCall
 	}
 	return false
 }
@@ -378,8 +374,9 @@ func (t *Tree) Apply(n *Node, a Action, arg string) (*Node, error) {
 	return nil, fmt.Errorf("debugger: unknown action %q", a)
 }
 
-// ErrPastCut is returned (wrapped) by Apply for a breakpoint of a cut tree (Tree.Cut) whose target
-// is not among the recorded states ahead: what the program did after the cut is unseen.
+// ErrPastCut is returned (wrapped) by Apply for an action of a cut tree (Tree.Cut) whose target
+// lies past the cut (see Valid), or a breakpoint whose line is not among the recorded states
+// ahead: what the program did after the cut is unseen.
 var ErrPastCut = errors.New("debugger: the action's target lies past where the run was cut")
 
 // ErrNoInverse is returned for traces that have no inverse tree: runs cut off before the entry

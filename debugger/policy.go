@@ -167,7 +167,9 @@ func (p *Policy) choose(rng *rand.Rand, t *Tree, n *Node) Action {
 		if t.Direction == Inverse {
 			return InvStepInto
 		}
-		return StepInto
+		// No action of the policy is valid: only in a cut tree, at a state whose every move but
+		// continue would cross the cut. The trajectory stops there: exit_never, the run was cut.
+		return Continue
 	}
 	opts := options[pick(rng, weights)]
 	ws := make([]float64, len(opts))

@@ -181,7 +181,9 @@ func TestReplayCutOff(t *testing.T) {
 			if traj.Exit != debugger.ExitNever {
 				t.Fatalf("program %d seed %d: exit %s", i, seed, traj.Exit)
 			}
-			if out := replayOnBdbWith(t, p[0], p[1], traj, lim); !out.Agreed {
+			// A cut tree draws every breakpoint among the lines ahead, `def` lines included: the
+			// breakpoint lands on a call, which bdb does not stop at (a named difference).
+			if out := replayOnBdbWith(t, p[0], p[1], traj, lim); !out.Agreed && out.Kind != replay.BreakpointNonLine {
 				t.Errorf("program %d seed %d: %+v", i, seed, out)
 			}
 		}

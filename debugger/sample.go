@@ -3,6 +3,7 @@ package debugger
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/ndtrace/ndtrace/schemas"
@@ -34,24 +35,40 @@ func NewRand(seed uint64) *rand.Rand {
 // context. The same tree, code, policy and seed always give the same trajectory. cost may be nil
 // (EstimateTokens).
 func Sample(t *Tree, code string, p Policy, seed uint64, cost CostFunc) (Trajectory, error) {
+	traj, _, err := SampleAtMost(t, code, p, seed, cost, 0)
+	return traj, err
+}
+
+// SampleAtMost is Sample that gives up after maxSteps steps (0: never): complete is false when it
+// stopped there before reaching the exit, and the trajectory is then only its first maxSteps steps,
+// which Sample would have continued exactly as drawn. A caller that drops or re-samples every
+// trajectory longer than some bound stops the work at that bound instead of drawing, rendering and
+// tokenizing a trajectory as long as the whole trace (a step_into policy over an event-capped run).
+func SampleAtMost(t *Tree, code string, p Policy, seed uint64, cost CostFunc, maxSteps int) (traj Trajectory, complete bool, err error) {
 	if err := p.Validate(); err != nil {
-		return Trajectory{}, err
+		return Trajectory{}, false, err
 	}
 	if len(t.Order) == 0 {
-		return Trajectory{}, ErrEmptyTrace
+		return Trajectory{}, false, ErrEmptyTrace
 	}
 	if cost == nil {
 		cost = EstimateTokens
 	}
 	rng := NewRand(seed)
 	codeLines := breakpointLines(code)
-	traj := Trajectory{Direction: t.Direction, Code: code}
+	traj = Trajectory{Direction: t.Direction, Code: code}
 	tokens := 0
 	var prev *Node
 	var prevAction Action
+	// Every step has an action, so the actions taken so far are the steps (counted, not recounted:
+	// Trajectory.Actions walks every step, which made a long trajectory quadratic).
 	for n := t.Start(); ; {
 		step := Step{State: stateAt(n, prev, prevAction)}
-		finishing := traj.Actions()+1 >= p.MaxActions || tokens >= p.MaxTokens
+		finishing := len(traj.Steps)+1 >= p.MaxActions || tokens >= p.MaxTokens
+		if finishing {
+			// The trajectory is cut short by a cap: the rest is finished as fast as possible.
+			traj.Truncated = true
+		}
 		switch {
 		case finishing && t.Direction == Forward:
 			step.Action = Continue
@@ -68,13 +85,16 @@ func Sample(t *Tree, code string, p Policy, seed uint64, cost CostFunc) (Traject
 		}
 		next, err := t.Apply(n, step.Action, step.Arg)
 		if err != nil {
-			return Trajectory{}, err
+			return Trajectory{}, false, err
 		}
 		tokens += cost(step)
 		traj.Steps = append(traj.Steps, step)
 		if next == nil {
 			traj.Exit = t.Exit
-			return traj, nil
+			return traj, true, nil
+		}
+		if maxSteps > 0 && len(traj.Steps) >= maxSteps {
+			return traj, false, nil
 		}
 		prev, prevAction, n = n, step.Action, next
 	}
@@ -118,13 +138,16 @@ func Diff(cur, base schemas.Locals) (shown schemas.Locals, elided bool) {
 	return shown, elided
 }
 
-// breakpointLines returns the distinct non-blank lines of a CODE context, in order.
+// breakpointLines returns the distinct lines of a CODE context that Python can stop at
+// (ExecutableLines: not blank, comment, docstring, else:/try:/finally: or continuation lines), in
+// order, trailing whitespace trimmed.
 func breakpointLines(code string) []string {
+	exec := ExecutableLines(code)
 	seen := map[string]bool{}
 	var out []string
-	for _, l := range strings.Split(code, "\n") {
+	for i, l := range strings.Split(code, "\n") {
 		l = strings.TrimRight(l, " \t\r")
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#") || seen[l] {
+		if !exec[i] || strings.TrimSpace(l) == "" || seen[l] {
 			continue
 		}
 		seen[l] = true
@@ -135,24 +158,68 @@ func breakpointLines(code string) []string {
 
 // breakpointTarget draws a breakpoint's source line: with probability reachable one of the distinct
 // lines still ahead in the trace, otherwise any line of the CODE context (which may never be reached
-// again: the breakpoint then leads to the exit).
+// again: the breakpoint then leads to the exit). In a cut tree (Tree.Cut) the target is always
+// one of the lines ahead: whether the program would have reached another after the cut is unseen.
 func breakpointTarget(rng *rand.Rand, t *Tree, n *Node, codeLines []string, reachable float64) string {
-	var ahead []string
-	seen := map[string]bool{}
-	for _, m := range t.Order[n.seq+1:] {
-		if s := m.Src(); s != "" && !seen[s] {
-			seen[s] = true
-			ahead = append(ahead, s)
-		}
-	}
+	ahead := t.linesAhead(n)
 	r := rng.Float64()
-	if len(ahead) > 0 && (r < reachable || len(codeLines) == 0) {
+	if len(ahead) > 0 && (r < reachable || len(codeLines) == 0 || t.Cut()) {
 		return ahead[rng.IntN(len(ahead))]
 	}
 	if len(codeLines) > 0 {
 		return codeLines[rng.IntN(len(codeLines))]
 	}
 	return n.Src()
+}
+
+// srcIndex lists, for every distinct non-empty source line of a tree, the positions in Order of
+// the nodes that show it, ascending.
+type srcIndex struct {
+	srcs []string
+	pos  [][]int32
+}
+
+// linesAhead returns the distinct non-empty source lines of the nodes after n in tree order, in
+// the order of their first occurrence after n. It takes O(D log N) for D distinct lines among N
+// nodes (the index is built once per tree, in O(N)), not a scan of the rest of the trace, so that
+// a trajectory's breakpoints cost no more than its steps whatever the trace's length.
+func (t *Tree) linesAhead(n *Node) []string {
+	if t.srcs == nil {
+		ix := &srcIndex{}
+		at := map[string]int{}
+		for i, m := range t.Order {
+			s := m.Src()
+			if s == "" {
+				continue
+			}
+			k, ok := at[s]
+			if !ok {
+				k = len(ix.srcs)
+				at[s] = k
+				ix.srcs = append(ix.srcs, s)
+				ix.pos = append(ix.pos, nil)
+			}
+			ix.pos[k] = append(ix.pos[k], int32(i))
+		}
+		t.srcs = ix
+	}
+	type first struct {
+		pos int32
+		src string
+	}
+	var firsts []first
+	for k, ps := range t.srcs.pos {
+		i, _ := slices.BinarySearch(ps, int32(n.seq+1))
+		if i < len(ps) {
+			firsts = append(firsts, first{ps[i], t.srcs.srcs[k]})
+		}
+	}
+	slices.SortFunc(firsts, func(a, b first) int { return int(a.pos - b.pos) })
+	out := make([]string, len(firsts))
+	for i, f := range firsts {
+		out[i] = f.src
+	}
+	return out
 }
 
 // Replay follows the given actions from t's first state (the breakpoint arguments in args, by

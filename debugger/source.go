@@ -61,10 +61,18 @@ func (it Item) Sample(dir Direction, p Policy, seed uint64, cost CostFunc) (Traj
 	return Sample(t, code, p, seed, cost)
 }
 
-// forward builds the item's forward tree from its Trace, or else its Events.
+// forward builds the item's forward tree from its Trace, or else its Events, without the cleanup
+// after the entry's return (dropCleanup).
 func (it Item) forward(exit Exit) (*Tree, error) {
+	var fwd *Tree
+	var err error
 	if it.Trace != nil {
-		return BuildForwardTrace(it.Trace, exit)
+		fwd, err = BuildForwardTrace(it.Trace, exit)
+	} else {
+		fwd, err = BuildForward(it.Events, exit)
 	}
-	return BuildForward(it.Events, exit)
+	if err != nil {
+		return nil, err
+	}
+	return dropCleanup(fwd, it.Consume), nil
 }

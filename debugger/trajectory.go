@@ -121,6 +121,10 @@ type Trajectory struct {
 	Code  string
 	Steps []Step
 	Exit  Exit
+	// Truncated is set when a cap of the policy (MaxActions, MaxTokens) was reached: the
+	// trajectory was finished early (forward by continue, inverse by inv_step_call/inv_step_over)
+	// instead of going on as the policy would have. Not rendered.
+	Truncated bool
 }
 
 // Actions counts the actions taken.
@@ -138,6 +142,7 @@ func (t *Trajectory) Actions() int {
 // reads back can be compared with it.
 func (t Trajectory) Grammar() Trajectory {
 	out := Trajectory{Direction: t.Direction, Code: t.Code, Exit: t.Exit, Steps: make([]Step, len(t.Steps))}
+	// Truncated is metadata: a parsed trajectory cannot know it.
 	for i, s := range t.Steps {
 		st := State{Kind: s.State.Kind, Src: s.State.Src, Value: s.State.Value}
 		if !st.Kind.HasArgs() {

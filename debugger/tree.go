@@ -136,7 +136,21 @@ type Tree struct {
 	Order []*Node
 	// Exit is the state reached by moving past the last node.
 	Exit Exit
+
+	// lastRet maps a level (by its owner; nil for Top) to the index of its last return node, for
+	// step_return's validity in a cut tree without a scan. Set by index.
+	lastRet map[*Node]int
+	// lastSrc is the position in Order of the last node with a source line (-1 for none).
+	lastSrc int
+	// srcs indexes the positions in Order of every source line, built on a breakpoint's first
+	// draw (see srcIndex).
+	srcs *srcIndex
 }
+
+// Cut reports whether t is a forward tree of a run cut off by a limit (Exit is ExitNever): the
+// recorded states end where the run was cut, and what the program did after is unseen. In a cut
+// tree only the actions whose target is a recorded state, and continue, are valid (see Valid).
+func (t *Tree) Cut() bool { return t.Direction == Forward && t.Exit == ExitNever }
 
 // ExitFor returns the exit state of a forward trajectory over a run that ended with status s.
 func ExitFor(s schemas.Status) (Exit, error) {
@@ -224,12 +238,19 @@ func (t *Tree) index() {
 		return n
 	}
 	t.Order = slices.Grow(t.Order[:0], count(t.Top))
+	t.lastRet, t.lastSrc, t.srcs = map[*Node]int{}, -1, nil
 	var walk func(level []*Node, parent *Node)
 	walk = func(level []*Node, parent *Node) {
 		for i, n := range level {
 			n.index, n.Parent = i, parent
 			n.seq = len(t.Order)
 			t.Order = append(t.Order, n)
+			if n.Kind == KindReturn {
+				t.lastRet[parent] = i
+			}
+			if n.Src() != "" {
+				t.lastSrc = n.seq
+			}
 			walk(n.Children, n)
 		}
 	}
@@ -277,18 +298,41 @@ func (t *Tree) firstOnLevel(n *Node, k Kind) *Node {
 	return nil
 }
 
-// Valid reports whether action a may be taken at n. The only invalid moves are the jumps that would
-// not move: step_return at a return state and inv_step_call at an inv_call state (docs/debugger.md).
+// Valid reports whether action a may be taken at n. The invalid moves are the jumps that would
+// not move: step_return at a return state and inv_step_call at an inv_call state; and, in a cut
+// tree (Cut), every move whose target lies past the cut: step_into from the last recorded state,
+// step_over and step_return when the rest of the call was not recorded, a breakpoint when no
+// recorded state with a source line lies ahead (docs/debugger.md). continue is always valid
+// forward: in a cut tree it reaches exit_never, which says the run was cut.
 func (t *Tree) Valid(n *Node, a Action) bool {
+	if t.Direction != Forward {
+		switch a {
+		case InvStepInto, InvStepOver:
+			return true
+		case InvStepCall:
+			return n.Kind != KindInvCall
+		}
+		return false
+	}
+	cut := t.Cut()
 	switch a {
-	case StepInto, StepOver, Breakpoint, Continue:
-		return t.Direction == Forward
+	case StepInto:
+		return !cut || n.seq+1 < len(t.Order)
+	case StepOver:
+		return !cut || t.after(n) != nil
+	case Breakpoint:
+		return !cut || t.lastSrc > n.seq
+	case Continue:
+		return true
 	case StepReturn:
-		return t.Direction == Forward && n.Kind != KindReturn
-	case InvStepInto, InvStepOver:
-		return t.Direction == Inverse
-	case InvStepCall:
-		return t.Direction == Inverse && n.Kind != KindInvCall
+		if n.Kind == KindReturn {
+			return false
+		}
+		if cut {
+			last, ok := t.lastRet[n.Parent]
+			return ok && last > n.index
+		}
+		return true
 	}
 	return false
 }
@@ -297,6 +341,9 @@ func (t *Tree) Valid(n *Node, a Action) bool {
 // the exit state.
 func (t *Tree) Apply(n *Node, a Action, arg string) (*Node, error) {
 	if !t.Valid(n, a) {
+		if t.Cut() && slices.Contains(ForwardActions, a) && !(a == StepReturn && n.Kind == KindReturn) {
+			return nil, fmt.Errorf("%w: %s at a %s state", ErrPastCut, a, n.Kind)
+		}
 		return nil, fmt.Errorf("debugger: %s is not valid at a %s state of a %s tree", a, n.Kind, t.Direction)
 	}
 	switch a {
@@ -316,12 +363,21 @@ func (t *Tree) Apply(n *Node, a Action, arg string) (*Node, error) {
 				return t.Order[i], nil
 			}
 		}
+		if t.Cut() {
+			// Not reached before the cut: whether the program would have reached it is unseen.
+			return nil, fmt.Errorf("%w: no recorded state ahead has the source %q", ErrPastCut, arg)
+		}
 		return nil, nil
 	case Continue:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("debugger: unknown action %q", a)
 }
+
+// ErrPastCut is returned (wrapped) by Apply for an action of a cut tree (Tree.Cut) whose target
+// lies past the cut (see Valid), or a breakpoint whose line is not among the recorded states
+// ahead: what the program did after the cut is unseen.
+var ErrPastCut = errors.New("debugger: the action's target lies past where the run was cut")
 
 // ErrNoInverse is returned for traces that have no inverse tree: runs cut off before the entry
 // function returned.

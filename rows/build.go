@@ -99,16 +99,24 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 	if o.Tokenizer == nil {
 		return schemas.Row{}, errors.New("dataset: no tokenizer")
 	}
-	traj, err := debugger.Sample(tree, code, p, seed, nil)
+	// Drawn with no more steps than could fit in MaxTokens (maxSteps): a longer one is re-sampled
+	// or dropped anyway, so it is neither drawn to its end nor rendered.
+	traj, complete, err := debugger.SampleAtMost(tree, code, p, seed, nil, maxSteps(o.MaxTokens))
 	if err != nil {
 		return schemas.Row{}, err
 	}
-	text, ids, err := encode(traj, o.Tokenizer)
-	if err != nil {
-		return schemas.Row{}, err
+	var text string
+	var ids []int32
+	if complete {
+		if text, ids, err = encode(traj, o.Tokenizer); err != nil {
+			return schemas.Row{}, err
+		}
 	}
-	if len(ids) > o.MaxTokens {
+	if !complete || len(ids) > o.MaxTokens {
 		if o.TooLong != Resample {
+			if !complete {
+				return schemas.Row{}, fmt.Errorf("%w: more than %d states, %d tokens at least > %d", ErrTooLong, len(traj.Steps), len(traj.Steps)*minStepTokens, o.MaxTokens)
+			}
 			return schemas.Row{}, fmt.Errorf("%w: %d tokens > %d", ErrTooLong, len(ids), o.MaxTokens)
 		}
 		// Re-sample under an exact token budget that shrinks each attempt. The budget counts the
@@ -151,6 +159,7 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 		SourceID: src.SourceID, Direction: string(traj.Direction), Policy: p.Name, Seed: int64(seed),
 		Text: text, InputIDs: ids, LossMask: mask, NumTokens: int32(len(ids)),
 		NumActions: int32(traj.Actions()), NumStates: int32(len(traj.Steps)), Exit: string(traj.Exit),
+		Truncated: traj.Truncated,
 		CodeChars: int32(len([]rune(traj.Code))), TracerVersion: o.TracerVersion, PipelineVersion: Version,
 		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
 	}

@@ -136,6 +136,8 @@ type Tree struct {
 	Order []*Node
 	// Exit is the state reached by moving past the last node.
 	Exit Exit
+
+	start *Node // the first state of a trajectory, when not Order[0] (StartAtFunction)
 }
 
 // ExitFor returns the exit state of a forward trajectory over a run that ended with status s.
@@ -244,8 +246,14 @@ func (t *Tree) level(n *Node) []*Node {
 	return n.Parent.Children
 }
 
-// Start returns the first state of a trajectory over t.
-func (t *Tree) Start() *Node { return t.Order[0] }
+// Start returns the first state of a trajectory over t: the first in its order, or the function's
+// call for a wrapped function-level tree started there (StartAtFunction).
+func (t *Tree) Start() *Node {
+	if t.start != nil {
+		return t.start
+	}
+	return t.Order[0]
+}
 
 // next returns the next node in tree order (nil: the exit).
 func (t *Tree) next(n *Node) *Node {

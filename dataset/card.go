@@ -131,6 +131,8 @@ type cardSpec struct {
 	Mask       string       `json:"mask"`
 	Directions []string     `json:"directions"`
 	Sources    []cardSource `json:"sources"`
+	// Split is the spec's split: names and shares of the functions (schemas.SplitSpec).
+	Split schemas.SplitSpec `json:"split"`
 }
 
 type cardSource struct {
@@ -266,6 +268,7 @@ func writeCardBody(b *bytes.Buffer, m *Manifest, spec cardSpec, shards []ShardIn
 		p("packed = load_dataset(\"path/to/this/folder\", \"%s\", split=\"train\")\n", PackedConfig)
 	}
 	p("```\n\n```sql\nSELECT count(*) FROM read_parquet('path/to/this/folder/%s/**/*%s');  -- DuckDB\n```\n\n", ShardDir, ShardExt)
+	writeCardSplits(b, spec, st)
 	if st != nil {
 		p("## Statistics\n\n")
 		d := st.Dataset
@@ -324,6 +327,51 @@ func writeCardBody(b *bytes.Buffer, m *Manifest, spec cardSpec, shards []ShardIn
 		}
 	}
 	p("\nThe columns are documented in ndtrace's docs/dataset.md; the spec this dataset was made from is the\n`config` of `manifest.json`.\n")
+}
+
+// writeCardSplits writes the card's section on the splits by function: their names, the share of
+// functions the spec gives each and their rows (from the statistics, when there are any), and how
+// to select one. The files hold every split: the configs' one file split, train, is all the rows
+// (the Hub's loader checks a config's split sizes against its files, so the function splits
+// cannot be file splits while a shard holds rows of several).
+func writeCardSplits(b *bytes.Buffer, spec cardSpec, st *Stats) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Splits\n\n")
+	p("Rows are split by function through the `split` column: every row of a function is in the same split,\n")
+	p("drawn from its `function_id` (a hash of the function's normalized source) alone, so no function is in\n")
+	p("two splits, whatever the seed or run. The files above hold every split (their one file split, `train`,\n")
+	p("is all the rows): select one by its column.\n\n")
+	var counts map[string]int64
+	if st != nil {
+		counts = st.Dataset.Splits
+	}
+	names := spec.Split.Names()
+	for _, name := range sortedKeys(counts) {
+		if !slices.Contains(names, name) {
+			names = append(names, name) // a split of rows made with another spec
+		}
+	}
+	rest := 1.0
+	for name, f := range spec.Split {
+		if name != schemas.TrainSplit {
+			rest -= f
+		}
+	}
+	p("| split | share of functions | rows |\n|---|---|---|\n")
+	for _, name := range names {
+		share := "-"
+		if f, ok := spec.Split[name]; ok {
+			share = numfmt.Decimal(100*f) + "%"
+		} else if name == schemas.TrainSplit {
+			share = numfmt.Decimal(100*max(rest, 0)) + "%"
+		}
+		rows := "-"
+		if st != nil {
+			rows = numfmt.Thousands(counts[name])
+		}
+		p("| `%s` | %s | %s |\n", name, share, rows)
+	}
+	p("\n```python\nvalidation = rows.filter(lambda r: r[\"split\"] == \"validation\")\n```\n\n")
 }
 
 // groupMetric returns the metric name of g (zero if g has none).

@@ -299,3 +299,70 @@ func TestCardStatisticsRounded(t *testing.T) {
 		t.Errorf("card shows the unrounded mean:\n%s", body)
 	}
 }
+
+// TestCardSplits checks the card's splits by function: the split column's row counts (from the
+// statistics) with the spec's shares, the sentence on how rows are split, and the front matter's
+// one file split still holding every row (the Hub's loader checks it against the files).
+func TestCardSplits(t *testing.T) {
+	ctx := context.Background()
+	st := openTest(t, "mem://")
+	rows := makeRows(t, 0, 30)
+	for i := range rows {
+		rows[i].Split = schemas.TrainSplit
+		if i < 10 {
+			rows[i].Split = "validation"
+		}
+	}
+	info, err := WriteShard(ctx, st, "part-00000", rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := WriteManifest(ctx, st, Manifest{CreatedAt: testCreated, Versions: testVersions, Shards: []ShardInfo{info},
+		Config: []byte(`{"name": "crux", "split": {"validation": 0.05}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := ComputeStats(ctx, st, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stats.Dataset.Splits; got["validation"] != 10 || got[schemas.TrainSplit] != 20 || len(got) != 2 {
+		t.Errorf("statistics' splits %v", got)
+	}
+	// The batches' parts merged give the same counts.
+	part, err := NewStatsPart(rows[:10])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := NewStatsPart(rows[10:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	part.Merge(rest)
+	if got := part.Stats(m).Dataset.Splits; got["validation"] != 10 || got[schemas.TrainSplit] != 20 {
+		t.Errorf("merged parts' splits %v", got)
+	}
+	card, err := RenderCard(m, []ShardInfo{info}, nil, stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(card)
+	for _, s := range []string{"## Splits", "split by function through the `split` column", "no function is in\ntwo splits",
+		"| `validation` | 5% | 10 |", "| `train` | 95% | 20 |", `r["split"] == "validation"`} {
+		if !strings.Contains(body, s) {
+			t.Errorf("card lacks %q:\n%s", s, body)
+		}
+	}
+	if meta := parseCard(t, card); len(meta.DatasetInfo[0].Splits) != 1 || meta.DatasetInfo[0].Splits[0].NumExamples != 30 {
+		t.Errorf("front matter splits %+v, want the files' one split of every row", meta.DatasetInfo[0].Splits)
+	}
+	// Without a split in the spec or statistics: every row in train.
+	m.Config = []byte(`{"name": "crux"}`)
+	card, err = RenderCard(m, []ShardInfo{info}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := string(card); !strings.Contains(body, "| `train` | 100% | - |") || strings.Contains(body, "`validation`") {
+		t.Errorf("card without splits:\n%s", body)
+	}
+}

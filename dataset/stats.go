@@ -101,6 +101,8 @@ type RowCounts struct {
 	Events map[string]int64 `json:"events"`
 	// Exits counts trajectories per exit state.
 	Exits map[string]int64 `json:"exits"`
+	// Splits counts trajectories per split (the split column; absent for rows written before it).
+	Splits map[string]int64 `json:"splits,omitempty"`
 }
 
 // InputCounts are the counters of input items: what went in, what was rejected and why.
@@ -231,6 +233,7 @@ type statRow struct {
 	EvException    int32  `parquet:"ev_exception"`
 	Exit           string `parquet:"exit,dict"`
 	CodeChars      int32  `parquet:"code_chars"`
+	Split          string `parquet:"split,dict"`
 }
 
 // actions returns the row's actions per type, in the order of ActionTypes.

@@ -115,6 +115,8 @@ type PartCounts struct {
 	// Directions and Exits count trajectories per direction and exit state (as the rows hold them).
 	Directions map[string]int64 `json:"dirs"`
 	Exits      map[string]int64 `json:"exits"`
+	// Splits counts trajectories per split (rows with a split column; absent before it).
+	Splits map[string]int64 `json:"splits,omitempty"`
 	// Actions sums the actions per type, in the order of ActionTypes; Events sums the traces'
 	// events per type, in the order of EventTypes.
 	Actions []int64 `json:"actions"`
@@ -198,7 +200,7 @@ func statRowOf(r *schemas.Row) statRow {
 		ActStepReturn: r.ActStepReturn, ActBreakpoint: r.ActBreakpoint, ActContinue: r.ActContinue,
 		ActInvStepInto: r.ActInvStepInto, ActInvStepOver: r.ActInvStepOver, ActInvStepCall: r.ActInvStepCall,
 		EvCall: r.EvCall, EvLine: r.EvLine, EvReturn: r.EvReturn, EvException: r.EvException,
-		Exit: r.Exit, CodeChars: r.CodeChars,
+		Exit: r.Exit, CodeChars: r.CodeChars, Split: r.Split,
 	}
 }
 
@@ -448,6 +450,12 @@ func (c *PartCounts) addRow(r *statRow) {
 	c.LearnedTokens += int64(r.NumLearned)
 	c.Directions[validUTF8(r.Direction)]++
 	c.Exits[validUTF8(r.Exit)]++
+	if r.Split != "" {
+		if c.Splits == nil {
+			c.Splits = map[string]int64{}
+		}
+		c.Splits[validUTF8(r.Split)]++
+	}
 	for i, n := range r.actions() {
 		c.Actions[i] += n
 	}
@@ -469,6 +477,7 @@ func (c *PartCounts) merge(o *PartCounts) {
 	c.LearnedTokens += o.LearnedTokens
 	c.Directions = addCounts(c.Directions, o.Directions)
 	c.Exits = addCounts(c.Exits, o.Exits)
+	c.Splits = addCounts(c.Splits, o.Splits)
 	addInts(c.Actions, o.Actions)
 	addInts(c.Events, o.Events)
 }
@@ -476,7 +485,7 @@ func (c *PartCounts) merge(o *PartCounts) {
 // clone returns a deep copy of c.
 func (c *PartCounts) clone() PartCounts {
 	return PartCounts{Traces: c.Traces, Trajectories: c.Trajectories, Tokens: c.Tokens, LearnedTokens: c.LearnedTokens,
-		Directions: addCounts(nil, c.Directions), Exits: addCounts(nil, c.Exits),
+		Directions: addCounts(nil, c.Directions), Exits: addCounts(nil, c.Exits), Splits: addCounts(nil, c.Splits),
 		Actions: slices.Clone(c.Actions), Events: slices.Clone(c.Events)}
 }
 
@@ -512,6 +521,7 @@ func (r *RowCounts) addCounts(c *PartCounts) {
 	for k, v := range c.Exits {
 		r.Exits[k] += v
 	}
+	r.Splits = addCounts(r.Splits, c.Splits)
 }
 
 // addTraces adds n traces with their events (in the order of EventTypes) to r.
@@ -899,14 +909,15 @@ func (c *PartCounts) validate() error {
 	case len(c.Events) != len(EventTypes):
 		return fmt.Errorf("%d event counts, want %d", len(c.Events), len(EventTypes))
 	}
-	for name, m := range map[string]map[string]int64{"directions": c.Directions, "exits": c.Exits} {
+	for name, m := range map[string]map[string]int64{"directions": c.Directions, "exits": c.Exits, "splits": c.Splits} {
 		var n int64
 		for k, v := range m {
 			if v < 1 || !addCount(&n, v) {
 				return fmt.Errorf("%s: %q: bad count %d", name, k, v)
 			}
 		}
-		if n != c.Trajectories {
+		// Rows written before the split column have none: splits may count fewer.
+		if n != c.Trajectories && (name != "splits" || n > c.Trajectories) {
 			return fmt.Errorf("%s count %d trajectories, not %d", name, n, c.Trajectories)
 		}
 	}

@@ -76,6 +76,25 @@ func TestConsumedTrajectories(t *testing.T) {
 			t.Errorf("program %d: step_into gives %d states, want %d", i, len(traj.Steps), want)
 		}
 
+		// Started at the function (forward_start: function): the first state inside main's line,
+		// every event then main's return.
+		item.Start = schemas.ForwardStartFunction
+		fromFunc, fcode, err := item.Tree(debugger.Forward)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fromFunc.Start() != fromFunc.Top[1].Children[0] || fcode != code {
+			t.Errorf("program %d: function start at %s %q", i, fromFunc.Start().Kind, fromFunc.Start().Src())
+		}
+		ftraj, err := debugger.Sample(fromFunc, fcode, debugger.StepIntoPolicy(), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := len(res.Events) + len(wrapped.Top) - 2; len(ftraj.Steps) != want {
+			t.Errorf("program %d: step_into from the function gives %d states, want %d", i, len(ftraj.Steps), want)
+		}
+		item.Start = ""
+
 		inv, _, err := item.Tree(debugger.Inverse)
 		if err != nil {
 			t.Fatalf("program %d: %v", i, err)

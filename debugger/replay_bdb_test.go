@@ -19,11 +19,13 @@ import (
 
 // replayOnBdb renders traj as a row would be, replays the parsed row on bdb in the sandbox and
 // compares.
-func replayOnBdb(t *testing.T, code, call string, traj debugger.Trajectory) schemas.ReplayOutcome {
-	return replayOnBdbWith(t, code, call, traj, sandbox.Limits{})
+func replayOnBdb(t *testing.T, code, call, start string, traj debugger.Trajectory) schemas.ReplayOutcome {
+	return replayOnBdbWith(t, code, call, start, traj, sandbox.Limits{})
 }
 
-func replayOnBdbWith(t *testing.T, code, call string, traj debugger.Trajectory, lim sandbox.Limits) schemas.ReplayOutcome {
+// replayOnBdbWith is replayOnBdb for a trajectory started at start (a spec's forward_start), with
+// limits.
+func replayOnBdbWith(t *testing.T, code, call, start string, traj debugger.Trajectory, lim sandbox.Limits) schemas.ReplayOutcome {
 	t.Helper()
 	text, err := tokenize.Render(traj)
 	if err != nil {
@@ -33,7 +35,7 @@ func replayOnBdbWith(t *testing.T, code, call string, traj debugger.Trajectory, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := replay.RequestOf(crawl.Item{Code: code, Filename: "main.py", Call: call}, row)
+	req, err := replay.RequestOf(crawl.Item{Code: code, Filename: "main.py", Call: call}, row, start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func replayOnBdbWith(t *testing.T, code, call string, traj debugger.Trajectory, 
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
-	return replay.Compare(row, res.Events, res.Status, res.Detail)
+	return replay.CompareFunction(row, res.Events, res.Status, res.Detail, start)
 }
 
 // TestReplayOnBdb is issue 16's test 4 (b): the property-test programs (randomProgram) and the
@@ -64,11 +66,30 @@ func TestReplayOnBdb(t *testing.T) {
 			"@deco(\n    1,\n)\ndef g(x):\n    return x + 1\n\n@deco()\ndef f(n):\n    return g(n) * 2\n", "f(3)"},
 	)
 	const seeds = 6
+	// The named differences these programs meet: breakpoints whose first future match is a
+	// return state (`return map(...)`) or a call (a `def` line), and step_over/step_return at a
+	// generator's yield or unwinding return. No mismatch, no tampering. Started at the function's
+	// call (forward_start: function), more trajectories run inside the function: more
+	// generators' yields, and breakpoints on main's line `return CALL` taken from inside the
+	// function, which land on main's return state (pdb breaks at lines only).
+	wants := map[string]map[string]int{
+		schemas.ForwardStartMain:     {"agreed": 267, replay.BreakpointNonLine: 2, replay.Generator: 7},
+		schemas.ForwardStartFunction: {"agreed": 191, replay.BreakpointNonLine: 58, replay.Generator: 27},
+	}
+	for _, start := range []string{schemas.ForwardStartMain, schemas.ForwardStartFunction} {
+		t.Run(start, func(t *testing.T) { replayPrograms(t, progs, seeds, start, wants[start]) })
+	}
+}
+
+// replayPrograms replays forward paper-policy trajectories of progs started at start, seeds per
+// program, on bdb and checks the outcomes' counts against want.
+func replayPrograms(t *testing.T, progs [][2]string, seeds uint64, start string, want map[string]int) {
 	counts := map[string]int{}
 	examples := map[string]string{}
 	for i, p := range progs {
 		res := traceCode(t, p[0], p[1])
-		item := debugger.Item{Code: p[0], Call: p[1], Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: res.Consume}
+		item := debugger.Item{Code: p[0], Call: p[1], Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: res.Consume,
+			Start: start}
 		tree, code, err := item.Tree(debugger.Forward)
 		if err != nil {
 			t.Fatalf("program %d: %v", i, err)
@@ -78,7 +99,7 @@ func TestReplayOnBdb(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := replayOnBdb(t, p[0], p[1], traj)
+			out := replayOnBdb(t, p[0], p[1], start, traj)
 			if !out.Replayed {
 				t.Fatalf("program %d seed %d: not replayed: %s", i, seed, out.Detail)
 			}
@@ -101,51 +122,59 @@ func TestReplayOnBdb(t *testing.T) {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s=%d ", k, counts[k])
 	}
-	t.Logf("%d trajectories: %s", len(progs)*seeds, b.String())
+	t.Logf("%d trajectories: %s", len(progs)*int(seeds), b.String())
 	for k, ex := range examples {
 		t.Logf("first %s: %s", k, ex)
 	}
-	// The named differences these programs meet: breakpoints whose first future match is a
-	// return state (`return map(...)`) or a call (a `def` line), and step_over/step_return at a
-	// generator's yield or unwinding return. No mismatch, no tampering.
-	want := map[string]int{"agreed": 267, replay.BreakpointNonLine: 2, replay.Generator: 7}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("replay outcomes %s, want %v", b.String(), want)
 	}
 }
 
 // TestReplayCruxEvalOnBdb replays one forward paper-policy trajectory of each of the 800
-// CruxEval functions on bdb: named kinds are expected, with pinned counts; an unexplained
-// mismatch or tampering is not.
+// CruxEval functions on bdb, started at main's call and at the function's (forward_start): named
+// kinds are expected, with pinned counts; an unexplained mismatch or tampering is not.
 func TestReplayCruxEvalOnBdb(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long integration test; run without -short")
 	}
 	rows := cruxeval.Rows(t)
 	n := len(rows)
-	counts := map[string]int{}
+	starts := []string{schemas.ForwardStartMain, schemas.ForwardStartFunction}
+	counts := map[string]map[string]int{}
+	for _, start := range starts {
+		counts[start] = map[string]int{}
+	}
 	for i, r := range rows[:n] {
 		call := sandbox.CallFromInput("f", r.Input)
 		res := traceCode(t, r.Code, call)
-		item := debugger.Item{Code: r.Code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: res.Consume}
-		traj, err := item.Sample(debugger.Forward, debugger.PaperPolicy(), uint64(i), nil)
-		if err != nil {
-			t.Fatalf("row %d: %v", i, err)
-		}
-		out := replayOnBdb(t, r.Code, call, traj)
-		k := "agreed"
-		if !out.Agreed {
-			k = out.Kind
-		}
-		counts[k]++
-		if k == replay.Mismatch || k == replay.Tampered {
-			t.Errorf("row %d: %s: %s\n%s", i, k, out.Detail, r.Code)
+		for _, start := range starts {
+			item := debugger.Item{Code: r.Code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status, Consume: res.Consume,
+				Start: start}
+			traj, err := item.Sample(debugger.Forward, debugger.PaperPolicy(), uint64(i), nil)
+			if err != nil {
+				t.Fatalf("row %d: %v", i, err)
+			}
+			out := replayOnBdb(t, r.Code, call, start, traj)
+			k := "agreed"
+			if !out.Agreed {
+				k = out.Kind
+			}
+			counts[start][k]++
+			if k == replay.Mismatch || k == replay.Tampered {
+				t.Errorf("row %d, start %s: %s: %s\n%s", i, start, k, out.Detail, r.Code)
+			}
 		}
 	}
-	t.Logf("%d CruxEval trajectories: %v", n, counts)
+	t.Logf("%d CruxEval trajectories per start: %v", n, counts)
 	// Measured: breakpoints on a `return` line taken at that line, or on a `def` line, and one
-	// step_return in a generator expression.
-	want := map[string]int{"agreed": 730, replay.BreakpointNonLine: 69, replay.Generator: 1}
+	// step_return in a generator expression. Started at the function's call (the default), more
+	// breakpoints target main's line `return f(...)` from inside f (landing on main's return), and
+	// two rows show a lambda of the input as the tracer made it (wrapper_scope).
+	want := map[string]map[string]int{
+		schemas.ForwardStartMain:     {"agreed": 730, replay.BreakpointNonLine: 69, replay.Generator: 1},
+		schemas.ForwardStartFunction: {"agreed": 688, replay.BreakpointNonLine: 107, replay.Generator: 3, replay.WrapperScope: 2},
+	}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("replay outcomes %v, want %v", counts, want)
 	}
@@ -183,7 +212,7 @@ func TestReplayCutOff(t *testing.T) {
 			}
 			// A cut tree draws every breakpoint among the lines ahead, `def` lines included: the
 			// breakpoint lands on a call, which bdb does not stop at (a named difference).
-			if out := replayOnBdbWith(t, p[0], p[1], traj, lim); !out.Agreed && out.Kind != replay.BreakpointNonLine {
+			if out := replayOnBdbWith(t, p[0], p[1], schemas.ForwardStartMain, traj, lim); !out.Agreed && out.Kind != replay.BreakpointNonLine {
 				t.Errorf("program %d seed %d: %+v", i, seed, out)
 			}
 		}

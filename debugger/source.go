@@ -20,10 +20,14 @@ type Item struct {
 	// the forward wrapper is then `return list(islice(CALL, N))` and the inverse trajectory runs
 	// over the consumption (WrapConsumed, BuildInverseConsumed).
 	Consume *schemas.Consume
+	// Start is where forward trajectories start (schemas.ForwardStartFunction or
+	// ForwardStartMain); empty is main's call, the wrapper's first state.
+	Start string
 }
 
 // Tree returns the item's state tree in direction dir with its CODE context: forward trees are
-// wrapped in main() and their context ends with the wrapper; inverse trees are the entry call's
+// wrapped in main() and their context ends with the wrapper (they start at main's call, or at the
+// function's with Start set to function: StartAtFunction); inverse trees are the entry call's
 // reversed states with the function's source only.
 func (it Item) Tree(dir Direction) (*Tree, string, error) {
 	exit, err := ExitFor(it.Status)
@@ -38,10 +42,10 @@ func (it Item) Tree(dir Direction) (*Tree, string, error) {
 	case Forward:
 		if it.Consume != nil {
 			t := WrapConsumed(fwd, it.Call, it.Consume)
-			return t, codeContext(it.Code, it.Blocks, t, ConsumeWrapper(it.Call, it.Consume.Limit)), nil
+			return it.started(t), codeContext(it.Code, it.Blocks, t, ConsumeWrapper(it.Call, it.Consume.Limit)), nil
 		}
 		t := WrapMain(fwd, it.Call)
-		return t, CodeContext(it.Code, it.Blocks, t, it.Call), nil
+		return it.started(t), CodeContext(it.Code, it.Blocks, t, it.Call), nil
 	case Inverse:
 		t, err := BuildInverseConsumed(fwd, it.Consume)
 		if err != nil {

@@ -145,6 +145,7 @@ type Tree struct {
 	// srcs indexes the positions in Order of every source line, built on a breakpoint's first
 	// draw (see srcIndex).
 	srcs *srcIndex
+	start *Node // the first state of a trajectory, when not Order[0] (StartAtFunction)
 }
 
 // Cut reports whether t is a forward tree of a run cut off by a limit (Exit is ExitNever): the
@@ -265,8 +266,14 @@ func (t *Tree) level(n *Node) []*Node {
 	return n.Parent.Children
 }
 
-// Start returns the first state of a trajectory over t.
-func (t *Tree) Start() *Node { return t.Order[0] }
+// Start returns the first state of a trajectory over t: the first in its order, or the function's
+// call for a wrapped function-level tree started there (StartAtFunction).
+func (t *Tree) Start() *Node {
+	if t.start != nil {
+		return t.start
+	}
+	return t.Order[0]
+}
 
 // next returns the next node in tree order (nil: the exit).
 func (t *Tree) next(n *Node) *Node {

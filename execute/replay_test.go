@@ -38,7 +38,9 @@ func TestTracerReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !out.Replayed || !out.Agreed {
+		// A breakpoint on main's line `return f(4)` taken from inside f lands on main's return
+		// state, where pdb (which breaks at lines only) does not stop: a named difference.
+		if !out.Replayed || (!out.Agreed && out.Kind != replay.BreakpointNonLine) {
 			t.Errorf("seed %d: %+v\n%s", seed, out, row.Text)
 		}
 		if seed == 0 {

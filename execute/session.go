@@ -140,7 +140,7 @@ func (s *RepoSession) replayRepoRow(ctx context.Context, row schemas.Row, spec s
 	// The row's values name the worker's folders by their aliases (relativize): so do the
 	// replay's.
 	s.hidden.hideResult(res)
-	return replayOutcome(row, traj, res, err)
+	return replayOutcome(row, traj, res, err, 0)
 }
 
 // Replay replays a forward function-level row's actions on Python's bdb in a sandbox
@@ -177,7 +177,7 @@ func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row
 	if err != nil {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
 	}
-	req, err := replay.RequestOf(it, traj)
+	req, err := replay.RequestOf(it, traj, spec.ForwardStart)
 	if err != nil {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
 	}
@@ -186,13 +186,13 @@ func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row
 	}
 	res, err := sb.Replay(ctx, req)
 	hidden.hideResult(res)
-	return replayOutcome(row, traj, res, err)
+	return replayOutcome(row, traj, res, err, replay.Lead(spec.ForwardStart))
 }
 
-// replayOutcome compares a replay's result with the row's trajectory; a replay that broke its
-// sandbox is the item's error (ErrItem).
-func replayOutcome(row schemas.Row, traj debugger.Trajectory, res *sandbox.Result, err error) (schemas.ReplayOutcome, error) {
-	out, err := replay.Outcome(row, traj, res, err)
+// replayOutcome compares a replay's result, whose first lead stops come before the row's first
+// state, with the row's trajectory; a replay that broke its sandbox is the item's error (ErrItem).
+func replayOutcome(row schemas.Row, traj debugger.Trajectory, res *sandbox.Result, err error, lead int) (schemas.ReplayOutcome, error) {
+	out, err := replay.OutcomeLead(row, traj, res, err, lead)
 	if err != nil {
 		return out, itemError(err)
 	}

@@ -62,16 +62,23 @@ var Kinds = []string{Mismatch, Tampered, BreakpointNonLine, Generator,
 // NotInverse is the outcome of an inverse row: it is not replayed.
 var NotInverse = schemas.ReplayOutcome{Detail: "an inverse row is not replayed: pdb does not run backwards"}
 
-// Outcome compares a replay's result (res, err) with traj, the trajectory of row. Its error is the
-// sandbox's, when the replay broke it: whose fault that is, the caller says.
+// Outcome compares a replay's result (res, err) with traj, the trajectory of row, whose first
+// state is the replay's first stop (OutcomeLead). Its error is the sandbox's, when the replay
+// broke it: whose fault that is, the caller says.
 func Outcome(row schemas.Row, traj debugger.Trajectory, res *sandbox.Result, err error) (schemas.ReplayOutcome, error) {
+	return OutcomeLead(row, traj, res, err, 0)
+}
+
+// OutcomeLead is Outcome for a replay whose first lead stops come before the trajectory's first
+// state: Lead(start) for a function-level row's replay that RequestOf made.
+func OutcomeLead(row schemas.Row, traj debugger.Trajectory, res *sandbox.Result, err error, lead int) (schemas.ReplayOutcome, error) {
 	if err != nil && (res == nil || res.Status == schemas.StatusSandboxError) {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
 	}
 	if err != nil {
 		return schemas.ReplayOutcome{Replayed: true, Kind: Mismatch, Detail: "the replay could not run: " + err.Error()}, nil
 	}
-	return Compare(traj, res.Events, res.Status, res.Detail), nil
+	return Compare(traj, res.Events[min(lead, len(res.Events)):], res.Status, res.Detail), nil
 }
 
 // Actions is the [action, argument] list of a trajectory's steps.
@@ -87,9 +94,10 @@ func Actions(traj debugger.Trajectory) ([][2]string, error) {
 }
 
 // RequestOf is the sandbox request that replays traj, a forward function-level trajectory
-// of item it: the item's code, the main() wrapper from the end of traj's CODE context, and its
-// actions.
-func RequestOf(it crawl.Item, traj debugger.Trajectory) (sandbox.ReplayRequest, error) {
+// of item it started at start (a spec's forward_start: schemas.ForwardStartMain, or else the
+// function's call): the item's code, the main() wrapper from the end of traj's CODE context, and
+// its actions, after Lead(start) step_into.
+func RequestOf(it crawl.Item, traj debugger.Trajectory, start string) (sandbox.ReplayRequest, error) {
 	if traj.Direction != debugger.Forward {
 		return sandbox.ReplayRequest{}, errors.New("not a forward trajectory")
 	}
@@ -101,7 +109,27 @@ func RequestOf(it crawl.Item, traj debugger.Trajectory) (sandbox.ReplayRequest, 
 	if err != nil {
 		return sandbox.ReplayRequest{}, err
 	}
+	if n := Lead(start); n > 0 {
+		// The row starts at the function's call: main's call and line come first on bdb.
+		lead := make([][2]string, n, n+len(actions))
+		for i := range lead {
+			lead[i] = [2]string{string(debugger.StepInto), ""}
+		}
+		actions = append(lead, actions...)
+	}
 	return sandbox.ReplayRequest{Code: it.Code, Filename: it.Filename, Call: it.Call, Wrapper: wrapper, Actions: actions}, nil
+}
+
+// Lead is the number of bdb stops a replay of a function-level row started at start (a spec's
+// forward_start) makes before the row's first state: 0 for main (the replay starts at main's
+// call too), 2 for the function's call (the default, also for ""): main's call, then its line.
+// RequestOf passes them with step_into, which from main's line stops at the first call inside
+// it, the row's first state; OutcomeLead and CompareFunction skip them.
+func Lead(start string) int {
+	if start == schemas.ForwardStartMain {
+		return 0
+	}
+	return 2
 }
 
 const (
@@ -188,6 +216,12 @@ func exitOf(st schemas.Status) (debugger.Exit, bool) {
 		return debugger.ExitNever, true
 	}
 	return "", false
+}
+
+// CompareFunction is Compare for the replay of a function-level row started at start that
+// RequestOf made: its first Lead(start) stops, main's before the row's first state, are skipped.
+func CompareFunction(traj debugger.Trajectory, stops []schemas.Event, status schemas.Status, detail, start string) schemas.ReplayOutcome {
+	return Compare(traj, stops[min(Lead(start), len(stops)):], status, detail)
 }
 
 // Compare compares a forward trajectory with the stops of its replay on bdb (stops[0] is

@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -46,9 +47,9 @@ func FuzzMainWrapper(f *testing.F) {
 // the sandbox in order.
 func TestReplayRequestOf(t *testing.T) {
 	traj := debugger.Trajectory{Direction: debugger.Forward, Code: "def f():\n    return 1\n\ndef main():\n    return f()\n",
-		Steps: []debugger.Step{{Action: debugger.StepInto}, {Action: debugger.StepOver}, {Action: debugger.StepReturn},
+		Steps: []debugger.Step{{State: debugger.State{Kind: debugger.KindCall, Src: "def main():"}, Action: debugger.StepInto}, {Action: debugger.StepOver}, {Action: debugger.StepReturn},
 			{Action: debugger.Breakpoint, Arg: "    return 1"}, {Action: debugger.Continue}}, Exit: debugger.ExitNormal}
-	req, err := replay.RequestOf(crawl.Item{Code: "def f():\n    return 1\n", Filename: "main.py", Call: "f()"}, traj)
+	req, err := replay.RequestOf(crawl.Item{Code: "def f():\n    return 1\n", Filename: "main.py", Call: "f()"}, traj, schemas.ForwardStartMain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +68,20 @@ func TestReplayRequestOf(t *testing.T) {
 	if req.Wrapper != "def main():\n    return f()\n" {
 		t.Errorf("wrapper %q", req.Wrapper)
 	}
+	// A trajectory that starts at the function's call (forward_start: function, the default):
+	// main's call and line come first on bdb, passed with step_into.
+	traj.Steps[0].State = debugger.State{Kind: debugger.KindCall, Src: "def f():"}
+	if replay.Lead("") != 2 || replay.Lead(schemas.ForwardStartFunction) != 2 || replay.Lead(schemas.ForwardStartMain) != 0 {
+		t.Errorf("Lead: %d, %d, %d", replay.Lead(""), replay.Lead(schemas.ForwardStartFunction), replay.Lead(schemas.ForwardStartMain))
+	}
+	if req, err = replay.RequestOf(crawl.Item{Code: "def f():\n    return 1\n", Filename: "main.py", Call: "f()"}, traj, ""); err != nil {
+		t.Fatal(err)
+	}
+	if lead := [][2]string{{"step_into", ""}, {"step_into", ""}}; !reflect.DeepEqual(req.Actions, append(lead, want...)) {
+		t.Errorf("function start: actions %v", req.Actions)
+	}
 	traj.Direction = debugger.Inverse
-	if _, err := replay.RequestOf(crawl.Item{}, traj); err == nil {
+	if _, err := replay.RequestOf(crawl.Item{}, traj, ""); err == nil {
 		t.Error("an inverse trajectory made a replay request")
 	}
 }
@@ -139,5 +152,15 @@ func TestCompareReplay(t *testing.T) {
 		if !out.Agreed && out.Detail == "" {
 			t.Errorf("%s: no detail", c.name)
 		}
+	}
+	// A function-level row that starts at the function's call: the replay's first two stops,
+	// main's call and line, are skipped.
+	mainCall := schemas.Event{Event: "call", Frame: 1, Func: "main", Src: "def main():", Locals: schemas.Locals{}}
+	mainLine := schemas.Event{Event: "line", Frame: 1, Func: "main", Src: "    return sq(3)", Locals: schemas.Locals{}}
+	if out := replay.CompareFunction(good, []schemas.Event{mainCall, mainLine, call, line, ret}, schemas.StatusOK, "", schemas.ForwardStartFunction); !out.Agreed {
+		t.Errorf("function start: %+v", out)
+	}
+	if out := replay.CompareFunction(good, []schemas.Event{call, line, ret}, schemas.StatusOK, "", schemas.ForwardStartFunction); out.Agreed {
+		t.Error("function start: agreed without main's stops")
 	}
 }

@@ -55,6 +55,11 @@ type Options struct {
 	// item is a reject of class decontaminated, such a repository row is not built (see
 	// decontam.go).
 	Decontaminate func(code string) (set, item string, hit bool)
+	// ForwardStart is where function-level forward trajectories start: schemas.ForwardStartMain,
+	// or else (the default) schemas.ForwardStartFunction.
+	ForwardStart string
+	// Split assigns each row its split from its function id (default: every row in train).
+	Split schemas.SplitSpec
 }
 
 func (o Options) withDefaults() Options {
@@ -81,6 +86,9 @@ type Source struct {
 	Path     string
 	QualName string
 	SourceID string
+	// FunctionID is the function under study's id (crawl.FunctionID); the row's split is drawn
+	// from it.
+	FunctionID string
 }
 
 // ErrTooLong is returned (wrapped) for a trajectory that does not fit in Options.MaxTokens.
@@ -156,7 +164,7 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 	}
 	row := schemas.Row{
 		Level: src.Level, RepoURL: src.RepoURL, Commit: src.Commit, Path: src.Path, QualName: src.QualName,
-		SourceID: src.SourceID, Direction: string(traj.Direction), Policy: p.Name, Seed: int64(seed),
+		SourceID: src.SourceID, FunctionID: src.FunctionID, Split: o.Split.Assign(src.FunctionID), Direction: string(traj.Direction), Policy: p.Name, Seed: int64(seed),
 		Text: text, InputIDs: ids, LossMask: mask, NumTokens: int32(len(ids)),
 		NumActions: int32(traj.Actions()), NumStates: int32(len(traj.Steps)), Exit: string(traj.Exit),
 		Truncated: traj.Truncated,

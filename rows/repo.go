@@ -94,7 +94,7 @@ func RepoRow(it crawl.Item, tt schemas.TestTrace, tr *debugger.Trace, dir debugg
 		return schemas.Row{}, &TreeError{err}
 	}
 	src := Source{Level: "repository", RepoURL: it.Path, Commit: it.Repo.Resolved.Pin(), Path: entry.File,
-		QualName: entry.QualName, SourceID: tt.Test}
+		QualName: entry.QualName, SourceID: tt.Test, FunctionID: entryFunctionID(tt.Functions, entry)}
 	return build(src, tree, code, treeCounts(tree), p, seed, o)
 }
 
@@ -105,4 +105,14 @@ func treeCounts(t *debugger.Tree) func(*schemas.Row) {
 			countEvent(r, n.EventKind())
 		}
 	}
+}
+
+// entryFunctionID is the function id of a repository-level row: that of its entry function's
+// source (a lambda's or comprehension's enclosing function), "" when the test's functions do not
+// hold it.
+func entryFunctionID(funcs []schemas.FuncSource, e debugger.Entry) string {
+	if f, ok := debugger.EntrySource(funcs, e); ok {
+		return crawl.FunctionID(f.Source)
+	}
+	return ""
 }

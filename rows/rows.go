@@ -21,7 +21,14 @@ const MaxRejectReason = 1000
 
 // Of builds every row of one traced item, or the reject that says why it gives none. An error is
 // one of reading a repository's test traces kept apart (Options.LoadTest): a retry may fix it.
+// Options' ForwardStart and Split, when unset, are the spec's.
 func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, counts schemas.Counts) ([]schemas.Row, *schemas.Reject, error) {
+	if o.ForwardStart == "" {
+		o.ForwardStart = spec.ForwardStart
+	}
+	if o.Split == nil {
+		o.Split = spec.Split
+	}
 	reject := func(class schemas.RejectClass, reason string) ([]schemas.Row, *schemas.Reject, error) {
 		return nil, &schemas.Reject{Source: t.Item.Origin(), Key: t.Item.Key, Class: class, Reason: cutText(reason, MaxRejectReason)}, nil
 	}
@@ -57,7 +64,7 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 	if r := decontaminatedItem(&t, o); r != nil {
 		return nil, r, nil
 	}
-	item, trace := debuggerItem(&t)
+	item, trace := debuggerItem(&t, o)
 	src := functionSource(t.Item)
 	var rows []schemas.Row
 	var last string
@@ -106,16 +113,23 @@ func raisedBeforeCall(t *execute.TracedItem, trace *debugger.Trace) string {
 	return "raised before the call, by the module body or the call expression: " + detail
 }
 
-// debuggerItem is a traced function-level item as package debugger takes it, and its trace.
-func debuggerItem(t *execute.TracedItem) (debugger.Item, *debugger.Trace) {
+// debuggerItem is a traced function-level item as package debugger takes it, its forward
+// trajectories starting where o says, and its trace.
+func debuggerItem(t *execute.TracedItem, o Options) (debugger.Item, *debugger.Trace) {
 	trace := t.CompactTrace()
-	return debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume}, trace
+	start := o.ForwardStart
+	if start == "" {
+		start = schemas.ForwardStartFunction
+	}
+	return debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume,
+		Start: start}, trace
 }
 
-// functionSource is the source columns of a function-level item's rows.
+// functionSource is the source columns of a function-level item's rows; the function under study
+// is the item's function (Func, or else its module: crawl.Item.Source).
 func functionSource(it crawl.Item) Source {
 	return Source{Level: "function", RepoURL: it.RepoURL, Commit: it.Commit, Path: it.Path,
-		QualName: it.QualName, SourceID: it.SourceID}
+		QualName: it.QualName, SourceID: it.SourceID, FunctionID: crawl.FunctionID(it.Source())}
 }
 
 // reasonKey is a short counter key for an error.
@@ -142,7 +156,7 @@ func Seed(seed uint64, key, dir string, k int) uint64 {
 // builds each of its rows; an error of the item's tree (not one of building the row) is a
 // *TreeError.
 func FunctionRow(t execute.TracedItem, dir debugger.Direction, seed uint64, p debugger.Policy, o Options) (schemas.Row, error) {
-	item, trace := debuggerItem(&t)
+	item, trace := debuggerItem(&t, o)
 	tree, code, err := item.Tree(dir)
 	if err != nil {
 		return schemas.Row{}, &TreeError{err}
@@ -153,5 +167,6 @@ func FunctionRow(t execute.TracedItem, dir debugger.Direction, seed uint64, p de
 // OptionsFor are the options the rows of spec are built with by tokenizer tok at createdAt.
 func OptionsFor(spec schemas.Spec, tok tokenize.Tokenizer, createdAt time.Time) Options {
 	return Options{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
-		TooLong: TooLong(spec.TooLong), CreatedAt: createdAt, TracerVersion: sandbox.TracerVersion}
+		TooLong: TooLong(spec.TooLong), CreatedAt: createdAt, TracerVersion: sandbox.TracerVersion,
+		ForwardStart: spec.ForwardStart, Split: spec.Split}
 }

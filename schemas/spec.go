@@ -35,6 +35,13 @@ type Spec struct {
 	Directions []string `yaml:"directions" json:"directions"`
 	// TrajectoriesPerTrace is the number of trajectories sampled per trace and direction (default 1).
 	TrajectoriesPerTrace int `yaml:"trajectories_per_trace" json:"trajectories_per_trace"`
+	// ForwardStart is where function-level forward trajectories start: "function" (the call of
+	// the function under study, the main() wrapper only in the CODE context; the default, also
+	// when empty) or "main" (main's call, two states earlier).
+	ForwardStart string `yaml:"forward_start" json:"forward_start,omitempty"`
+	// Split assigns rows to dataset splits by function: split names and the share of functions
+	// each holds, train taking the rest (SplitSpec; default: every row in train).
+	Split SplitSpec `yaml:"split" json:"split,omitempty"`
 	// Policy is the action policy: "paper" (default) or "step_into".
 	Policy string `yaml:"policy" json:"policy"`
 	// Seed seeds every trajectory (each gets its own seed derived from it and the item).
@@ -393,6 +400,12 @@ func (s Spec) Validate() error {
 	}
 	if s.TrajectoriesPerTrace < 1 || s.TrajectoriesPerTrace > 1000 {
 		return bad("trajectories_per_trace", "%d is not between 1 and 1000", s.TrajectoriesPerTrace)
+	}
+	if s.ForwardStart != "" && s.ForwardStart != ForwardStartFunction && s.ForwardStart != ForwardStartMain {
+		return bad("forward_start", "%q is not function or main", s.ForwardStart)
+	}
+	if err := s.Split.Validate(); err != nil {
+		return err
 	}
 	if s.Policy != "paper" && s.Policy != "step_into" {
 		return bad("policy", "%q is not paper or step_into", s.Policy)

@@ -74,6 +74,19 @@ func checkNode(n *yaml.Node, t reflect.Type, p string) error {
 			}
 		}
 		return nil
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return fieldError(p, "%s is not a mapping", describe(n))
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := leaf(n.Content[i], t.Key(), p); err != nil {
+				return err
+			}
+			if err := checkNode(n.Content[i+1], t.Elem(), join(p, n.Content[i].Value)); err != nil {
+				return err
+			}
+		}
+		return nil
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return fieldError(p, "%s is not a list", describe(n))

@@ -30,7 +30,8 @@ func Item(t testing.TB, code, call string) debugger.Item {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return debugger.Item{Code: code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status}
+	return debugger.Item{Code: code, Call: call, Events: res.Events, Blocks: res.Blocks, Status: res.Status,
+		Start: schemas.ForwardStartFunction} // as rows start forward trajectories by default
 }
 
 // LoopCode is a function with a loop, the tests' usual item.

@@ -63,8 +63,8 @@ import (
 //   - "<nondeterministic>", the whole value: the placeholder of a value that differed between two
 //     runs of the same test (issue 28, part 1);
 //   - an epoch time: a whole value that is an int or float in [1e9, 2.2e9) (September 2001 to
-//     2039), unless it is near a round number (see roundish) or a power of two or one less: 10**9+7
-//     and 2**31-1 are constants, 1732780000.123 is time.time();
+//     2039), unless it is near a round number, a power of two or one less, or typed in (see
+//     roundish): 10**9+7, 2**31-1 and 1234567890 are constants, 1732780000.123 is time.time();
 //   - a hash-sized integer: a whole int value n with 2**40 <= |n| < 2**64, unless n is a power of
 //     two, 2**k-1 or near a round number. hash() of a str or bytes is spread over 61 bits (below
 //     2**40 with probability 2**-21), id() is an address (0x55..., 0x7f...: above 2**46),
@@ -285,13 +285,26 @@ func plainNumber(v string) (isInt, ok bool) {
 	return false, digits(s[:point]) && digits(s[point+1:])
 }
 
-// roundish reports whether n is within 100 of a multiple of 10**6 (10**9+7, 2*10**9, 10**18+9) or a
-// power of two or one less: constants of code, not readings of a clock or a hash.
+// roundish reports whether n is within 100 of a multiple of 10**6 (10**9+7, 2*10**9, 10**18+9), a
+// power of two or one less, or typed in (its decimal digits all the same, or counting up or down
+// by one: 1111111111, 1234567890, 9876543210): constants of code, not readings of a clock or a
+// hash.
 func roundish(n uint64) bool {
 	if m := n % 1_000_000; m <= 100 || m >= 1_000_000-100 {
 		return true
 	}
-	return n&(n-1) == 0 || (n+1)&n == 0
+	if n&(n-1) == 0 || (n+1)&n == 0 {
+		return true
+	}
+	d := strconv.FormatUint(n, 10)
+	same, up, down := true, true, true
+	for i := 1; i < len(d); i++ {
+		a, b := int(d[i-1]-'0'), int(d[i]-'0')
+		same = same && a == b
+		up = up && b == (a+1)%10
+		down = down && b == (a+9)%10
+	}
+	return same || up || down
 }
 
 // epochTime reports whether v is a whole int or float value in [1e9, 2.2e9) that is not roundish:

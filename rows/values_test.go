@@ -175,6 +175,11 @@ func TestNoisy(t *testing.T) {
 		{"2147483647", false},          // 2**31-1
 		{"1073741824", false},          // 2**30
 		{"1000000000.0", false},        // 1e9
+		{"1234567890", false},          // typed in
+		{"9876543210", false},          // typed in, above 2.2e9 anyway
+		{"1111111111", false},          // typed in
+		{"1111111111111111", false},    // typed in, hash-sized
+		{"1234567890123", false},       // typed in, hash-sized
 		{"999999999.5", false},         // below 2001
 		{"2200000000.5", false},        // 2039 on
 		{"[1732780000.123]", false},    // not a whole value

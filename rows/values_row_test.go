@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/rowtest"
 	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
@@ -125,5 +126,69 @@ func TestRowResampledRenumbered(t *testing.T) {
 	}
 	if row.NumTokens > full.NumTokens-1 || strings.Contains(row.Text, "at 0x7") || row.PlaceholderGap {
 		t.Errorf("re-sampled row (%d tokens):\n%s", row.NumTokens, row.Text)
+	}
+}
+
+// TestRealTraceRowValues traces, in the real sandbox, a function whose trace numbers six objects
+// before the one it returns, keeps a raw address in a string and reads the clock: the inverse rows,
+// which start at the return, showed `<P object at 0x7>` first; every row now numbers its
+// placeholders from 0x1, holds no raw address, and counts the clock reading as noisy.
+func TestRealTraceRowValues(t *testing.T) {
+	if testing.Short() {
+		t.Skip("traces in the sandbox: long integration test; run without -short")
+	}
+	code := "import time\n\nclass P:\n    def __init__(self, v):\n        self.v = v\n\ndef g():\n    xs = [P(i) for i in range(6)]\n    return len(xs)\n\n" +
+		"def f():\n    n = g()\n    a = P(n)\n    s = hex(id(a))\n    t = time.time()\n    return a\n"
+	it := rowtest.Item(t, code, "f()")
+	raw := regexp.MustCompile(`0x[0-9a-f]{9,16}`)
+	ord := regexp.MustCompile(`0x[0-9a-f]+`)
+	opts := rows.Options{Tokenizer: tokenize.Bytes()}
+	sawLate, scrubbed, noisy := false, 0, 0
+	for _, dir := range []debugger.Direction{debugger.Forward, debugger.Inverse} {
+		tree, cc, err := it.Tree(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := uint64(0); seed < 8; seed++ {
+			pol := debugger.PaperPolicy()
+			if seed%2 == 1 {
+				pol = debugger.StepIntoPolicy()
+			}
+			before, err := debugger.Sample(tree, cc, pol, seed, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old, err := tokenize.Render(before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first := ord.FindString(old[strings.Index(old, tokenize.FrameSep):]); first != "" && first != "0x1" {
+				sawLate = true
+			}
+			row, err := rows.Build(rows.Source{Level: "function"}, tree, cc, it.Events, pol, seed, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			values := row.Text[strings.Index(row.Text, tokenize.FrameSep):]
+			if first := ord.FindString(values); first != "" && first != "0x1" {
+				t.Errorf("%s seed %d: first placeholder %s:\n%s", dir, seed, first, values)
+			}
+			if raw.MatchString(values) || row.PlaceholderGap {
+				t.Errorf("%s seed %d: raw address or gap (%v):\n%s", dir, seed, row.PlaceholderGap, values)
+			}
+			if strings.Contains(values, `"s": "'<address 0x`) {
+				scrubbed++
+			}
+			if row.NoisyValues > 0 {
+				noisy++
+			}
+			if shows := strings.Contains(values, `"t": "1`); shows != (row.NoisyValues > 0) {
+				t.Errorf("%s seed %d: %d noisy values, shows the clock: %v\n%s", dir, seed, row.NoisyValues, shows, values)
+			}
+		}
+	}
+	if !sawLate || scrubbed == 0 || noisy == 0 {
+		t.Errorf("the fixture does not show every case: a row that started past 0x1 %v, %d with the address scrubbed, %d noisy",
+			sawLate, scrubbed, noisy)
 	}
 }

@@ -173,10 +173,13 @@ func (r *renumberer) value(s string) string {
 			r.ords[p.key] = n
 		}
 		b.WriteString(s[last:p.start])
-		if p.afterAt {
-			fmt.Fprintf(&b, "0x%x", n)
-		} else {
-			fmt.Fprintf(&b, "%s0x%x%s", markOpen, n, markClose)
+		if !p.afterAt {
+			b.WriteString(markOpen)
+		}
+		b.WriteString("0x")
+		b.WriteString(strconv.FormatInt(int64(n), 16))
+		if !p.afterAt {
+			b.WriteString(markClose)
 		}
 		last = p.end
 	}
@@ -186,7 +189,8 @@ func (r *renumberer) value(s string) string {
 
 // Renumber returns t with the addresses in its states' values scrubbed and every address
 // placeholder numbered from 0x1 in order of first appearance in the rendered row (see the notes
-// above). t itself, which may share its locals with the tree it was sampled from, is not changed;
+// above). t itself, which may share its locals with the tree it was sampled from, is not changed
+// (a state's locals are copied when a value changes, shared otherwise);
 // the CODE context, SRC lines and actions are kept as they are. The same t always gives the same
 // result.
 func Renumber(t debugger.Trajectory) debugger.Trajectory {
@@ -210,14 +214,22 @@ func Renumber(t debugger.Trajectory) debugger.Trajectory {
 	return out
 }
 
-// renumberLocals returns a copy of l with its values renumbered by r (nil stays nil).
+// renumberLocals returns l with its values renumbered by r: l itself when no value changes (it
+// is never written to: it may be the tree's), else a copy.
 func renumberLocals(r *renumberer, l schemas.Locals) schemas.Locals {
-	if l == nil {
-		return nil
-	}
-	out := make(schemas.Locals, len(l))
+	var out schemas.Locals
 	for i, v := range l {
-		out[i] = schemas.Var{Name: v.Name, Value: r.value(v.Value)}
+		nv := r.value(v.Value)
+		if nv == v.Value && out == nil {
+			continue
+		}
+		if out == nil {
+			out = append(make(schemas.Locals, 0, len(l)), l[:i]...)
+		}
+		out = append(out, schemas.Var{Name: v.Name, Value: nv})
+	}
+	if out == nil {
+		return l
 	}
 	return out
 }
@@ -240,9 +252,12 @@ func renderedValues(t debugger.Trajectory, fn func(string)) {
 // NoisyValues counts the distinct rendered values of t that a model cannot learn from the code
 // (see the notes above).
 func NoisyValues(t debugger.Trajectory) int {
-	seen := map[string]bool{}
+	var seen map[string]bool
 	renderedValues(t, func(v string) {
 		if !seen[v] && Noisy(v) {
+			if seen == nil {
+				seen = map[string]bool{}
+			}
 			seen[v] = true
 		}
 	})
@@ -353,15 +368,18 @@ func PlaceholderGap(text string) (bool, error) {
 // trajectoryGap is PlaceholderGap for a trajectory's rendered values. A raw address left in a
 // value is a gap too.
 func trajectoryGap(t debugger.Trajectory) bool {
-	seen := map[string]bool{}
+	var seen map[string]bool
 	gap := false
 	renderedValues(t, func(v string) {
 		for _, p := range findAddresses(v) {
 			if seen[p.key] {
 				continue
 			}
-			if p.key != fmt.Sprintf("o%x", len(seen)+1) {
+			if p.key != "o"+strconv.FormatInt(int64(len(seen)+1), 16) {
 				gap = true
+			}
+			if seen == nil {
+				seen = map[string]bool{}
 			}
 			seen[p.key] = true
 		}

@@ -49,8 +49,11 @@ import (
 // ordinal; a raw address becomes "0xN" after " at " (so the string repr(obj) reads like obj's
 // shown value) and "<address 0xN>" elsewhere (so that it is told apart from hex(3) in the row's
 // text). The frame's full locals (State.Locals, not rendered) are renumbered with the same map
-// after the rendered values, so that LOCALS diffs still compare like with like. The mapping is
-// one to one, so it changes no diff, and renumbering a renumbered row changes nothing.
+// after the rendered values, so that LOCALS diffs still compare like with like. Distinct
+// ordinals and addresses get distinct row ordinals, so a value that differed from the previous
+// state's still differs (the diffs the sampler computed stay right; the one exception, two raw
+// addresses that differ only in the case of their digits, is the same address), and renumbering
+// a renumbered row changes nothing.
 //
 // # Noisy values
 //

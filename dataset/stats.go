@@ -103,6 +103,17 @@ type RowCounts struct {
 	Exits map[string]int64 `json:"exits"`
 	// Splits counts trajectories per split (the split column; absent for rows written before it).
 	Splits map[string]int64 `json:"splits,omitempty"`
+	// NoisyRows counts trajectories with noisy values (noisy_values > 0: a failed repr, a value
+	// that differed between two runs, an epoch time, a hash-sized integer); NoisyShare is
+	// NoisyRows / Trajectories (0 without trajectories), rounded to 6 decimals. Rows of row
+	// schema 1 have no noisy_values column and count as clean.
+	NoisyRows  int64   `json:"noisy_rows"`
+	NoisyShare float64 `json:"noisy_share"`
+	// PlaceholderGapRows counts trajectories whose address placeholders do not run 0x1, 0x2, ...
+	// in order of first appearance (placeholder_gap; a check: rows renumber them), and
+	// PlaceholderGapShare is their share, as NoisyShare.
+	PlaceholderGapRows  int64   `json:"placeholder_gap_rows"`
+	PlaceholderGapShare float64 `json:"placeholder_gap_share"`
 }
 
 // InputCounts are the counters of input items: what went in, what was rejected and why.
@@ -234,6 +245,9 @@ type statRow struct {
 	Exit           string `parquet:"exit,dict"`
 	CodeChars      int32  `parquet:"code_chars"`
 	Split          string `parquet:"split,dict"`
+	// Columns of row schema 2: a shard of schema 1 lacks them and they read as zero.
+	NoisyValues    int32 `parquet:"noisy_values"`
+	PlaceholderGap bool  `parquet:"placeholder_gap"`
 }
 
 // actions returns the row's actions per type, in the order of ActionTypes.
@@ -418,7 +432,7 @@ func readShardStatRows(ctx context.Context, st *store.Store, path string) ([]sta
 	if err != nil {
 		return nil, fmt.Errorf("dataset: statistics: shard %s: %w", path, err)
 	}
-	if err := compareSchema(f.Schema()); err != nil {
+	if err := compareStatSchema(f.Schema()); err != nil {
 		return nil, fmt.Errorf("dataset: statistics: shard %s: %w", path, err)
 	}
 	rows := make([]statRow, 0, f.NumRows())
@@ -430,6 +444,41 @@ func readShardStatRows(ctx context.Context, st *store.Store, path string) ([]sta
 		return nil, fmt.Errorf("dataset: statistics: shard %s: %w", path, err)
 	}
 	return rows, nil
+}
+
+// rowSchema2Columns are the columns row schema 2 added to schema 1.
+var rowSchema2Columns = map[string]bool{"code_omitted": true, "function_id": true, "split": true,
+	"truncated": true, "noisy_values": true, "placeholder_gap": true}
+
+// statSchemas are the shard schemas statistics read: the current row schema, and schema 1 (the
+// current one without rowSchema2Columns), whose rows count as clean (no noisy values, no
+// placeholder gap).
+var statSchemas = func() [][]SchemaColumn {
+	cur := DescribeSchema(expectedSchema)
+	var v1 []SchemaColumn
+	for _, c := range cur {
+		if !rowSchema2Columns[c.Path] {
+			v1 = append(v1, c)
+		}
+	}
+	return [][]SchemaColumn{cur, v1}
+}()
+
+// compareStatSchema checks that a shard's schema is one statistics read (statSchemas): the
+// error is the comparison with the current schema.
+func compareStatSchema(got *parquet.Schema) error {
+	have := DescribeSchema(got)
+	var first error
+	for _, want := range statSchemas {
+		err := compareColumns(want, have)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // ReasonClass is a reject reason's class: its first word (up to the first ':' or space).
@@ -699,7 +748,7 @@ func (s *Stats) Records() []StatsRecord {
 }
 
 // counters lists the row counters by name: traces, trajectories, tokens, learned_tokens, then
-// direction:<d>, action:<type>, event:<type>, exit:<state>.
+// direction:<d>, action:<type>, event:<type>, exit:<state>, noisy_rows, placeholder_gap_rows.
 func (c *RowCounts) counters() ([]string, []int64) {
 	names := []string{"traces", "trajectories", "tokens", "learned_tokens"}
 	vals := []int64{c.Traces, c.Trajectories, c.Tokens, c.LearnedTokens}
@@ -715,6 +764,7 @@ func (c *RowCounts) counters() ([]string, []int64) {
 	for _, k := range sortedKeys(c.Exits) {
 		names, vals = append(names, "exit:"+k), append(vals, c.Exits[k])
 	}
+	names, vals = append(names, "noisy_rows", "placeholder_gap_rows"), append(vals, c.NoisyRows, c.PlaceholderGapRows)
 	return names, vals
 }
 

@@ -107,6 +107,18 @@ func statsTestRow(i int, s statsRowSpec) schemas.Row {
 	} else {
 		r.ActInvStepInto, r.ActInvStepCall, r.NumActions, r.NumStates = 1, 1, 2, 3
 	}
+	// Noisy values in one function-level row and three repository-level ones, a placeholder gap
+	// in one repository-level row (statsShards' rows 2, 6, 7, 8 and 9).
+	switch i {
+	case 2, 6:
+		r.NoisyValues = 1
+	case 7:
+		r.NoisyValues = 3
+	case 8:
+		r.NoisyValues = 2
+	case 9:
+		r.PlaceholderGap = true
+	}
 	return r
 }
 
@@ -264,6 +276,30 @@ func TestComputeStats(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("group %s counters %v, want %v", tc.group, got, want)
 		}
+	}
+
+	// Rows with noisy values and with placeholder gaps, and their shares.
+	for _, tc := range []struct {
+		group        string
+		noisy, gap   int64
+		nshare, gshr float64
+	}{
+		{"all", 4, 1, 0.4, 0.1},
+		{"function", 1, 0, 0.166667, 0},
+		{"repository", 3, 1, 0.75, 0.25},
+		{"repository/forward", 2, 1, 0.666667, 0.333333},
+		{"inverse", 1, 0, 0.333333, 0},
+	} {
+		for _, g := range s.Groups {
+			if g.Name == tc.group && (g.NoisyRows != tc.noisy || g.PlaceholderGapRows != tc.gap || g.NoisyShare != tc.nshare ||
+				g.PlaceholderGapShare != tc.gshr) {
+				t.Errorf("group %s: noisy %d (%v), gap %d (%v); want %d (%v), %d (%v)", g.Name, g.NoisyRows, g.NoisyShare,
+					g.PlaceholderGapRows, g.PlaceholderGapShare, tc.noisy, tc.nshare, tc.gap, tc.gshr)
+			}
+		}
+	}
+	if d := s.Dataset; d.NoisyRows != 4 || d.NoisyShare != 0.4 || d.PlaceholderGapRows != 1 {
+		t.Errorf("dataset: %d noisy rows (%v), %d with gaps", d.NoisyRows, d.NoisyShare, d.PlaceholderGapRows)
 	}
 
 	// Other metrics of the Figure 5 / A.1 set.
@@ -519,4 +555,83 @@ func FuzzParseStats(f *testing.F) {
 			t.Fatalf("not stable:\n%s\n%s", out, out2)
 		}
 	})
+}
+
+// TestComputeStatsRowSchema1 reads a dataset whose first shard was written with row schema 1,
+// without the columns schema 2 added (noisy_values, placeholder_gap, ...): its rows count as
+// clean, the schema-2 shard's are counted, and a shard of any other schema is still refused.
+func TestComputeStatsRowSchema1(t *testing.T) {
+	ctx := context.Background()
+	st := openTest(t, "mem://")
+	m := writeStatsDataset(t, st, statsRejects, statsCounts)
+	want, err := ComputeStats(ctx, st, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Shard 0 again, as schema 1 wrote it: schemas.Row's columns without schema 2's, in order.
+	var fields []reflect.StructField
+	rt := reflect.TypeOf(schemas.Row{})
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		if col, _, _ := strings.Cut(f.Tag.Get("parquet"), ","); !rowSchema2Columns[col] {
+			fields = append(fields, f)
+		}
+	}
+	if len(fields) != rt.NumField()-len(rowSchema2Columns) {
+		t.Fatalf("%d of %d columns kept", len(fields), rt.NumField())
+	}
+	v1 := reflect.StructOf(fields)
+	schema1 := parquet.SchemaOf(reflect.New(v1).Interface())
+	encode := func(rows []schemas.Row, schema *parquet.Schema) []byte {
+		var buf bytes.Buffer
+		w := parquet.NewWriter(&buf, schema)
+		for i := range rows {
+			old := reflect.New(v1).Elem()
+			rv := reflect.ValueOf(rows[i])
+			for k := range v1.NumField() {
+				old.Field(k).Set(rv.FieldByName(v1.Field(k).Name))
+			}
+			if err := w.Write(old.Addr().Interface()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	var rows []schemas.Row
+	for i, sp := range statsShards[0] {
+		rows = append(rows, statsTestRow(i, sp))
+	}
+	if err := st.Put(ctx, m.Shards[0].Path, encode(rows, schema1), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ComputeStats(ctx, st, m)
+	if err != nil {
+		t.Fatalf("a schema 1 shard: %v", err)
+	}
+	// Row 2 of shard 0 had noisy values; read from schema 1 it has none.
+	if fn := got.Group("function", ""); fn.NoisyRows != 0 || fn.Trajectories != 6 || fn.Tokens != want.Group("function", "").Tokens {
+		t.Errorf("function group from a schema 1 shard: %d noisy of %d trajectories, %d tokens", fn.NoisyRows, fn.Trajectories, fn.Tokens)
+	}
+	if all := got.Group("", ""); all.NoisyRows != 3 || all.PlaceholderGapRows != 1 || all.Trajectories != 10 {
+		t.Errorf("all: %d noisy, %d gaps of %d", all.NoisyRows, all.PlaceholderGapRows, all.Trajectories)
+	}
+
+	// A shard missing another column is refused, naming it.
+	fields = fields[:0]
+	for i := range rt.NumField() {
+		if f := rt.Field(i); f.Name != "CodeChars" {
+			fields = append(fields, f)
+		}
+	}
+	v1 = reflect.StructOf(fields)
+	if err := st.Put(ctx, m.Shards[0].Path, encode(rows, parquet.SchemaOf(reflect.New(v1).Interface())), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ComputeStats(ctx, st, m); err == nil || !strings.Contains(err.Error(), "code_chars") {
+		t.Errorf("a shard without code_chars: %v", err)
+	}
 }

@@ -121,6 +121,10 @@ type PartCounts struct {
 	// events per type, in the order of EventTypes.
 	Actions []int64 `json:"actions"`
 	Events  []int64 `json:"events"`
+	// Noisy counts trajectories with noisy values (noisy_values > 0), Gap those with a
+	// placeholder gap (placeholder_gap); left out when 0, so parts without them encode as before.
+	Noisy int64 `json:"noisy,omitempty"`
+	Gap   int64 `json:"gap,omitempty"`
 }
 
 // PartGroup holds the rows of one level and direction.
@@ -200,7 +204,7 @@ func statRowOf(r *schemas.Row) statRow {
 		ActStepReturn: r.ActStepReturn, ActBreakpoint: r.ActBreakpoint, ActContinue: r.ActContinue,
 		ActInvStepInto: r.ActInvStepInto, ActInvStepOver: r.ActInvStepOver, ActInvStepCall: r.ActInvStepCall,
 		EvCall: r.EvCall, EvLine: r.EvLine, EvReturn: r.EvReturn, EvException: r.EvException,
-		Exit: r.Exit, CodeChars: r.CodeChars, Split: r.Split,
+		Exit: r.Exit, CodeChars: r.CodeChars, Split: r.Split, NoisyValues: r.NoisyValues, PlaceholderGap: r.PlaceholderGap,
 	}
 }
 
@@ -459,6 +463,12 @@ func (c *PartCounts) addRow(r *statRow) {
 	for i, n := range r.actions() {
 		c.Actions[i] += n
 	}
+	if r.NoisyValues > 0 {
+		c.Noisy++
+	}
+	if r.PlaceholderGap {
+		c.Gap++
+	}
 }
 
 // addTrace counts one trace with its events in c.
@@ -480,13 +490,15 @@ func (c *PartCounts) merge(o *PartCounts) {
 	c.Splits = addCounts(c.Splits, o.Splits)
 	addInts(c.Actions, o.Actions)
 	addInts(c.Events, o.Events)
+	c.Noisy += o.Noisy
+	c.Gap += o.Gap
 }
 
 // clone returns a deep copy of c.
 func (c *PartCounts) clone() PartCounts {
 	return PartCounts{Traces: c.Traces, Trajectories: c.Trajectories, Tokens: c.Tokens, LearnedTokens: c.LearnedTokens,
 		Directions: addCounts(nil, c.Directions), Exits: addCounts(nil, c.Exits), Splits: addCounts(nil, c.Splits),
-		Actions: slices.Clone(c.Actions), Events: slices.Clone(c.Events)}
+		Actions: slices.Clone(c.Actions), Events: slices.Clone(c.Events), Noisy: c.Noisy, Gap: c.Gap}
 }
 
 // addCounts adds o's counts to m (allocated if nil and o is not empty) and returns m.
@@ -522,6 +534,17 @@ func (r *RowCounts) addCounts(c *PartCounts) {
 		r.Exits[k] += v
 	}
 	r.Splits = addCounts(r.Splits, c.Splits)
+	r.NoisyRows += c.Noisy
+	r.PlaceholderGapRows += c.Gap
+	r.NoisyShare, r.PlaceholderGapShare = share(r.NoisyRows, r.Trajectories), share(r.PlaceholderGapRows, r.Trajectories)
+}
+
+// share is n / of rounded to 6 decimals, 0 when of is 0.
+func share(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return round6(float64(n) / float64(of))
 }
 
 // addTraces adds n traces with their events (in the order of EventTypes) to r.
@@ -908,6 +931,8 @@ func (c *PartCounts) validate() error {
 		return fmt.Errorf("%d action counts, want %d", len(c.Actions), len(ActionTypes))
 	case len(c.Events) != len(EventTypes):
 		return fmt.Errorf("%d event counts, want %d", len(c.Events), len(EventTypes))
+	case c.Noisy < 0 || c.Noisy > c.Trajectories || c.Gap < 0 || c.Gap > c.Trajectories:
+		return fmt.Errorf("%d noisy and %d gap trajectories of %d", c.Noisy, c.Gap, c.Trajectories)
 	}
 	for name, m := range map[string]map[string]int64{"directions": c.Directions, "exits": c.Exits, "splits": c.Splits} {
 		var n int64

@@ -717,6 +717,8 @@ func TestStatRowOfCopiesEveryColumn(t *testing.T) {
 			f.SetString("v" + col)
 		case reflect.Int32, reflect.Int64:
 			f.SetInt(int64(100 + i))
+		case reflect.Bool:
+			f.SetBool(true)
 		}
 	}
 	got := statRowOf(&row)

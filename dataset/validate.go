@@ -532,7 +532,11 @@ func compareSchema(got *parquet.Schema) error { return compareSchemaTo(expectedS
 
 // compareSchemaTo is compareSchema against the schema expected.
 func compareSchemaTo(expected, got *parquet.Schema) error {
-	want, have := DescribeSchema(expected), DescribeSchema(got)
+	return compareColumns(DescribeSchema(expected), DescribeSchema(got))
+}
+
+// compareColumns is compareSchemaTo on described schemas.
+func compareColumns(want, have []SchemaColumn) error {
 	for i := range max(len(want), len(have)) {
 		switch {
 		case i >= len(have):

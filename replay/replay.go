@@ -157,8 +157,10 @@ func MainWrapper(code string) (string, error) {
 }
 
 // addrOrdinal matches the per-trace address ordinals the tracer and the replay both write; each
-// numbers addresses in its own order of first appearance, so they are compared as one.
-var addrOrdinal = regexp.MustCompile(`0x[0-9a-f]+`)
+// numbers addresses in its own order of first appearance, so they are compared as one. A row
+// shows a raw address inside a string as a marked placeholder (`<address 0x3>`, rows.Renumber),
+// where the replay shows the ordinal alone: both compare as `0x?`.
+var addrOrdinal = regexp.MustCompile(`<address 0x[0-9a-f]+>|0x[0-9a-f]+`)
 
 func normValue(s string) string { return addrOrdinal.ReplaceAllString(s, "0x?") }
 

@@ -113,6 +113,7 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 	if err != nil {
 		return schemas.Row{}, err
 	}
+	traj = Renumber(traj) // values.go: before any encoding, so that sizes are the row's
 	var text string
 	var ids []int32
 	if complete {
@@ -142,6 +143,7 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 			if traj, err = debugger.Sample(tree, code, q, seed, cost); err != nil {
 				return schemas.Row{}, err
 			}
+			traj = Renumber(traj)
 			if text, ids, err = encode(traj, o.Tokenizer); err != nil {
 				return schemas.Row{}, err
 			}
@@ -172,6 +174,10 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
 	}
 	row.NumLearned = int32(tokenize.LearnedTokens(mask))
+	row.NoisyValues = int32(NoisyValues(traj))
+	if row.PlaceholderGap, err = PlaceholderGap(text); err != nil {
+		return schemas.Row{}, err
+	}
 	countActions(&row, traj)
 	count(&row)
 	row.ID = ID(row)

@@ -22,7 +22,9 @@ const statsUsage = `URL [flags]
 Prints the dataset's statistics as tables: input items, traces, trajectories and tokens; the
 distributions of tokens, learned tokens, actions, events and code length per trajectory (mean,
 25th, 50th and 90th percentile, min and max) by level and direction, as in the paper's Figure 5
-and A.1; actions, events and exits per type; the sources; and the rejects by reason.
+and A.1; actions, events and exits per type; the trajectories with noisy values (a failed repr,
+a value that differed between two runs, an epoch time, a hash-sized integer) and with address
+placeholders not numbered from 0x1; the sources; and the rejects by reason.
 
 It reads stats.json when the dataset has one that matches its manifest (same created_at and
 totals), and computes the statistics from the shards otherwise (nothing is written). Last comes
@@ -184,6 +186,15 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	}
 	tw.Flush()
 
+	statsSection(w, "Values (trajectories with noisy values; with placeholders not numbered 0x1, 0x2, ...)")
+	tw = statsTable(w)
+	fmt.Fprintln(tw, "group\ttrajectories\tnoisy values\tplaceholder gap\t")
+	for _, g := range st.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", termsafe.String(g.Name), numfmt.Thousands(g.Trajectories),
+			passRate(g.NoisyRows, g.Trajectories), passRate(g.PlaceholderGapRows, g.Trajectories))
+	}
+	tw.Flush()
+
 	srcs := append([]dataset.SourceStats(nil), st.Sources...)
 	sort.SliceStable(srcs, func(i, j int) bool { return srcs[i].Trajectories > srcs[j].Trajectories })
 	title := fmt.Sprintf("Sources (%d)", len(srcs))
@@ -284,7 +295,7 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 	tw.Flush()
 }
 
-// passRate is n of run as "n (p%)".
+// passRate is n of run as "n (p%)" (n alone when run is 0).
 func passRate(n, run int64) string {
 	if run == 0 {
 		return numfmt.Thousands(n)

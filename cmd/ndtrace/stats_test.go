@@ -82,6 +82,10 @@ func writeStatsCLIDataset(t *testing.T, dir, name string, scale int) string {
 			} else {
 				r.Path, r.CodeChars = sp.source, 40
 			}
+			if i == 2 || i == 7 {
+				r.NoisyValues = int32(i)
+			}
+			r.PlaceholderGap = i == 9
 			if sp.dir == "forward" {
 				r.ActStepInto, r.ActStepOver, r.ActBreakpoint, r.NumActions, r.NumStates = 2, 1, int32(scale-1), int32(2+scale), 4
 			} else {
@@ -153,6 +157,11 @@ func TestStatsCommand(t *testing.T) {
 		`(?m)^group +traces +call +line +return +exception\s*$`,
 		`(?m)^all +6 +13 +25 +13 +4\s*$`,
 		`(?m)^function +exit_error=1 exit_normal=3 inv_exit_entry=2\s*$`,
+		`(?m)^Values \(trajectories with noisy values; with placeholders not numbered 0x1, 0x2, \.\.\.\)$`,
+		`(?m)^group +trajectories +noisy values +placeholder gap\s*$`,
+		`(?m)^all +10 +2 \(20\.0%\) +1 \(10\.0%\)\s*$`,
+		`(?m)^function +6 +1 \(16\.7%\) +0 \(0\.0%\)\s*$`,
+		`(?m)^repository +4 +1 \(25\.0%\) +1 \(25\.0%\)\s*$`,
 		`(?m)^Sources \(4\)$`,
 		`(?m)^repository +https://example\.com/r1 +3 +2 +4 +1,100 +1 +1 +0 +-\s*$`,
 		`(?m)^function +corpus/a\.jsonl +6 +3 +5 +150 +3 +0 +0 +cruxeval=1\s*$`,
@@ -173,7 +182,8 @@ func TestStatsCommand(t *testing.T) {
 		{name: "from stats.json", args: []string{stored}, match: tables, has: []string{"; statistics from stats.json"}},
 		{name: "stale stats.json", args: []string{stale}, has: []string{"; statistics computed from the shards"}},
 		{name: "few sources", args: []string{plain, "--sources", "1"}, has: []string{"Sources (1 of 4, most trajectories first; --sources 0 for all)", "corpus/a.jsonl"}},
-		{name: "json", args: []string{"--json", plain}, has: []string{"{\n  \"format\": \"ndtrace-stats\",\n  \"format_version\": 1,"}},
+		{name: "json", args: []string{"--json", plain}, has: []string{"{\n  \"format\": \"ndtrace-stats\",\n  \"format_version\": 1,",
+			"\"noisy_rows\": 2,\n    \"noisy_share\": 0.2,\n    \"placeholder_gap_rows\": 1,\n    \"placeholder_gap_share\": 0.1,"}},
 		{name: "no folder", args: []string{filepath.Join(dir, "none")}, code: 1, stderrHas: ": no dataset: folder " + filepath.Join(dir, "none") + " does not exist (check the path)"},
 		{name: "no dataset", args: []string{t.TempDir()}, code: 1, stderrHas: ": no committed dataset (no manifest.json): check the URL"},
 		{name: "no URL", code: 2, stderrHas: "missing the dataset URL"},

@@ -136,6 +136,9 @@ type Tree struct {
 	Order []*Node
 	// Exit is the state reached by moving past the last node.
 	Exit Exit
+	// CodeOmitted counts the module-level definitions the visited code needs that its CODE
+	// context left out for DefsBudget (set by CodeContext, Item.Tree and RepoItem.Tree).
+	CodeOmitted int
 }
 
 // ExitFor returns the exit state of a forward trajectory over a run that ended with status s.

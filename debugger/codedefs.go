@@ -19,10 +19,13 @@ const DefsBudget = 4096
 const MaxDefBytes = DefsBudget
 
 // Module is the top-level analysis of one Python source file: what CODE contexts take module-level
-// definitions from. Parse it once per file (ParseModule); its methods do not change it.
+// definitions from. Parse it once per file (ParseModule). Not safe for concurrent use.
 type Module struct {
 	lines []string // the file's lines, line endings included
 	stmts []pylex.Stmt
+	// cands and candFile cache candidates(candFile): the definitions' text is made once.
+	cands    []schemas.ModuleDef
+	candFile string
 }
 
 // ParseModule analyses the top-level statements of src. Linear in len(src).
@@ -66,7 +69,10 @@ func (m *Module) text(s pylex.Span) string {
 // import, assignment, compound statement that binds names, and class (its header), with file as
 // their File. A definition longer than MaxDefBytes has no parts.
 func (m *Module) candidates(file string) []schemas.ModuleDef {
-	var out []schemas.ModuleDef
+	if m.cands != nil && m.candFile == file {
+		return m.cands
+	}
+	out := []schemas.ModuleDef{}
 	for _, st := range m.stmts {
 		if len(st.Binds) == 0 {
 			continue
@@ -90,6 +96,7 @@ func (m *Module) candidates(file string) []schemas.ModuleDef {
 		}
 		out = append(out, d)
 	}
+	m.cands, m.candFile = out, file
 	return out
 }
 
@@ -133,18 +140,15 @@ func methodClass(qual string) string {
 // definition that overlaps a span of shown code is left out (its lines are shown already). Within
 // budget bytes (no bound when budget < 0): a needed definition without its text, or that does not
 // fit in what is left, is omitted and counted (and the names it uses are not followed). It returns
-// the indices picked in file order, and those omitted. Linear in the candidates' names and
-// text, times the shown spans.
+// the indices picked in file order, and those omitted. Linear in the candidates' names and text
+// (times the logarithm of the shown spans).
 func chooseDefs(cands []schemas.ModuleDef, need map[string]bool, shown []pylex.Span, budget int) (picked, omitted []int) {
+	covered := disjoint(shown)
 	byName := map[string][]int{}
 	for i, d := range cands {
 		overlap := false
 		for _, p := range d.Parts {
-			for _, s := range shown {
-				if p.FirstLine <= s.Last && s.First <= p.LastLine {
-					overlap = true
-				}
-			}
+			overlap = overlap || covered.overlaps(p.FirstLine, p.LastLine)
 		}
 		if overlap {
 			continue
@@ -260,6 +264,30 @@ func moduleContext(code string, blocks []schemas.Block, visited map[int]bool, fi
 		return ctx + wrapper, omitted
 	}
 	return ctx + "\n", omitted
+}
+
+// spans is a sorted list of disjoint line spans.
+type spans []pylex.Span
+
+// disjoint returns the union of ss as sorted disjoint spans.
+func disjoint(ss []pylex.Span) spans {
+	sorted := append([]pylex.Span(nil), ss...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].First < sorted[j].First })
+	var out spans
+	for _, s := range sorted {
+		if n := len(out); n > 0 && s.First <= out[n-1].Last {
+			out[n-1].Last = max(out[n-1].Last, s.Last)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// overlaps reports whether lines first..last meet a span of ss (a binary search).
+func (ss spans) overlaps(first, last int) bool {
+	i := sort.Search(len(ss), func(i int) bool { return ss[i].Last >= first })
+	return i < len(ss) && ss[i].First <= last
 }
 
 // piece is one part of a CODE context: lines of a file, placed by file order then line.

@@ -225,3 +225,111 @@ func TestCruxEvalContexts(t *testing.T) {
 		t.Errorf("after: %d contexts with undefined names, %d omitted", after, omitted)
 	}
 }
+
+// TestRepoContext checks a repository-level context over two files: files in first-call order,
+// each file's definitions and functions by line, a method with its class header, transitive
+// needs, and the budget counting what it leaves out.
+func TestRepoContext(t *testing.T) {
+	bsrc := "import json\nK = 1\ndef h(x):\n    return json.dumps(x) + K\n"
+	srcs := map[string]string{"a.py": defsModule, "b.py": bsrc}
+	funcs := []schemas.FuncSource{
+		{File: "b.py", QualName: "h", FirstLine: 3, LastLine: 4, Source: "def h(x):\n    return json.dumps(x) + K"},
+		{File: "a.py", QualName: "Box.get", FirstLine: 9, LastLine: 10, Source: "    def get(self):\n        return self.size"},
+	}
+	var mods []schemas.ModuleDef
+	for _, f := range funcs {
+		mods = append(mods, ParseModule(srcs[f.File]).Defs(f.File, []schemas.FuncSource{f})...)
+	}
+	v := "1"
+	tree, err := BuildForward([]schemas.Event{
+		{Event: "call", Frame: 1, Func: "h", File: "b.py", Lineno: 3, Src: "def h(x):", Locals: schemas.Locals{}},
+		{Event: "line", Frame: 1, Func: "h", File: "b.py", Lineno: 4, Src: "    return json.dumps(x) + K", Locals: schemas.Locals{}},
+		{Event: "call", Frame: 2, Func: "Box.get", File: "a.py", Lineno: 9, Depth: 1, Src: "    def get(self):", Locals: schemas.Locals{}},
+		{Event: "line", Frame: 2, Func: "Box.get", File: "a.py", Lineno: 10, Depth: 1, Src: "        return self.size", Locals: schemas.Locals{}},
+		{Event: "return", Frame: 2, Func: "Box.get", File: "a.py", Lineno: 10, Depth: 1, Src: "        return self.size", Value: &v, Locals: schemas.Locals{}},
+		{Event: "return", Frame: 1, Func: "h", File: "b.py", Lineno: 4, Src: "    return json.dumps(x) + K", Value: &v, Locals: schemas.Locals{}},
+	}, ExitNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := `import json
+
+K = 1
+
+def h(x):
+    return json.dumps(x) + K
+
+PREV, NEXT = 0, 1
+
+WIDTH = PREV + 10
+
+class Box:
+
+    size = WIDTH
+
+    def get(self):
+        return self.size
+`
+	for _, tc := range []struct {
+		budget, omitted int
+		want            string
+	}{
+		{DefsBudget, 0, full},
+		{30, 1, "import json\n\nK = 1\n\ndef h(x):\n    return json.dumps(x) + K\n\n    def get(self):\n        return self.size\n"},
+		{-1, 0, "def h(x):\n    return json.dumps(x) + K\n\n    def get(self):\n        return self.size\n"},
+	} {
+		got, omitted := RepoContext(funcs, mods, tree, tc.budget)
+		if got != tc.want || omitted != tc.omitted {
+			t.Errorf("budget %d: omitted %d (want %d), context:\n%s\nwant:\n%s", tc.budget, omitted, tc.omitted, got, tc.want)
+		}
+	}
+	if got := RepoCodeContext(funcs, tree); got != "def h(x):\n    return json.dumps(x) + K\n\n    def get(self):\n        return self.size\n" {
+		t.Errorf("without definitions:\n%s", got)
+	}
+	if u := undefinedNames(full, srcs, funcs, true); len(u) > 0 {
+		t.Errorf("undefined %v", u)
+	}
+}
+
+// FuzzModuleContext checks on any module that the context's lines are the module's lines, that
+// it is built within the budget, and that Defs gives definitions in file order.
+func FuzzModuleContext(f *testing.F) {
+	f.Add(defsModule, 12)
+	f.Add("X = 1\ndef f():\n    return X\n", 3)
+	f.Add("class A:\n  y = 1\n  def m(s):\n    return B\nB = A\n", 4)
+	f.Fuzz(func(t *testing.T, src string, line int) {
+		if strings.Contains(src, "\r") {
+			return // the context normalises \r\n; lone \r lines are not its case
+		}
+		var blocks []schemas.Block
+		for _, st := range pylex.TopLevel(src) {
+			blocks = append(blocks, schemas.Block{Start: st.Span.First, End: st.Span.Last})
+		}
+		ctx, omitted := moduleContext(src, blocks, map[int]bool{line: true}, "", "", 64)
+		if omitted < 0 {
+			t.Fatalf("omitted %d", omitted)
+		}
+		fileLines := map[string]bool{"": true}
+		for _, l := range strings.Split(src, "\n") {
+			fileLines[l] = true
+		}
+		for _, l := range strings.Split(ctx, "\n") {
+			if !fileLines[l] {
+				t.Fatalf("context line %q is not a line of the module", l)
+			}
+		}
+		m := ParseModule(src)
+		last := 0
+		for _, d := range m.Defs("m.py", []schemas.FuncSource{{File: "m.py", QualName: "A.m", Source: src}}) {
+			if d.Chars > MaxDefBytes && d.Parts != nil || len(d.Names) == 0 {
+				t.Fatalf("def %+v", d)
+			}
+			for _, p := range d.Parts {
+				if p.FirstLine <= last {
+					t.Fatalf("parts out of order: %+v after line %d", p, last)
+				}
+				last = p.LastLine
+			}
+		}
+	})
+}

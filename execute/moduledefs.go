@@ -53,7 +53,7 @@ func (m *moduleDefs) defs(funcs []schemas.FuncSource) []schemas.ModuleDef {
 }
 
 // module returns the analysis of the checkout file named file (relative), nil if it is not a
-// relative path inside the checkout, cannot be read, is larger than MaxModuleBytes or is not UTF-8
+// relative path inside the checkout (links followed), cannot be read, is larger than MaxModuleBytes or is not UTF-8
 // (the tracer's sources would then not be its bytes).
 func (m *moduleDefs) module(file string) *debugger.Module {
 	if mod, ok := m.files[file]; ok {
@@ -61,7 +61,7 @@ func (m *moduleDefs) module(file string) *debugger.Module {
 	}
 	var mod *debugger.Module
 	if m.dir != "" && file != "" && !filepath.IsAbs(file) && filepath.IsLocal(filepath.FromSlash(file)) && strings.HasSuffix(file, ".py") {
-		if src, ok := readSmall(filepath.Join(m.dir, filepath.FromSlash(file)), MaxModuleBytes); ok {
+		if src, ok := m.read(file); ok {
 			src = strings.TrimPrefix(src, "\ufeff")
 			if utf8.ValidString(src) {
 				mod = debugger.ParseModule(src)
@@ -70,6 +70,24 @@ func (m *moduleDefs) module(file string) *debugger.Module {
 	}
 	m.files[file] = mod
 	return mod
+}
+
+// read reads the checkout file named file (relative) if it resolves, links followed, to a regular
+// file inside the checkout of at most MaxModuleBytes: the names come from the traced process, and
+// a link must not lead the worker to read a file of the host.
+func (m *moduleDefs) read(file string) (string, bool) {
+	root, err := filepath.EvalSymlinks(m.dir)
+	if err != nil {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(file)))
+	if err != nil {
+		return "", false
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || !filepath.IsLocal(rel) {
+		return "", false
+	}
+	return readSmall(real, MaxModuleBytes)
 }
 
 // readSmall reads the regular file path if it has at most limit bytes.

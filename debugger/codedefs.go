@@ -101,14 +101,15 @@ func (m *Module) candidates(file string) []schemas.ModuleDef {
 }
 
 // Defs returns the module's definitions the functions funcs (of this file) may need, in file
-// order: those binding a name their sources use or the class of a method among them, and,
-// transitively, those binding a name such a definition uses. file names the module in the defs.
-// What a given trajectory needs is chosen from these when its CODE context is made.
+// order: those binding a name their sources use free (pylex.FreeUses) or the class of a method
+// among them, and, transitively, those binding a name such a definition uses. file names the
+// module in the defs. What a given trajectory needs is chosen from these when its CODE context is
+// made.
 func (m *Module) Defs(file string, funcs []schemas.FuncSource) []schemas.ModuleDef {
 	need := map[string]bool{}
 	var spans []pylex.Span
 	for _, f := range funcs {
-		pylex.Uses(f.Source, func(n string) { need[n] = true })
+		pylex.FreeUses(f.Source, func(n string) { need[n] = true })
 		if c := methodClass(f.QualName); c != "" {
 			need[c] = true
 		}
@@ -234,7 +235,7 @@ func moduleContext(code string, blocks []schemas.Block, visited map[int]bool, fi
 			text := strings.Join(lines[b.Start-1:b.End], "\n")
 			ps = append(ps, piece{first: b.Start, text: text})
 			shown = append(shown, pylex.Span{First: b.Start, Last: b.End})
-			pylex.Uses(text, func(n string) { need[n] = true })
+			pylex.FreeUses(text, func(n string) { need[n] = true })
 		}
 	}
 	if len(blocks) == 0 {

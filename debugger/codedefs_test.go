@@ -106,9 +106,9 @@ func TestModuleDefs(t *testing.T) {
 }
 
 // undefinedNames returns the module-level names (imports, assignments, classes; functions too with
-// defs) that the shown functions of ctx use, or whose method they are, without their definition's
-// first line among ctx's lines. srcs holds each file's source; funcs the functions that may be shown
-// (one is shown when its source is in ctx).
+// defs) that the shown functions of ctx use free (pylex.FreeUses), or whose method they are,
+// without their definition's first line among ctx's lines. srcs holds each file's source; funcs
+// the functions that may be shown (one is shown when its source is in ctx).
 func undefinedNames(ctx string, srcs map[string]string, funcs []schemas.FuncSource, defs bool) []string {
 	lines := map[string]bool{}
 	for _, l := range strings.Split(ctx, "\n") {
@@ -130,7 +130,8 @@ func undefinedNames(ctx string, srcs map[string]string, funcs []schemas.FuncSour
 				bound[n] = append(bound[n], fileLines[st.Span.First-1])
 			}
 		}
-		used := pylex.UsedSet(f.Source)
+		used := map[string]bool{}
+		pylex.FreeUses(f.Source, func(n string) { used[n] = true })
 		if c := methodClass(f.QualName); c != "" {
 			used[c] = true
 		}

@@ -203,7 +203,7 @@ func RepoContext(funcs []schemas.FuncSource, mods []schemas.ModuleDef, t *Tree, 
 		// are the states' source lines, which breakpoints name.
 		ps = append(ps, piece{file: rank[f.File], first: f.FirstLine, text: f.Source})
 		spans[f.File] = append(spans[f.File], pylex.Span{First: f.FirstLine, Last: f.LastLine})
-		pylex.Uses(f.Source, func(n string) { need[f.File][n] = true })
+		pylex.FreeUses(f.Source, func(n string) { need[f.File][n] = true })
 		if c := methodClass(f.QualName); c != "" {
 			need[f.File][c] = true
 		}

@@ -15,25 +15,39 @@ var keywords = map[string]bool{
 // and type can be names).
 func IsKeyword(s string) bool { return keywords[s] }
 
-// Uses calls use for every identifier src uses as a name: each Name token that is not a keyword
-// and not an attribute (after a dot), and the names inside the replacement fields of f-strings.
+// Uses calls use for every identifier src uses as a name: each Name token that is not a keyword,
+// not an attribute (after a dot) and not in an import statement (whose names are modules and the
+// names it binds), and the names inside the replacement fields of f-strings.
 // A name may be reported more than once. Linear in len(src).
 func Uses(src string, use func(name string)) {
 	l := NewLexer(src)
-	prevDot := false
+	var prev Token
+	inImport := false
 	for {
 		t := l.Next()
 		switch t.Kind {
 		case End:
 			return
 		case Name:
-			if !prevDot && !keywords[t.Text] {
+			start := t.First || prev.Is(";") || prev.Is(":")
+			switch {
+			case start && (t.Text == "import" || t.Text == "from"):
+				inImport = true
+			case !inImport && !prev.Is(".") && !keywords[t.Text]:
 				use(t.Text)
 			}
 		case String:
-			fstringUses(t.Text, use)
+			if !inImport {
+				fstringUses(t.Text, use)
+			}
+		case Newline:
+			inImport = false
+		case Op:
+			if t.Is(";") {
+				inImport = false
+			}
 		}
-		prevDot = t.Is(".")
+		prev = t
 	}
 }
 
@@ -423,4 +437,106 @@ func importBinds(toks []Token) []string {
 		i = j
 	}
 	return out
+}
+
+// FreeUses calls use for every name a function's source src uses (Uses) that it does not bind
+// itself: a name counts as bound when it is a parameter (of a def or lambda in src), a target of
+// an assignment, augmented or annotated assignment, walrus, for clause (comprehensions too),
+// `as` clause or import, or a def or class name in src, unless a global or nonlocal statement
+// names it. Scopes are not told apart (a name a nested function binds counts as bound throughout).
+// A name may be reported more than once. Linear in len(src).
+func FreeUses(src string, use func(name string)) {
+	bound := map[string]bool{}
+	global := map[string]bool{}
+	l := NewLexer(src)
+	var ln []Token
+	for {
+		t := l.Next()
+		if t.Kind != Newline && t.Kind != End {
+			ln = append(ln, t)
+			continue
+		}
+		bindLine(ln, bound, global)
+		ln = ln[:0]
+		if t.Kind == End {
+			break
+		}
+	}
+	Uses(src, func(n string) {
+		if !bound[n] || global[n] {
+			use(n)
+		}
+	})
+}
+
+// bindLine adds the names the logical line toks binds to bound, and those it declares global or
+// nonlocal to global.
+func bindLine(toks []Token, bound, global map[string]bool) {
+	if len(toks) == 0 {
+		return
+	}
+	if toks[0].IsName("global") || toks[0].IsName("nonlocal") {
+		for _, t := range toks[1:] {
+			if t.Kind == Name {
+				global[t.Text] = true
+			}
+		}
+		return
+	}
+	// The simple statements of the line: past a clause's header (`if x: y = 1`, `else: return`).
+	body := toks
+	for len(body) > 0 && body[0].Kind == Name && compoundHead[body[0].Text] {
+		c := colonAt(body)
+		if c < 0 {
+			break
+		}
+		body = body[c+1:]
+	}
+	if len(body) > 0 && !(body[0].Kind == Name && compoundHead[body[0].Text]) {
+		_, b := simple(body)
+		for _, n := range b {
+			bound[n] = true
+		}
+	}
+	params := 0 // > 0 while a def's or lambda's parameters are read: the bracket depth they are at
+	depth := 0
+	for i, t := range toks {
+		prev := Token{}
+		if i > 0 {
+			prev = toks[i-1]
+		}
+		switch {
+		case t.Is("(") || t.Is("[") || t.Is("{"):
+			depth++
+		case t.Is(")") || t.Is("]") || t.Is("}"):
+			if params > 0 && depth == params && t.Is(")") {
+				params = 0
+			}
+			depth--
+		case (t.IsName("def") || t.IsName("class")) && i+1 < len(toks) && toks[i+1].Kind == Name:
+			bound[toks[i+1].Text] = true
+			if t.IsName("def") && i+2 < len(toks) && toks[i+2].Is("(") {
+				params = depth + 1
+			}
+		case t.IsName("lambda"):
+			params = -1 - depth // up to the lambda's colon at this depth
+		case t.Is(":") && params < 0 && depth == -1-params:
+			params = 0
+		case t.Is(":=") && prev.Kind == Name:
+			bound[prev.Text] = true
+		case t.IsName("as") && i+1 < len(toks) && toks[i+1].Kind == Name:
+			bound[toks[i+1].Text] = true
+		case t.IsName("for"):
+			for j := i + 1; j < len(toks) && !toks[j].IsName("in"); j++ {
+				if toks[j].Kind == Name && !keywords[toks[j].Text] {
+					bound[toks[j].Text] = true
+				}
+			}
+		case t.Kind == Name && params != 0 && !keywords[t.Text]:
+			at := depth == params || params < 0 && depth == -1-params
+			if at && (prev.Is("(") || prev.Is(",") || prev.Is("*") || prev.Is("**") || prev.IsName("lambda")) {
+				bound[t.Text] = true
+			}
+		}
+	}
 }

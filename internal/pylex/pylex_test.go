@@ -19,6 +19,7 @@ func TestUses(t *testing.T) {
 		{"if a is not None and b in c: pass", []string{"a", "b", "c"}},
 		{"x = '''multi\nline NAME'''\nz = 1.5e3 + 0x1F", []string{"x", "z"}},
 		{"match = re.match(p, s)\n_ = type(x)", []string{"match", "re", "p", "s", "_", "type", "x"}},
+		{"import os.path as p; from a import (b,\n c)\ntry: from x import y\nexcept E: z = 1\nraise V from w", []string{"E", "z", "V", "w"}},
 	} {
 		var got []string
 		Uses(tc.src, func(n string) { got = append(got, n) })
@@ -157,9 +158,15 @@ func FuzzLexer(f *testing.F) {
 			}
 			prev = tok.Offset
 		}
+		uses := UsedSet(src)
 		Uses(src, func(n string) {
 			if n == "" || !strings.Contains(src, n) {
 				t.Fatalf("use %q not in source", n)
+			}
+		})
+		FreeUses(src, func(n string) {
+			if !uses[n] {
+				t.Fatalf("free use %q is not a use", n)
 			}
 		})
 		last := 0
@@ -192,5 +199,26 @@ func TestIsStringPrefix(t *testing.T) {
 	sort.Strings(yes)
 	if want := []string{"BR", "Rf", "b", "f", "fR", "r", "rb", "u"}; !reflect.DeepEqual(yes, want) {
 		t.Errorf("prefixes %q, want %q", yes, want)
+	}
+}
+
+func TestFreeUses(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want []string
+	}{
+		{"def f(a, b=PREV, *args, c: int = NEXT, **kw):\n    return a + b + c + LIMIT", []string{"PREV", "int", "NEXT", "LIMIT"}},
+		{"    def m(self):\n        node = self.head\n        for i, x in enumerate(node): total += x\n        return [y for y in x if y > K]",
+			[]string{"enumerate", "K"}},
+		{"def f(text):\n    global field\n    field = text\n    return field", []string{"field", "field", "field"}},
+		{"def f(xs):\n    key = lambda v, w=W: v - w\n    with open(p) as fh:\n        import json as j\n    if (n := len(xs)) > N: pass\n    return sorted(xs, key=key), fh, j, n",
+			[]string{"W", "open", "p", "len", "N", "sorted"}},
+		{"def f():\n    def g(): return h\n    class C: pass\n    try:\n        pass\n    except E as e:\n        return e, g, C", []string{"h", "E"}},
+	} {
+		var got []string
+		FreeUses(tc.src, func(n string) { got = append(got, n) })
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("FreeUses(%q) = %q, want %q", tc.src, got, tc.want)
+		}
 	}
 }

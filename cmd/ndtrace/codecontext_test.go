@@ -15,7 +15,8 @@ import (
 )
 
 // TestRunCodeContexts runs the linked_list fixture repository through the whole pipeline and
-// checks that its repository-level rows' CODE contexts carry the module-level definitions their
+// checks that its rows' CODE contexts (repository-level, and function-level of the functions its
+// tests call) carry the module-level definitions their
 // code names: the constants PREV and NEXT where links are indexed by them, the defaultdict import,
 // the header of the class of each method shown, and TAGS with DEFAULT_TAG (one level on).
 func TestRunCodeContexts(t *testing.T) {
@@ -35,7 +36,6 @@ sources:
   - kind: repository
     list: %s
     trust_list: true
-    functions: false
 limits:
   timeout: 5s
 created_at: 2026-11-22T00:00:00Z
@@ -51,17 +51,18 @@ created_at: 2026-11-22T00:00:00Z
 		t.Fatal(err)
 	}
 	defer st.Close()
-	n, bad := 0, 0
+	n, bad, funcs := 0, 0, 0
 	for _, s := range m.Shards {
 		rows, err := dataset.ReadRows(ctx, st, s.Path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			if r.Level != "repository" {
-				continue
+			if r.Level == "repository" {
+				n++
+			} else {
+				funcs++
 			}
-			n++
 			text := r.Text
 			var missing []string
 			need := func(use, def string) {
@@ -83,8 +84,8 @@ created_at: 2026-11-22T00:00:00Z
 			}
 		}
 	}
-	t.Logf("%d repository rows, %d lacking a definition", n, bad)
-	if n == 0 {
-		t.Fatal("no repository rows")
+	t.Logf("%d repository rows, %d function-level rows, %d lacking a definition", n, funcs, bad)
+	if n == 0 || funcs == 0 {
+		t.Fatal("rows of a level missing")
 	}
 }

@@ -2,9 +2,7 @@ package debugger
 
 import (
 	"math/rand/v2"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -102,7 +100,9 @@ func ConsumeWrapper(call string, limit int) string {
 }
 
 // CodeContext returns the CODE context of a trace of the file code: the top-level blocks that contain
-// a line some state of t visited, in source order, separated by blank lines, ending in a newline.
+// a line some state of t visited, and the module-level definitions (imports, constants, class
+// headers) they name, within DefsBudget (moduleContext), in source order, separated by blank lines,
+// ending in a newline; t.CodeOmitted counts the definitions left out.
 // With wrapperCall set (forward function-level trajectories) the main() wrapper follows. Without
 // blocks (an older tracer) the whole file is the context.
 func CodeContext(code string, blocks []schemas.Block, t *Tree, wrapperCall string) string {
@@ -113,9 +113,9 @@ func CodeContext(code string, blocks []schemas.Block, t *Tree, wrapperCall strin
 	return codeContext(code, blocks, t, wrapper)
 }
 
-// codeContext is CodeContext with the wrapper's source given whole ("" for none).
+// codeContext is CodeContext with the wrapper's source given whole ("" for none). It records in
+// t.CodeOmitted how many module-level definitions the visited blocks name were left out.
 func codeContext(code string, blocks []schemas.Block, t *Tree, wrapper string) string {
-	lines := strings.Split(strings.ReplaceAll(code, "\r\n", "\n"), "\n")
 	visited := map[int]bool{}
 	var file string
 	for _, n := range t.Order {
@@ -125,32 +125,9 @@ func codeContext(code string, blocks []schemas.Block, t *Tree, wrapper string) s
 		visited[n.Lineno()] = true
 		file = n.File()
 	}
-	var parts []string
-	sorted := append([]schemas.Block(nil), blocks...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
-	for _, b := range sorted {
-		if file != "" && b.File != "" && b.File != file {
-			continue
-		}
-		hit := false
-		for l := b.Start; l <= b.End && !hit; l++ {
-			hit = visited[l]
-		}
-		if hit && b.Start >= 1 && b.End <= len(lines) {
-			parts = append(parts, strings.TrimRight(strings.Join(lines[b.Start-1:b.End], "\n"), "\n"))
-		}
-	}
-	ctx := strings.Join(parts, "\n\n")
-	if len(blocks) == 0 {
-		ctx = strings.TrimRight(strings.Join(lines, "\n"), "\n")
-	}
-	if wrapper != "" {
-		if ctx != "" {
-			ctx += "\n\n"
-		}
-		return ctx + wrapper
-	}
-	return ctx + "\n"
+	ctx, omitted := moduleContext(code, blocks, visited, file, wrapper, DefsBudget)
+	t.CodeOmitted = omitted
+	return ctx
 }
 
 // SampleEntry picks one function call of a long trace as a trajectory's entry point, uniformly among

@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/ndtrace/ndtrace/internal/pylex"
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
@@ -22,6 +23,10 @@ type RepoItem struct {
 	// Functions are the sources of the functions the run visited (the CODE context is built from
 	// them: the functions visited in the entry's scope, not whole files).
 	Functions []schemas.FuncSource
+	// Modules are the module-level definitions of the functions' files they may need (their
+	// imports, constants, class headers: schemas.TestTrace.Modules); nil for traces from before
+	// they were collected.
+	Modules []schemas.ModuleDef
 }
 
 // Entry names the call a repository-level trajectory starts at.
@@ -120,7 +125,9 @@ func (it RepoItem) Tree(dir Direction, seed uint64) (*Tree, string, Entry, error
 	default:
 		return nil, "", Entry{}, fmt.Errorf("debugger: unknown direction %q", dir)
 	}
-	return t, RepoCodeContext(it.Functions, fwd), entry, nil
+	code, omitted := RepoContext(it.Functions, it.Modules, fwd, DefsBudget)
+	t.CodeOmitted = omitted
+	return t, code, entry, nil
 }
 
 // Sample draws one repository-level trajectory in direction dir: the entry from seed (SampleEntry),
@@ -134,18 +141,32 @@ func (it RepoItem) Sample(dir Direction, p Policy, seed uint64, cost CostFunc) (
 	return traj, entry, err
 }
 
-// RepoCodeContext returns the CODE context of a repository-level tree: the source of every function
-// with a state in t, in the order of funcs (the order the run first called them), separated by blank
-// lines and ending in a newline. A frame's function is found by file and qualified name; a frame
-// without a source of its own (a lambda or comprehension) stands for the innermost function of funcs
-// whose lines hold its line. Functions nested in another one that is shown are not repeated.
+// RepoCodeContext returns the CODE context of a repository-level tree without module-level
+// definitions: RepoContext with none.
 func RepoCodeContext(funcs []schemas.FuncSource, t *Tree) string {
+	code, _ := RepoContext(funcs, nil, t, DefsBudget)
+	return code
+}
+
+// RepoContext returns the CODE context of a repository-level tree: the source of every function
+// with a state in t, and the module-level definitions of mods they need (chooseDefs: those binding
+// a name they use, the class headers of their methods, and the definitions those name in turn),
+// within budget bytes of definitions (none when budget < 0), and how many needed definitions it left out. Files come in
+// the order of funcs (the order the run first called them), and a file's functions and definitions
+// in the file's order, separated by blank lines and ending in a newline. A frame's function is
+// found by file and qualified name; a frame without a source of its own (a lambda or
+// comprehension) stands for the innermost function of funcs whose lines hold its line. Functions
+// nested in another one that is shown are not repeated. Linear in the functions' and definitions'
+// text (times the functions shown per file, for overlaps).
+func RepoContext(funcs []schemas.FuncSource, mods []schemas.ModuleDef, t *Tree, budget int) (string, int) {
 	type key struct{ file, name string }
 	byName := map[key]int{}
+	byFile := map[string][]int{}
 	for i, f := range funcs {
 		if _, ok := byName[key{f.File, f.QualName}]; !ok {
 			byName[key{f.File, f.QualName}] = i
 		}
+		byFile[f.File] = append(byFile[f.File], i)
 	}
 	shown := make([]bool, len(funcs))
 	for _, n := range t.Order {
@@ -155,8 +176,9 @@ func RepoCodeContext(funcs []schemas.FuncSource, t *Tree) string {
 			continue
 		}
 		best := -1
-		for i, f := range funcs {
-			if f.File == file && f.FirstLine <= lineno && lineno <= f.LastLine &&
+		for _, i := range byFile[file] {
+			f := funcs[i]
+			if f.FirstLine <= lineno && lineno <= f.LastLine &&
 				(best < 0 || f.LastLine-f.FirstLine < funcs[best].LastLine-funcs[best].FirstLine) {
 				best = i
 			}
@@ -165,17 +187,51 @@ func RepoCodeContext(funcs []schemas.FuncSource, t *Tree) string {
 			shown[best] = true
 		}
 	}
-	var parts []string
+	rank := map[string]int{}
+	need := map[string]map[string]bool{}
+	spans := map[string][]pylex.Span{}
+	var ps []piece
 	for i, f := range funcs {
 		if !shown[i] || nestedInShown(funcs, shown, i) {
 			continue
 		}
+		if _, ok := rank[f.File]; !ok {
+			rank[f.File] = len(rank)
+			need[f.File] = map[string]bool{}
+		}
 		// Kept as in the file (a method stays indented by its class), so that the context's lines
 		// are the states' source lines, which breakpoints name.
-		parts = append(parts, strings.TrimRight(f.Source, "\n"))
-		shown[i] = true
+		ps = append(ps, piece{file: rank[f.File], first: f.FirstLine, text: f.Source})
+		spans[f.File] = append(spans[f.File], pylex.Span{First: f.FirstLine, Last: f.LastLine})
+		pylex.FreeUses(f.Source, func(n string) { need[f.File][n] = true })
+		if c := methodClass(f.QualName); c != "" {
+			need[f.File][c] = true
+		}
 	}
-	return strings.Join(parts, "\n\n") + "\n"
+	omitted := 0
+	if len(mods) > 0 && budget >= 0 {
+		// Per file, in the files' order: the budget goes to the first files' needs first.
+		files := make([]string, len(rank))
+		for f, r := range rank {
+			files[r] = f
+		}
+		defsOf := map[string][]schemas.ModuleDef{}
+		for _, d := range mods {
+			defsOf[d.File] = append(defsOf[d.File], d)
+		}
+		for _, file := range files {
+			cands := defsOf[file]
+			picked, left := chooseDefs(cands, need[file], spans[file], budget)
+			omitted += len(left)
+			for _, i := range picked {
+				budget -= cands[i].Chars
+				for _, p := range cands[i].Parts {
+					ps = append(ps, piece{file: rank[file], first: p.FirstLine, text: p.Source})
+				}
+			}
+		}
+	}
+	return joinPieces(ps) + "\n", omitted
 }
 
 // nestedInShown reports whether funcs[i] lies within another shown function of the same file.

@@ -144,8 +144,11 @@ type Tree struct {
 	lastSrc int
 	// srcs indexes the positions in Order of every source line, built on a breakpoint's first
 	// draw (see srcIndex).
-	srcs *srcIndex
+	srcs  *srcIndex
 	start *Node // the first state of a trajectory, when not Order[0] (StartAtFunction)
+	// CodeOmitted counts the module-level definitions the visited code needs that its CODE
+	// context left out for DefsBudget (set by CodeContext, Item.Tree and RepoItem.Tree).
+	CodeOmitted int
 }
 
 // Cut reports whether t is a forward tree of a run cut off by a limit (Exit is ExitNever): the

@@ -108,12 +108,14 @@ func TestKeepTest(t *testing.T) {
 	defer s.Close()
 	tt := schemas.TestTrace{Test: "tests/test_a.py::test_x", Outcome: "passed", Status: schemas.StatusOK,
 		Events:    []schemas.Event{{Event: schemas.EventCall, Func: "f", File: "a.py", Lineno: 1, Frame: 1, Locals: schemas.Locals{{Name: "x", Value: "1"}}}},
-		Functions: []schemas.FuncSource{{File: "a.py", QualName: "f", FirstLine: 1, LastLine: 2, Source: "def f(x):\n    return x"}}}
+		Functions: []schemas.FuncSource{{File: "a.py", QualName: "f", FirstLine: 1, LastLine: 2, Source: "def f(x):\n    return x"}},
+		Modules: []schemas.ModuleDef{{File: "a.py", Kind: "assign", Names: []string{"N"}, Chars: 5,
+			Parts: []schemas.DefPart{{FirstLine: 3, LastLine: 3, Source: "N = 1"}}}}}
 	kept, err := execute.KeepTest(ctx, s, tt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kept.Ref == "" || kept.Events != nil || kept.Functions != nil || kept.Test != tt.Test || kept.Status != tt.Status {
+	if kept.Ref == "" || kept.Events != nil || kept.Functions != nil || kept.Modules != nil || kept.Test != tt.Test || kept.Status != tt.Status {
 		t.Fatalf("kept %+v", kept)
 	}
 	again, err := execute.KeepTest(ctx, s, tt)

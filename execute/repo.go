@@ -244,7 +244,8 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		tests = tests[:n]
 	}
 	rt.Run = len(tests)
-	var found *testcalls.Finder // the functions the tests call, found one test's trace at a time
+	var found *testcalls.Finder  // the functions the tests call, found one test's trace at a time
+	mods := newModuleDefs(w.Dir) // the module-level definitions of the visited files, read once a file
 	if it.Repo.Functions {
 		found = testcalls.NewFinder(ctx, w.Dir, roots, it, rt.Counts)
 	}
@@ -346,6 +347,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			Detail: tr.Result.Detail, Functions: tr.Result.Functions}
 		// File names relative to the repository root: the scratch folder differs from run to run.
 		relativize(&tt, w.Dir, hidden)
+		tt.Modules = mods.defs(tt.Functions)
 		if found != nil {
 			found.AddTrace(tt.Test, tt.Functions, trace, func(i int) bool { return pathCalls[i] })
 		}
@@ -731,7 +733,7 @@ func KeepTest(ctx context.Context, s *store.Store, tt schemas.TestTrace) (schema
 // keepTrace is KeepTest for a trace whose events are already in compact form tr (tt.Events is
 // not read).
 func keepTrace(ctx context.Context, s *store.Store, tt schemas.TestTrace, tr *debugger.Trace) (schemas.TestTrace, error) {
-	k := keptTest{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Functions: tt.Functions}
+	k := keptTest{Test: tt.Test, Outcome: tt.Outcome, Status: tt.Status, Detail: tt.Detail, Functions: tt.Functions, Modules: tt.Modules}
 	// Written twice, a piece at a time (to hash it, then to store it): a test's trace may be tens
 	// of MB in compact form, and its JSON form is never whole in memory.
 	write := func(w io.Writer) error { return writeWithTrace(w, k, tr) }
@@ -754,6 +756,7 @@ type keptTest struct {
 	Status    schemas.Status       `json:"status"`
 	Detail    string               `json:"detail,omitempty"`
 	Functions []schemas.FuncSource `json:"functions,omitempty"`
+	Modules   []schemas.ModuleDef  `json:"modules,omitempty"`
 	// (the trace follows as the member "trace": keepTrace, decodeWithTrace)
 }
 
@@ -784,5 +787,5 @@ func LoadTest(ctx context.Context, s *store.Store, ref string) (schemas.TestTrac
 	if err != nil {
 		return schemas.TestTrace{}, nil, fmt.Errorf("read test trace %s: %w", ref, err)
 	}
-	return schemas.TestTrace{Test: k.Test, Outcome: k.Outcome, Status: k.Status, Detail: k.Detail, Functions: k.Functions}, tr, nil
+	return schemas.TestTrace{Test: k.Test, Outcome: k.Outcome, Status: k.Status, Detail: k.Detail, Functions: k.Functions, Modules: k.Modules}, tr, nil
 }

@@ -170,7 +170,7 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 		Text: text, InputIDs: ids, LossMask: mask, NumTokens: int32(len(ids)),
 		NumActions: int32(traj.Actions()), NumStates: int32(len(traj.Steps)), Exit: string(traj.Exit),
 		Truncated: traj.Truncated,
-		CodeChars: int32(len([]rune(traj.Code))), TracerVersion: o.TracerVersion, PipelineVersion: Version,
+		CodeChars: int32(len([]rune(traj.Code))), CodeOmitted: int32(tree.CodeOmitted), TracerVersion: o.TracerVersion, PipelineVersion: Version,
 		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
 	}
 	row.NumLearned = int32(tokenize.LearnedTokens(mask))

@@ -88,7 +88,7 @@ func (e *TreeError) Unwrap() error { return e.Err }
 // which also picks the entry call. tr, when not nil, is tt's events in compact form (tt.Events is
 // then not read). An error of the tree is a *TreeError.
 func RepoRow(it crawl.Item, tt schemas.TestTrace, tr *debugger.Trace, dir debugger.Direction, seed uint64, p debugger.Policy, o Options) (schemas.Row, error) {
-	item := debugger.RepoItem{Events: tt.Events, Trace: tr, Status: tt.Status, Functions: tt.Functions}
+	item := debugger.RepoItem{Events: tt.Events, Trace: tr, Status: tt.Status, Functions: tt.Functions, Modules: tt.Modules}
 	tree, code, entry, err := item.Tree(dir, seed)
 	if err != nil {
 		return schemas.Row{}, &TreeError{err}

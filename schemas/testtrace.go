@@ -14,6 +14,10 @@ type TestTrace struct {
 	Detail    string       `json:"detail,omitempty"`
 	Events    []Event      `json:"events,omitempty"`
 	Functions []FuncSource `json:"functions,omitempty"`
+	// Modules are the module-level definitions (imports, constants, class headers) of the visited
+	// functions' files that those functions name (ModuleDef), in file order. Traces stored before
+	// it existed have none: their CODE contexts are the functions alone, as then.
+	Modules []ModuleDef `json:"modules,omitempty"`
 	// Ref is, for a trace kept apart (its Events and Functions not here), the key of the object
 	// that holds it whole.
 	Ref string `json:"ref,omitempty"`

@@ -63,6 +63,12 @@
 //     word_count); tests/test_notes.py writes both in the checkout, each test removing what it
 //     wrote. All four tests pass when the checkout is writable; on a read-only one only
 //     test_word_count does. Exercises the writable views of checkouts.
+//   - linked_list: linkedlist.py, a module whose functions need its module-level definitions: the
+//     constants PREV and NEXT (and TAGS, defined from DEFAULT_TAG), imports used only inside
+//     functions (itertools, collections.defaultdict), and classes with class attributes and methods
+//     (Node.kind, LinkedList.node_class and max_size; LinkedList.append links nodes through
+//     node.links[PREV] and [NEXT]); tests/test_linkedlist.py has six passing tests. Exercises CODE
+//     contexts that carry the imports, constants and class headers the visited code names.
 //   - nondeterministic: registry.py, whose functions compute with values that change from run to
 //     run of the same code: hex(id(obj)) inside a string (tag), id() (ident), the hash of a fresh
 //     object (fingerprint), time.time and time.time_ns (stamp), the order of a set of objects

@@ -96,6 +96,11 @@ func TestOutcomes(t *testing.T) {
 			"tests.test_lazy::test_fib": "passed", "tests.test_lazy::test_plus_one": "passed",
 			"tests.test_lazy::test_tagged": "passed",
 		}},
+		{name: "linked_list", want: map[string]string{
+			"tests.test_linkedlist::test_values": "passed", "tests.test_linkedlist::test_values_reversed": "passed",
+			"tests.test_linkedlist::test_step": "passed", "tests.test_linkedlist::test_group_by_parity": "passed",
+			"tests.test_linkedlist::test_pairs": "passed", "tests.test_linkedlist::test_tagged": "passed",
+		}},
 		{name: "nondeterministic", want: map[string]string{
 			"tests.test_registry::test_tag": "passed", "tests.test_registry::test_ident": "passed",
 			"tests.test_registry::test_fingerprint": "passed", "tests.test_registry::test_stamp": "passed",
@@ -137,7 +142,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "missing_module", "nondeterministic", "ns_layout", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
+	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "linked_list", "missing_module", "nondeterministic", "ns_layout", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

@@ -14,7 +14,7 @@ import (
 
 // Version is the version of how rows are built: it changes whenever the rows built from the same
 // traces could; every row records it (pipeline_version).
-const Version = "1"
+const Version = "2"
 
 // DefaultMaxTokens is the longest trajectory kept by default: the paper's sequence length.
 const DefaultMaxTokens = 16384

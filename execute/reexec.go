@@ -3,9 +3,11 @@ package execute
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/addrs"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -28,11 +30,28 @@ const Nondeterministic = schemas.NondeterministicValue
 // the events where the runs differed: a value drawn from a few possibilities (the order of a set
 // of objects, an iteration over it) agrees between two runs now and then, and kept where it
 // happened to agree it would differ from one run of the spec to the next.
+//
+// Values are compared with their memory addresses numbered per run (addrs.Normalise): a value
+// that differs only in where the interpreter put an object (hex(id(obj)) in a string, an address
+// in a repr the tracer did not guard) agrees if each run shows its objects in the same order, and
+// is kept, for rows to number per row, rather than read as nondeterministic.
 type reexec struct {
 	first *debugger.Trace
 	n     int               // events of the second run seen
 	why   string            // how the runs differ in structure; "" while they agree
 	taint map[variable]bool // the variables whose values differ
+	// ordsA and ordsB number the addresses of the first and second run's values.
+	ordsA, ordsB map[string]int
+}
+
+// same reports whether a (first run) and b (second run) agree once their addresses are numbered
+// per run. Both are numbered whenever either may hold one, so that the two maps see every
+// address of both runs in the same order.
+func (r *reexec) same(a, b string) bool {
+	if !strings.Contains(a, "0x") && !strings.Contains(b, "0x") && !strings.Contains(a, "0X") && !strings.Contains(b, "0X") {
+		return a == b
+	}
+	return addrs.Normalise(a, r.ordsA) == addrs.Normalise(b, r.ordsB)
 }
 
 // variable names a function's local (Name), or its return value or exception (Name "" with Kind
@@ -53,7 +72,7 @@ func newReexec(first *debugger.Trace) *reexec {
 	if first == nil {
 		first = debugger.NewTraceBuilder().Trace()
 	}
-	return &reexec{first: first, taint: map[variable]bool{}}
+	return &reexec{first: first, taint: map[variable]bool{}, ordsA: map[string]int{}, ordsB: map[string]int{}}
 }
 
 // add compares the second run's next event with the first run's event at the same place.
@@ -82,11 +101,11 @@ func (r *reexec) add(ev *schemas.Event) {
 			r.why = fmt.Sprintf("event %d differs: local %d is %q against %q", i, k, a.Locals[k].Name, ev.Locals[k].Name)
 			return
 		}
-		if a.Locals[k].Value != ev.Locals[k].Value {
+		if !r.same(a.Locals[k].Value, ev.Locals[k].Value) {
 			r.taint[localOf(&a, a.Locals[k].Name)] = true
 		}
 	}
-	if a.Value != nil && *a.Value != *ev.Value {
+	if a.Value != nil && !r.same(*a.Value, *ev.Value) {
 		r.taint[valueOf(&a)] = true
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/internal/addrs"
 	"github.com/ndtrace/ndtrace/schemas"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
@@ -77,14 +78,9 @@ import (
 //     hash.
 
 const (
-	// rawMinDigits and rawMaxDigits bound the hex digits of a raw address.
-	rawMinDigits, rawMaxDigits = 9, 16
-	// ordMaxDigits bounds the hex digits of a placeholder's ordinal.
-	ordMaxDigits = 5
-	// atBefore is what precedes a tracer placeholder; markOpen and markClose wrap a marked one.
-	atBefore  = " at "
-	markOpen  = "<address "
-	markClose = ">"
+	// markOpen and markClose wrap a marked placeholder (addrs.MarkOpen, addrs.MarkClose).
+	markOpen  = addrs.MarkOpen
+	markClose = addrs.MarkClose
 	// Nondeterministic is the whole value of a value that differed between two runs of the
 	// same test (execute's re-execution writes it).
 	Nondeterministic = schemas.NondeterministicValue
@@ -92,65 +88,6 @@ const (
 
 // reprFailures are the parts of a value that say its repr or str failed (tracer.c guarded()).
 var reprFailures = []string{"(repr raised ", "(repr timed out)", "(repr returned ", "(str raised ", "(str timed out)"}
-
-// placeholder is one address (raw or placeholder) found in a value.
-type placeholder struct {
-	start, end int    // s[start:end] is the text replaced: "0x..." or "<address 0x...>"
-	key        string // "o" + ordinal (lowercase hex) or "r" + raw digits (lowercase)
-	afterAt    bool   // preceded by " at "
-}
-
-func isWord(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
-}
-
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
-
-func isLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// findAddresses returns the addresses and placeholders of value s in order (see the package notes
-// above for the forms).
-func findAddresses(s string) []placeholder {
-	var out []placeholder
-	for i := 0; ; {
-		k := strings.IndexAny(s[i:], "xX")
-		if k < 0 {
-			return out
-		}
-		x := i + k // s[x] is 'x' or 'X'
-		i = x + 1
-		if x == 0 || s[x-1] != '0' || (x >= 2 && isWord(s[x-2])) {
-			continue
-		}
-		start, j := x-1, x+1
-		for j < len(s) && isHex(s[j]) {
-			j++
-		}
-		digits := s[x+1 : j]
-		if j < len(s) && isWord(s[j]) {
-			i = j
-			continue
-		}
-		afterAt := strings.HasSuffix(s[:start], atBefore)
-		switch n := len(digits); {
-		case n >= rawMinDigits && n <= rawMaxDigits:
-			out = append(out, placeholder{start, j, "r" + strings.ToLower(digits), afterAt})
-		case n < 1 || n > ordMaxDigits || digits[0] == '0' || s[x] != 'x' || !isLowerHex(digits):
-		case afterAt:
-			out = append(out, placeholder{start, j, "o" + digits, true})
-		case strings.HasSuffix(s[:start], markOpen) && strings.HasPrefix(s[j:], markClose):
-			out = append(out, placeholder{start - len(markOpen), j + len(markClose), "o" + digits, false})
-		}
-		i = j
-	}
-}
 
 // renumberer maps the addresses and placeholders of one row to row ordinals.
 type renumberer struct {
@@ -160,7 +97,7 @@ type renumberer struct {
 // value returns s with its addresses and placeholders replaced by row ordinals (see the notes
 // above).
 func (r *renumberer) value(s string) string {
-	found := findAddresses(s)
+	found := addrs.Find(s)
 	if len(found) == 0 {
 		return s
 	}
@@ -171,21 +108,21 @@ func (r *renumberer) value(s string) string {
 	b.Grow(len(s))
 	last := 0
 	for _, p := range found {
-		n, ok := r.ords[p.key]
+		n, ok := r.ords[p.Key]
 		if !ok {
 			n = len(r.ords) + 1
-			r.ords[p.key] = n
+			r.ords[p.Key] = n
 		}
-		b.WriteString(s[last:p.start])
-		if !p.afterAt {
+		b.WriteString(s[last:p.Start])
+		if !p.AfterAt {
 			b.WriteString(markOpen)
 		}
 		b.WriteString("0x")
 		b.WriteString(strconv.FormatInt(int64(n), 16))
-		if !p.afterAt {
+		if !p.AfterAt {
 			b.WriteString(markClose)
 		}
-		last = p.end
+		last = p.End
 	}
 	b.WriteString(s[last:])
 	return b.String()
@@ -375,17 +312,17 @@ func trajectoryGap(t debugger.Trajectory) bool {
 	var seen map[string]bool
 	gap := false
 	renderedValues(t, func(v string) {
-		for _, p := range findAddresses(v) {
-			if seen[p.key] {
+		for _, p := range addrs.Find(v) {
+			if seen[p.Key] {
 				continue
 			}
-			if p.key != "o"+strconv.FormatInt(int64(len(seen)+1), 16) {
+			if p.Key != "o"+strconv.FormatInt(int64(len(seen)+1), 16) {
 				gap = true
 			}
 			if seen == nil {
 				seen = map[string]bool{}
 			}
-			seen[p.key] = true
+			seen[p.Key] = true
 		}
 	})
 	return gap

@@ -117,16 +117,21 @@ func TestRunRepositoryValues(t *testing.T) {
 			checkRowValues(t, row, raw, ord, &withPlaceholders, &scrubbed)
 		}
 	}
-	if withPlaceholders < 10 || scrubbed == 0 {
+	// Objects render by their attributes (tracer version 7), so placeholders are few: functions,
+	// built-in objects, and the fixture's hex(id(obj)) strings.
+	if withPlaceholders == 0 || scrubbed == 0 {
 		t.Errorf("%d rows with placeholders, %d with a scrubbed address: the fixture shows too little", withPlaceholders, scrubbed)
 	}
 	stats, _, err := loadDatasetStats(context.Background(), out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := stats.Group("repository", ""); g == nil || g.Trajectories == 0 || g.PlaceholderGapRows != 0 {
-		t.Errorf("repository group: %+v", g)
+	g := stats.Group("repository", "")
+	if g == nil || g.Trajectories == 0 || g.PlaceholderGapRows != 0 {
+		t.Fatalf("repository group: %+v", g)
 	}
+	t.Logf("repository rows: %d, noisy %d (%.1f%%), placeholder gaps %d; rows with placeholders %d, with a scrubbed address %d",
+		g.Trajectories, g.NoisyRows, 100*g.NoisyShare, g.PlaceholderGapRows, withPlaceholders, scrubbed)
 }
 
 // checkRowValues checks one row of TestRunRepositoryValues and counts the rows with placeholders
@@ -145,5 +150,33 @@ func checkRowValues(t *testing.T, row schemas.Row, raw, ord *regexp.Regexp, with
 	}
 	if strings.Contains(values, "<address 0x") {
 		*scrubbed++
+	}
+}
+
+// TestRunRepositoryNoise runs the ordinary fixture repositories (module functions, classes,
+// generators, unittest, a linked list: code that does not read the clock or print ids) at 8
+// trajectories per trace and checks the issue's target: noisy values in at most 1% of repository
+// rows, placeholders from 0x1 in every row (issue 28, part 2).
+func TestRunRepositoryNoise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long integration test; run without -short")
+	}
+	var lines []string
+	for _, name := range []string{"passing", "linked_list", "generators", "unittest_only"} {
+		url, _ := testrepos.Git(t, name)
+		lines = append(lines, url+" main")
+	}
+	out, _ := runRepoList(t, "noise", lines, "", "trajectories_per_trace: 8\nseed: 11\n")
+	stats, _, err := loadDatasetStats(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := stats.Group("repository", "")
+	if g == nil || g.Trajectories < 100 {
+		t.Fatalf("repository group: %+v", g)
+	}
+	t.Logf("repository rows: %d, noisy %d (%.2f%%), placeholder gaps %d", g.Trajectories, g.NoisyRows, 100*g.NoisyShare, g.PlaceholderGapRows)
+	if g.NoisyShare > 0.01 || g.PlaceholderGapRows != 0 {
+		t.Errorf("noisy share %.4f (target <= 0.01), %d placeholder gaps", g.NoisyShare, g.PlaceholderGapRows)
 	}
 }

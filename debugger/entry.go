@@ -14,7 +14,12 @@ const MainFunc = "main"
 // main's call, its line `    return CALL` holding every top-level state of fwd as children, and,
 // if the run ended, main's exception (for an uncaught one) and return. The wrapper lets a forward
 // trajectory start before the call, with the inputs in the CODE context, as in the paper.
-func WrapMain(fwd *Tree, call string) *Tree { return wrapMain(fwd, call, nil) }
+func WrapMain(fwd *Tree, call string) *Tree { return wrapMain(fwd, call, nil, "") }
+
+// WrapMainValue is WrapMain with main returning value, the call's value as the run rendered it
+// (sandbox.Result.Value), when the run ended normally and value is not empty: the entry's own
+// return is not always the call's value (C(2) calls C.__init__, which returns None).
+func WrapMainValue(fwd *Tree, call, value string) *Tree { return wrapMain(fwd, call, nil, value) }
 
 // WrapConsumed returns the forward tree of the wrapper ConsumeWrapper(call, c.Limit) around the
 // trace of a call whose iterator the tracer consumed (c): main's line `    return
@@ -22,11 +27,12 @@ func WrapMain(fwd *Tree, call string) *Tree { return wrapMain(fwd, call, nil) }
 // generator or each __next__, one call…return sequence apiece), and main returns the list of the
 // values taken (c.Value).
 func WrapConsumed(fwd *Tree, call string, c *schemas.Consume) *Tree {
-	return wrapMain(fwd, ConsumeCall(call, c.Limit), c)
+	return wrapMain(fwd, ConsumeCall(call, c.Limit), c, "")
 }
 
-// wrapMain is WrapMain, with main returning the consumed values when c is set.
-func wrapMain(fwd *Tree, call string, c *schemas.Consume) *Tree {
+// wrapMain is WrapMain, with main returning the consumed values when c is set, or else value when
+// it is not empty.
+func wrapMain(fwd *Tree, call string, c *schemas.Consume, value string) *Tree {
 	src := "    return " + call
 	first := 1 // the def line's number in the wrapper
 	if c != nil {
@@ -50,6 +56,8 @@ func wrapMain(fwd *Tree, call string, c *schemas.Consume) *Tree {
 		v := "None"
 		if c != nil && c.Value != "" {
 			v = c.Value // the list of the values taken, not the last resumption's yield
+		} else if c == nil && value != "" {
+			v = value // the call's value, as the run rendered it
 		} else if lastTop != nil {
 			if lv := lastTop.Value(); lv != nil {
 				v = *lv

@@ -294,3 +294,32 @@ func TestGeneratorCleanup(t *testing.T) {
 		}
 	}
 }
+
+// TestMainReturnsTheCallsValue traces calls whose entry frame does not return the call's value (a
+// class's instantiation runs __init__, which returns None): main returns the run's value
+// (Item.Value), not the entry's return; without it (a trace stored before it was kept) the
+// entry's return stands in, as before.
+func TestMainReturnsTheCallsValue(t *testing.T) {
+	code := "class C:\n    def __init__(self, x):\n        self.x = x\n\ndef f(x):\n    return x + 1\n"
+	for _, tc := range []struct{ call, want string }{{"C(2)", "C(x=2)"}, {"f(2)", "3"}} {
+		res := traceCode(t, code, tc.call)
+		if res.Value != tc.want {
+			t.Fatalf("%s: the run's value is %q, want %q", tc.call, res.Value, tc.want)
+		}
+		for _, value := range []string{res.Value, ""} {
+			item := debugger.Item{Code: code, Call: tc.call, Events: res.Events, Blocks: res.Blocks, Status: res.Status, Value: value}
+			tree, _, err := item.Tree(debugger.Forward)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ret := tree.Top[len(tree.Top)-1]
+			want := tc.want
+			if value == "" && tc.call == "C(2)" {
+				want = "None" // __init__'s return
+			}
+			if ret.Kind != debugger.KindReturn || ret.Func() != "main" || *ret.Value() != want {
+				t.Errorf("%s (value %q): main's last state %s of %s returns %v, want %s", tc.call, value, ret.Kind, ret.Func(), *ret.Value(), want)
+			}
+		}
+	}
+}

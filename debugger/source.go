@@ -20,6 +20,10 @@ type Item struct {
 	// the forward wrapper is then `return list(islice(CALL, N))` and the inverse trajectory runs
 	// over the consumption (WrapConsumed, BuildInverseConsumed).
 	Consume *schemas.Consume
+	// Value is the call's value as the run rendered it (sandbox.Result.Value), main's return in
+	// the forward tree of a run that ended normally; empty for a trace stored without it (main
+	// then returns the entry's own return value).
+	Value string
 	// Start is where forward trajectories start (schemas.ForwardStartFunction or
 	// ForwardStartMain); empty is main's call, the wrapper's first state.
 	Start string
@@ -44,7 +48,7 @@ func (it Item) Tree(dir Direction) (*Tree, string, error) {
 			t := WrapConsumed(fwd, it.Call, it.Consume)
 			return it.started(t), codeContext(it.Code, it.Blocks, t, ConsumeWrapper(it.Call, it.Consume.Limit)), nil
 		}
-		t := WrapMain(fwd, it.Call)
+		t := WrapMainValue(fwd, it.Call, it.Value)
 		return it.started(t), CodeContext(it.Code, it.Blocks, t, it.Call), nil
 	case Inverse:
 		t, err := BuildInverseConsumed(fwd, it.Consume)

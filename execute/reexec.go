@@ -199,8 +199,8 @@ func reexecuteTest(ctx context.Context, sb *sandbox.Sandbox, req sandbox.TestReq
 
 // reexecuteFunction is reexecuteTest for a function-level item c found in a repository's tests:
 // its second run in sb, compared with the first (first, its trace; res, its result). The
-// function's return value as consumed (Result.Consume) must be the same too, else the function
-// is dropped.
+// function's return value (Result.Value, addresses numbered per run) and its value as consumed
+// (Result.Consume) must be the same too, else the function is dropped.
 func reexecuteFunction(ctx context.Context, sb *sandbox.Sandbox, c crawl.Item, lim sandbox.Limits, first *debugger.Trace,
 	res *sandbox.Result, hidden workerPaths) (*debugger.Trace, int, string, error) {
 	cmp := newReexec(first)
@@ -218,6 +218,10 @@ func reexecuteFunction(ctx context.Context, sb *sandbox.Sandbox, c crawl.Item, l
 	}
 	if a, b := hidden.hideConsume(res.Consume), hidden.hideConsume(again.Consume); (a == nil) != (b == nil) || a != nil && *a != *b {
 		return nil, 0, "the consumed return value differs", nil
+	}
+	if !cmp.same(hidden.hide(okValue(res)), hidden.hide(okValue(again))) {
+		// main's return shows it (TracedItem.Value): it must not be one run's.
+		return nil, 0, "the return value differs", nil
 	}
 	if first == nil {
 		return nil, 0, "", nil

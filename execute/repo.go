@@ -621,6 +621,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 			broke = 0
 		default:
 			t.Status, t.Detail, t.Blocks, t.Consume = res.Status, hidden.hide(res.Detail), res.Blocks, hidden.hideConsume(res.Consume)
+			t.Value = hidden.hide(okValue(res))
 			if events > 0 {
 				t.Trace = tb.Trace()
 			}

@@ -61,6 +61,9 @@ type TracedItem struct {
 	Blocks []schemas.Block `json:"blocks,omitempty"`
 	// Consume is set when the call returned an iterator the tracer consumed (sandbox.Result).
 	Consume *schemas.Consume `json:"consume,omitempty"`
+	// Value is the function-level call's rendered value (sandbox.Result.Value) when it returned;
+	// empty for items traced before it was kept.
+	Value string `json:"value,omitempty"`
 	// Repo is the trace of a repository-level item's tests.
 	Repo *RepoTrace `json:"repo,omitempty"`
 	// Stage is, for a repository that could not be used (Repo nil, Detail the reason), the stage
@@ -145,7 +148,7 @@ func (trc *Tracer) Trace(ctx context.Context, it crawl.Item, spec schemas.Spec, 
 	if n > 0 {
 		trace = tb.Trace()
 	}
-	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Trace: trace, Blocks: res.Blocks, Consume: res.Consume}, nil
+	return TracedItem{Item: it, Status: res.Status, Detail: res.Detail, Trace: trace, Blocks: res.Blocks, Consume: res.Consume, Value: okValue(res)}, nil
 }
 
 // CompactTrace returns the item's trace in compact form, from Events for a chunk stored before
@@ -173,4 +176,12 @@ func LimitsOf(spec schemas.Spec) (sandbox.Limits, error) {
 		return sandbox.Limits{}, fmt.Errorf("limits.timeout: %w", err)
 	}
 	return sandbox.Limits{WallTime: d, CPUTime: d, TraceEvents: spec.Limits.MaxEvents, ValueChars: spec.Limits.ValueChars}, nil
+}
+
+// okValue is the call's rendered value of a run that returned (status ok), or "".
+func okValue(res *sandbox.Result) string {
+	if res.Status != schemas.StatusOK {
+		return ""
+	}
+	return res.Value
 }

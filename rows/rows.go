@@ -122,7 +122,7 @@ func debuggerItem(t *execute.TracedItem, o Options) (debugger.Item, *debugger.Tr
 		start = schemas.ForwardStartFunction
 	}
 	return debugger.Item{Code: t.Item.Code, Call: t.Item.Call, Trace: trace, Blocks: t.Blocks, Status: t.Status, Consume: t.Consume,
-		Start: start}, trace
+		Value: t.Value, Start: start}, trace
 }
 
 // functionSource is the source columns of a function-level item's rows; the function under study

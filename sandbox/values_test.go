@@ -120,6 +120,12 @@ var valueCases = []valueCase{
 	{name: "class_and_function", code: "class P:\n    pass\n\ndef f():\n    return (P, f)\n", call: "f()", value: "(<class '__main__.P'>, <function f at 0x1>)"},
 	{name: "builtin_type_default_repr", code: "def f():\n    return [iter([1]), object()]\n", call: "f()",
 		value: "[<list_iterator object at 0x1>, <object object at 0x2>]"},
+	// Extension modules' types without a repr of their own (heap types: zlib's on 3.11,
+	// itertools' too on 3.12+) are no classes of the code's (attacker's review, issue 28).
+	{name: "extension_heap_types", code: "import itertools, zlib\ndef f():\n    return [itertools.chain(), zlib.compressobj(), zlib.decompressobj()]\n", call: "f()",
+		value: "[<itertools.chain object at 0x1>, <zlib.Compress object at 0x2>, <zlib.Decompress object at 0x3>]"},
+	{name: "subclass_of_extension_type", code: "import itertools\nclass C(itertools.chain):\n    pass\n\ndef f():\n    c = C()\n    c.x = 1\n    return [c]\n", call: "f()",
+		value: "[C(x=1)]"},
 	{name: "builtin_subclass", code: "class L(list):\n    pass\n\ndef f():\n    l = L([1, 2])\n    l.x = 3\n    return l\n", call: "f()", value: "[1, 2]"},
 	{name: "module", code: "import math\ndef f():\n    return math\n", call: "f()", value: "<module 'math' (built-in)>"},
 }

@@ -1140,8 +1140,10 @@ static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, 
  * attributes, P(x=1, y=[2]), as docs/tracer-protocol.md ("Values") says: at most OBJ_DEPTH of them
  * nested (deeper ones, and an object reached again while open, are P(...)), the first OBJ_WIDTH
  * attributes with exact str names among the first OBJ_SCAN entries of the instance's dict, then
- * "...". Only classes (heap types) qualify: a built-in type without a repr of its own (an
- * iterator, object()) keeps <T object at 0xN>. */
+ * "...". Only classes of the code's qualify: heap types a class statement could make (subclassable,
+ * not immutable). A built-in type without a repr of its own (an iterator, object()) keeps
+ * <T object at 0xN>, and so does an extension module's (itertools.chain, zlib.Compress), which
+ * 3.12 made heap types too but which keep their state in C, not in an instance dict. */
 #define OBJ_DEPTH 3
 #define OBJ_WIDTH 16
 #define OBJ_SCAN 256
@@ -1149,7 +1151,8 @@ static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, 
 static reprfunc object_repr; /* object's tp_repr, set with the tracer */
 
 static int by_attributes(void *tp) {
-    return object_repr && (PyType_GetFlags(tp) & Py_TPFLAGS_HEAPTYPE) &&
+    unsigned long f = PyType_GetFlags(tp);
+    return object_repr && (f & Py_TPFLAGS_HEAPTYPE) && (f & Py_TPFLAGS_BASETYPE) && !(f & Py_TPFLAGS_IMMUTABLETYPE) &&
            (reprfunc)PyType_GetSlot(tp, Py_tp_repr) == object_repr;
 }
 
@@ -1308,7 +1311,8 @@ static PyObject *render(PyObject *v) {
             return walk(v, into);
         }
     } else if (by_attributes(tp)) {
-        return walk(v, obj_into);    } else {
+        return walk(v, obj_into);
+    } else {
         r = guarded(v, Py_tp_repr, "repr");
     }
     if (!r && !PyErr_ExceptionMatches(PyExc_MemoryError)) {

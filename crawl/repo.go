@@ -3,12 +3,14 @@ package crawl
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -356,7 +358,7 @@ func (f *Fetcher) Checkout(ctx context.Context, r Resolved, scratch string, lim 
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return nil, fmt.Errorf("crawl: checkout %s: scratch: %w", r.Repo, err)
 	}
-	base, err := mkdirFixedLength(scratch, "repo-")
+	base, err := mkdirFixedLength(scratch, "repo-", r.Key)
 	if err != nil {
 		return nil, fmt.Errorf("crawl: checkout %s: scratch: %w", r.Repo, err)
 	}
@@ -632,15 +634,23 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// mkdirFixedLength makes a new private folder in dir named prefix and 16 random hex digits: as
+// mkdirFixedLength makes a new private folder in dir named prefix and 16 hex digits: as
 // os.MkdirTemp, but the name's length is always the same (os.MkdirTemp's random part is a decimal
-// number of 1 to 10 digits). The checkout's path is in every test's interpreter (sys.path,
-// __file__, the arguments), and a path of another length shifts what the interpreter allocates:
-// object ids, and what is computed from them, would change from one run of a spec to the next.
-func mkdirFixedLength(dir, prefix string) (string, error) {
-	for range 100 {
+// number of 1 to 10 digits), and the name is the same for the same key (the content checked out)
+// whenever that folder is free. The checkout's path is in every test's interpreter (sys.path,
+// __file__, the arguments): a path of another length shifts what the interpreter allocates
+// (object ids, and what is computed from them), and a test that hashes a path (hash(__file__), a
+// set of paths, a cache key) computes something else for another name. Both traced runs of a
+// reexecuted test share one checkout, so neither would be seen there, and both would change
+// from one run of a spec to the next. The digits are the first 8 bytes of SHA-256(key, n) for
+// the first free n below fixedNames, then random.
+func mkdirFixedLength(dir, prefix, key string) (string, error) {
+	for n := range 100 {
 		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
+		if n < fixedNames {
+			h := sha256.Sum256([]byte(key + "\x00" + strconv.Itoa(n)))
+			copy(b[:], h[:])
+		} else if _, err := rand.Read(b[:]); err != nil {
 			return "", err
 		}
 		p := filepath.Join(dir, prefix+hex.EncodeToString(b[:]))
@@ -654,3 +664,6 @@ func mkdirFixedLength(dir, prefix string) (string, error) {
 	}
 	return "", fmt.Errorf("mkdir in %s: too many names taken", dir)
 }
+
+// fixedNames is how many names of a key mkdirFixedLength tries before random ones.
+const fixedNames = 16

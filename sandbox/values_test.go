@@ -120,6 +120,12 @@ var valueCases = []valueCase{
 	{name: "class_and_function", code: "class P:\n    pass\n\ndef f():\n    return (P, f)\n", call: "f()", value: "(<class '__main__.P'>, <function f at 0x1>)"},
 	{name: "builtin_type_default_repr", code: "def f():\n    return [iter([1]), object()]\n", call: "f()",
 		value: "[<list_iterator object at 0x1>, <object object at 0x2>]"},
+	// Extension modules' types without a repr of their own (heap types: zlib's on 3.11,
+	// itertools' too on 3.12+) are no classes of the code's (attacker's review, issue 28).
+	{name: "extension_heap_types", code: "import itertools, zlib\ndef f():\n    return [itertools.chain(), zlib.compressobj(), zlib.decompressobj()]\n", call: "f()",
+		value: "[<itertools.chain object at 0x1>, <zlib.Compress object at 0x2>, <zlib.Decompress object at 0x3>]"},
+	{name: "subclass_of_extension_type", code: "import itertools\nclass C(itertools.chain):\n    pass\n\ndef f():\n    c = C()\n    c.x = 1\n    return [c]\n", call: "f()",
+		value: "[C(x=1)]"},
 	{name: "builtin_subclass", code: "class L(list):\n    pass\n\ndef f():\n    l = L([1, 2])\n    l.x = 3\n    return l\n", call: "f()", value: "[1, 2]"},
 	{name: "module", code: "import math\ndef f():\n    return math\n", call: "f()", value: "<module 'math' (built-in)>"},
 }
@@ -259,6 +265,48 @@ func TestValuesReplayAgrees(t *testing.T) {
 			}
 			if a, b := ord.ReplaceAllString(tr.Value, "0x?"), ord.ReplaceAllString(rp.Value, "0x?"); a != b {
 				t.Errorf("trace %q\nreplay %q", a, b)
+			}
+		})
+	}
+}
+
+// TestValuesCollectorMutatesFlatContainer: a gc callback (or a __del__) runs when the tracer's
+// own allocations start a collection, between fast_repr's check that a flat container holds
+// safe scalars only and its rendering of them, and adds an element with a slow repr. The
+// renderer must not then call that repr unguarded (nor hold borrowed elements across code that
+// can free them): the element shows as timed out, never as what its repr returned after the
+// repr timer's deadline (attacker's review, issue 28). The tries shift the collections by
+// allocations, frees and skipped collections.
+func TestValuesCollectorMutatesFlatContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real Python in the sandbox: long integration test; run without -short")
+	}
+	for _, shape := range []struct{ name, make, change, add string }{
+		{"dict", "{'a': 1, 'b': 2}", "d['c'] = 3", "S['d'][Evil()] = 0"},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			code := "import gc, time\nclass Evil:\n    def __repr__(self):\n        t = time.monotonic() + 0.05\n" +
+				"        while time.monotonic() < t:\n            pass\n        return 'EVIL'\n\n" +
+				"S = {'armed': False, 'd': None, 'hits': 0, 'skip': 0}\n\n" +
+				"def cb(phase, info):\n    if phase == 'start' and S['armed']:\n        if S['skip'] > 0:\n            S['skip'] -= 1\n            return\n" +
+				"        S['armed'] = False\n        S['hits'] += 1\n        " + shape.add + "\n\n" +
+				"def f():\n    gc.callbacks.append(cb)\n    gc.set_threshold(1)\n    for k in range(60):\n        d = " + shape.make + "\n" +
+				"        junk = [[] for _ in range(k % 3)]\n        S['skip'] = k // 3\n" +
+				"        S['d'] = d; S['armed'] = True; junk = None; " + shape.change + "\n        x = 1\n        S['armed'] = False\n" +
+				"    gc.callbacks.remove(cb)\n    return S['hits'] > 0\n"
+			res, err := shared(t).Run(context.Background(), sandbox.Request{Code: code, Call: "f()",
+				Limits: sandbox.Limits{ReprTimeout: 5 * time.Millisecond, WallTime: 60 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != schemas.StatusOK || res.Value != "True" {
+				t.Fatalf("status %s (%s) value %.200s; stderr %.300s", res.Status, res.Detail, res.Value, res.Stderr)
+			}
+			for _, e := range res.Events {
+				if v, ok := e.Locals.Get("d"); ok && strings.Contains(v, "EVIL") {
+					k, _ := e.Locals.Get("k")
+					t.Errorf("line %d, k=%s: d is %s: Evil's repr ran unguarded", e.Lineno, k, v)
+				}
 			}
 		})
 	}

@@ -94,6 +94,7 @@ typedef struct {
 #define Py_TPFLAGS_DISALLOW_INSTANTIATION (1UL << 7)
 #define Py_TPFLAGS_IMMUTABLETYPE (1UL << 8)
 #define Py_TPFLAGS_HEAPTYPE (1UL << 9)
+#define Py_TPFLAGS_BASETYPE (1UL << 10)
 #define Py_TPFLAGS_HAVE_GC (1UL << 14)
 #define Py_TPFLAGS_HAVE_VERSION_TAG (1UL << 18)
 #define Py_T_BOOL 14

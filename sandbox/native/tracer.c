@@ -941,7 +941,17 @@ static long long flat_cost_iter(PyObject *it, Py_ssize_t n) {
     return -1;
 }
 
-static void put_repr(sbuf *b, PyObject *x, int *err) {
+/* The repr of safe scalar x appended to b; *err set instead when x is not one, or when the strings
+ * rendered so far (*slen) pass work. flat_cost checked the elements before, but allocations of
+ * ours since (an iterator, a dict view) may have started a collection whose callbacks or __del__
+ * changed the container: checked again here, no element's own code ever runs, and with none
+ * running the container cannot change while its (borrowed) elements are read. */
+static void put_repr(sbuf *b, PyObject *x, int *err, long long *slen, long long work) {
+    int inrange = 1;
+    if (*err || item_kind(x, cfg.big, slen, &inrange) == K_OTHER || !inrange || *slen > work) {
+        *err = 1;
+        return;
+    }
     PyObject *r = srepr(x);
     Py_ssize_t n;
     const char *u = r ? PyUnicode_AsUTF8AndSize(r, &n) : NULL;
@@ -993,23 +1003,26 @@ static PyObject *fast_repr(PyObject *v, void *tp) {
     if (c > work) return NULL;
     sbuf b = {0};
     int err = 0;
+    long long slen = 0;
     sb_puts(&b, tp == PyList_Type ? "[" : tp == PyTuple_Type ? "(" : tp == PyFrozenSet_Type ? "frozenset({" : "{");
     if (tp == PyDict_Type) {
         Py_ssize_t pos = 0, i = 0;
         PyObject *k, *x;
         while (!err && PyDict_Next(v, &pos, &k, &x)) {
+            if (i == n) err = 1; /* grown since it was measured (see put_repr) */
             if (i++) sb_lit(&b, ", ");
-            put_repr(&b, k, &err);
+            put_repr(&b, k, &err, &slen, work);
             sb_lit(&b, ": ");
-            put_repr(&b, x, &err);
+            put_repr(&b, x, &err, &slen, work);
         }
     } else {
         PyObject *it = PyObject_GetIter(v), *x;
         Py_ssize_t i = 0;
         if (!it) err = 1;
         while (!err && it && (x = PyIter_Next(it))) {
+            if (i == n) err = 1;
             if (i++) sb_lit(&b, ", ");
-            put_repr(&b, x, &err);
+            put_repr(&b, x, &err, &slen, work);
             Py_DecRef(x);
         }
         xdecref(it);
@@ -1140,8 +1153,10 @@ static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, 
  * attributes, P(x=1, y=[2]), as docs/tracer-protocol.md ("Values") says: at most OBJ_DEPTH of them
  * nested (deeper ones, and an object reached again while open, are P(...)), the first OBJ_WIDTH
  * attributes with exact str names among the first OBJ_SCAN entries of the instance's dict, then
- * "...". Only classes (heap types) qualify: a built-in type without a repr of its own (an
- * iterator, object()) keeps <T object at 0xN>. */
+ * "...". Only classes of the code's qualify: heap types a class statement could make (subclassable,
+ * not immutable). A built-in type without a repr of its own (an iterator, object()) keeps
+ * <T object at 0xN>, and so does an extension module's (itertools.chain, zlib.Compress), which
+ * 3.12 made heap types too but which keep their state in C, not in an instance dict. */
 #define OBJ_DEPTH 3
 #define OBJ_WIDTH 16
 #define OBJ_SCAN 256
@@ -1149,7 +1164,8 @@ static Py_ssize_t into(PyObject *x, PyObject *out, Py_ssize_t room, openset *o, 
 static reprfunc object_repr; /* object's tp_repr, set with the tracer */
 
 static int by_attributes(void *tp) {
-    return object_repr && (PyType_GetFlags(tp) & Py_TPFLAGS_HEAPTYPE) &&
+    unsigned long f = PyType_GetFlags(tp);
+    return object_repr && (f & Py_TPFLAGS_HEAPTYPE) && (f & Py_TPFLAGS_BASETYPE) && !(f & Py_TPFLAGS_IMMUTABLETYPE) &&
            (reprfunc)PyType_GetSlot(tp, Py_tp_repr) == object_repr;
 }
 
@@ -1308,7 +1324,8 @@ static PyObject *render(PyObject *v) {
             return walk(v, into);
         }
     } else if (by_attributes(tp)) {
-        return walk(v, obj_into);    } else {
+        return walk(v, obj_into);
+    } else {
         r = guarded(v, Py_tp_repr, "repr");
     }
     if (!r && !PyErr_ExceptionMatches(PyExc_MemoryError)) {

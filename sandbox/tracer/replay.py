@@ -34,6 +34,8 @@ _INT_BITS = 14284               # tracer.c INT_BITS
 _NEST_LIMIT = 40                # tracer.c NEST_LIMIT
 _OBJ_DEPTH, _OBJ_WIDTH, _OBJ_SCAN = 3, 16, 256    # tracer.c OBJ_DEPTH, OBJ_WIDTH, OBJ_SCAN
 _HEAPTYPE = 1 << 9              # Py_TPFLAGS_HEAPTYPE
+_CLASS_FLAGS = (1 << 10) | (1 << 8) | _HEAPTYPE     # BASETYPE, IMMUTABLETYPE, HEAPTYPE
+_CLASS = (1 << 10) | _HEAPTYPE  # what a class statement makes (tracer.c: by_attributes)
 
 
 def _value_renderer(vc):
@@ -60,7 +62,7 @@ def _value_renderer(vc):
         return missing
 
     def by_attributes(tp):
-        return bool(type_flags(tp) & _HEAPTYPE) and lookup(tp, "__repr__") is object_repr
+        return (type_flags(tp) & _CLASS_FLAGS) == _CLASS and lookup(tp, "__repr__") is object_repr
 
     def cut(r):
         return r[:vc] + "..." if _len(r) > vc else r

@@ -268,12 +268,17 @@ func pyFunctions(src string, fn func(toks []string)) {
 	if len(cur) > 0 {
 		lines = append(lines, cur)
 	}
-	// A nested function is read with each function around it: bound the whole work to a few
-	// times the source's tokens, so that deep nesting cannot make it quadratic.
+	// A nested function is read with each function around it: bound the work on nested
+	// functions to a few times the source's tokens, so that deep nesting cannot make it
+	// quadratic. A function no def encloses (a top-level function, a method) is always read:
+	// their bodies are disjoint, so together they read each token once, and nesting placed
+	// early in a module cannot use up the budget and hide the functions after it.
 	work, budget := 0, 4*total+MaxFunctionTokens
+	var defs []int // the indentation of the defs enclosing the current line
 	for i, l := range lines {
-		if work >= budget {
-			return
+		ind := l[0].indent
+		for len(defs) > 0 && defs[len(defs)-1] >= ind {
+			defs = defs[:len(defs)-1]
 		}
 		first := 0
 		if l[0].text == "async" && len(l) > 1 {
@@ -282,7 +287,11 @@ func pyFunctions(src string, fn func(toks []string)) {
 		if l[first].kind != 'n' || l[first].text != "def" {
 			continue
 		}
-		ind := l[0].indent
+		nested := len(defs) > 0
+		defs = append(defs, ind)
+		if nested && work >= budget {
+			continue
+		}
 		var a anonymiser
 		a.addDef(l[first:])
 		read := len(l)
@@ -296,7 +305,9 @@ func pyFunctions(src string, fn func(toks []string)) {
 			}
 			a.add(m)
 		}
-		work += read
+		if nested {
+			work += read
+		}
 		if len(a.out) > MaxFunctionTokens {
 			a.out = a.out[:MaxFunctionTokens]
 		}

@@ -1,0 +1,54 @@
+package crawl
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestMatchAfterDeepNesting: a module whose first function nests a few defs around a long body
+// used to spend pyFunctions' whole work budget on them, so that an evaluation function after it
+// was never read (a repository function escaping decontamination). Top-level functions (and
+// methods) are read whatever the nested ones cost.
+func TestMatchAfterDeepNesting(t *testing.T) {
+	eval := "def f(nums):\n    output = []\n    for n in nums:\n        output.append((nums.count(n), n))\n    output.sort(reverse=True)\n    return output\n"
+	set, err := ParseEvalSet("e", "e.jsonl", []byte(`{"id":"s0","code":`+jsonString(eval)+`}`), 10, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for d := range 8 {
+		b.WriteString(strings.Repeat("    ", d) + "def wrap(a, b):\n")
+	}
+	for i := range 600 {
+		b.WriteString(strings.Repeat("    ", 8) + "a = b + " + strings.Repeat("1", i%5+1) + "\n")
+	}
+	b.WriteString("\n\n" + eval)
+	if item, hit := set.Match(b.String()); !hit || item != "s0" {
+		t.Fatalf("Match(nested wrapper, then the evaluation function) = %q, %v; want s0, true", item, hit)
+	}
+	b.Reset()
+	b.WriteString("class C:\n")
+	for d := range 8 {
+		b.WriteString(strings.Repeat("    ", d+1) + "def wrap(self, b):\n")
+	}
+	for range 600 {
+		b.WriteString(strings.Repeat("    ", 9) + "a = b + 1\n")
+	}
+	b.WriteString("\n" + indent(eval, "    "))
+	if item, hit := set.Match(b.String()); !hit || item != "s0" {
+		t.Fatalf("Match(class with a nested method, then the evaluation function as a method) = %q, %v; want s0, true", item, hit)
+	}
+}
+
+func jsonString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
+
+func indent(s, by string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = by + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}

@@ -251,29 +251,53 @@ func stringContent(lit string) string {
 // their own as well, at most MaxFunctionTokens tokens each. A function's docstrings and other
 // string-only statements are left out.
 func pyFunctions(src string, fn func(toks []string)) {
-	var lines [][]pyToken // logical lines
+	// The source is read in chunks that start at a line of no indentation (every function ends
+	// there), each kept up to maxChunkTokens tokens: memory is bounded, and a large chunk (a data
+	// table, a huge statement) hides only the functions it holds itself, not those after it.
+	var lines [][]pyToken // the chunk's logical lines
 	var cur []pyToken
-	total := 0
+	chunk, total, work := 0, 0, 0
+	skip := false // the chunk went past maxChunkTokens: skip to the next one
 	tokenizePython(src, func(t pyToken) bool {
+		total++
 		if t.start {
 			if len(cur) > 0 {
 				lines = append(lines, cur)
 			}
 			cur = nil
+			if t.indent == 0 {
+				chunkFunctions(lines, 4*total+MaxFunctionTokens, &work, fn)
+				lines, chunk, skip = lines[:0], 0, false
+			}
+		}
+		if skip {
+			return true
 		}
 		cur = append(cur, t)
-		total++
-		return total < 64*MaxFunctionTokens // bound memory for huge sources
+		if chunk++; chunk >= maxChunkTokens {
+			lines, cur, skip = append(lines, cur), nil, true
+			chunkFunctions(lines, 4*total+MaxFunctionTokens, &work, fn)
+			lines = lines[:0]
+		}
+		return true
 	})
 	if len(cur) > 0 {
 		lines = append(lines, cur)
 	}
-	// A nested function is read with each function around it: bound the work on nested
-	// functions to a few times the source's tokens, so that deep nesting cannot make it
-	// quadratic. A function no def encloses (a top-level function, a method) is always read:
-	// their bodies are disjoint, so together they read each token once, and nesting placed
-	// early in a module cannot use up the budget and hide the functions after it.
-	work, budget := 0, 4*total+MaxFunctionTokens
+	chunkFunctions(lines, 4*total+MaxFunctionTokens, &work, fn)
+}
+
+// maxChunkTokens bounds the tokens pyFunctions keeps of a chunk of source (a top-level statement
+// with what it holds).
+const maxChunkTokens = 64 * MaxFunctionTokens
+
+// chunkFunctions calls fn with the anonymised tokens of every function of lines (pyFunctions).
+// A nested function is read with each function around it: the work on nested functions, added
+// up in *work, stops at budget (a few times the source's tokens), so that deep nesting cannot make
+// it quadratic. A function no def encloses (a top-level function, a method) is always read: their
+// bodies are disjoint, so together they read each token once, and nesting placed early in a
+// module cannot use up the budget and hide the functions after it.
+func chunkFunctions(lines [][]pyToken, budget int, work *int, fn func(toks []string)) {
 	var defs []int // the indentation of the defs enclosing the current line
 	for i, l := range lines {
 		ind := l[0].indent
@@ -289,7 +313,7 @@ func pyFunctions(src string, fn func(toks []string)) {
 		}
 		nested := len(defs) > 0
 		defs = append(defs, ind)
-		if nested && work >= budget {
+		if nested && *work >= budget {
 			continue
 		}
 		var a anonymiser
@@ -306,7 +330,7 @@ func pyFunctions(src string, fn func(toks []string)) {
 			a.add(m)
 		}
 		if nested {
-			work += read
+			*work += read
 		}
 		if len(a.out) > MaxFunctionTokens {
 			a.out = a.out[:MaxFunctionTokens]

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"github.com/ndtrace/ndtrace/internal/costbound"
 	"strings"
 	"testing"
 )
@@ -51,4 +52,24 @@ func indent(s, by string) string {
 		lines[i] = by + lines[i]
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// TestMatchAfterLargeData: a module that opens with a large data table (past the tokens
+// pyFunctions kept, 64·MaxFunctionTokens) used to hide every function after it from
+// decontamination; a table holds no function, and what a module holds after it is read.
+func TestMatchAfterLargeData(t *testing.T) {
+	eval := "def f(nums):\n    output = []\n    for n in nums:\n        output.append((nums.count(n), n))\n    output.sort(reverse=True)\n    return output\n"
+	set, err := ParseEvalSet("e", "e.jsonl", []byte(`{"id":"s0","code":`+jsonString(eval)+`}`), 10, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "TABLE = [\n" + strings.Repeat("    1, 2, 3, 4,\n", 40000) + "]\nLIMIT = 3\n" + strings.Repeat("X = 1\n", 100000) + "\n" + eval
+	if item, hit := set.Match(src); !hit || item != "s0" {
+		t.Fatalf("Match(a large table, then the evaluation function) = %q, %v; want s0, true", item, hit)
+	}
+	n := 0
+	got := costbound.Check(t, "large data", len(src), decontamCost, func() {
+		pyFunctions(src, func(toks []string) { n++ })
+	})
+	t.Logf("%d bytes, %d functions, %d bytes allocated", len(src), n, got)
 }

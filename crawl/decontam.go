@@ -97,6 +97,10 @@ var pyOps = []string{"**=", "//=", ">>=", "<<=", "...", "**", "//", "==", "!=", 
 // tokenizePython calls fn with the tokens of src in order, until fn returns false. It never fails:
 // text that is not Python gives some tokens, in time linear in len(src).
 func tokenizePython(src string, fn func(pyToken) bool) {
+	// Python ends a line at "\n", "\r\n" or a lone "\r" (as NormalizeSource and pylex read it).
+	if strings.IndexByte(src, '\r') >= 0 {
+		src = strings.ReplaceAll(strings.ReplaceAll(src, "\r\n", "\n"), "\r", "\n")
+	}
 	i, depth := 0, 0
 	atLineStart := true
 	indent := 0

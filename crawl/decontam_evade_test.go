@@ -73,3 +73,26 @@ func TestMatchAfterLargeData(t *testing.T) {
 	})
 	t.Logf("%d bytes, %d functions, %d bytes allocated", len(src), n, got)
 }
+
+// TestMatchOldMacLineEndings: Python reads a lone "\r" as a line ending (as NormalizeSource and
+// pylex do), but the n-gram tokenizer read a module with "\r" line endings as one logical line, so
+// that none of its functions but a first one on its first line were compared: an evaluation
+// function saved with such line endings, or after a blank "\r" line, escaped decontamination.
+func TestMatchOldMacLineEndings(t *testing.T) {
+	eval := "def f(nums):\n    output = []\n    for n in nums:\n        output.append((nums.count(n), n))\n    output.sort(reverse=True)\n    return output\n"
+	set, err := ParseEvalSet("e", "e.jsonl", []byte(`{"id":"s0","code":`+jsonString(eval)+`}`), 10, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := strings.NewReplacer("nums", "xs", "output", "res").Replace(eval) // not the exact source
+	for name, src := range map[string]string{
+		"cr":             strings.ReplaceAll("import os\n\n"+renamed, "\n", "\r"),
+		"crlf":           strings.ReplaceAll("import os\n\n"+renamed, "\n", "\r\n"),
+		"blank cr line":  "import os\n  \r\n" + renamed,
+		"blank cr first": "X = 1\n\r" + renamed,
+	} {
+		if item, hit := set.Match(src); !hit || item != "s0" {
+			t.Errorf("%s: Match = %q, %v; want s0, true", name, item, hit)
+		}
+	}
+}

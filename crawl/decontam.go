@@ -526,6 +526,7 @@ type ngramIndex struct {
 	post      map[uint64][]int32
 	grams     []int32 // per evaluation function: its indexed grams
 	item      []int32 // per evaluation function: the index of its item in the set
+	postings  int     // the entries of post, added up (bounded by MaxEvalGrams)
 }
 
 // newNgramIndex returns an empty index of n-grams with a match threshold.
@@ -545,9 +546,11 @@ func (x *ngramIndex) addItem(item int, code string) {
 		f := int32(len(x.grams))
 		x.grams = append(x.grams, 0)
 		x.item = append(x.item, int32(item))
-		for _, h := range gramHashes(toks, x.n) {
+		grams := gramHashes(toks, x.n)
+		for _, h := range grams {
 			x.post[h] = append(x.post[h], f)
 		}
+		x.postings += len(grams)
 	})
 }
 

@@ -1,7 +1,11 @@
 package crawl
 
 import (
+	"context"
+	"fmt"
 	"github.com/ndtrace/ndtrace/internal/costbound"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -94,5 +98,33 @@ func TestMatchOldMacLineEndings(t *testing.T) {
 		if item, hit := set.Match(src); !hit || item != "s0" {
 			t.Errorf("%s: Match = %q, %v; want s0, true", name, item, hit)
 		}
+	}
+}
+
+// TestEvalSetBounded: an evaluation set's index is bounded: a set with more n-grams than
+// MaxEvalGrams (lowered here) is an error naming the line, never an index of unbounded memory nor
+// one of part of the set; a file past MaxEvalSetBytes is an error too.
+func TestEvalSetBounded(t *testing.T) {
+	defer func(n, m int) { evalGramLimit, evalFileLimit = n, m }(evalGramLimit, evalFileLimit)
+	evalGramLimit, evalFileLimit = 1000, 1<<16
+	var b strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&b, `{"code":"def f%d(a):\n    return a + %d * a - %d\n"}`+"\n", i, i, i+1)
+	}
+	_, err := ParseEvalSet("big", "big.jsonl", []byte(b.String()), 4, 0.5)
+	if err == nil || !strings.Contains(err.Error(), "n-grams") || !strings.Contains(err.Error(), "line ") {
+		t.Fatalf("ParseEvalSet of a set past the n-gram bound: err = %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "huge.jsonl")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1<<16 + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := ReadEvalSet(context.Background(), "huge", p); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("ReadEvalSet of a file past MaxEvalSetBytes: err = %v", err)
 	}
 }

@@ -294,3 +294,37 @@ func TestGeneratorCleanup(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalizerCleanup: a callback Python runs as it frees the entry's frame (weakref.finalize's)
+// is a top-level call of a new frame after the entry's return. It was taken for the entry (the
+// last such call), so the cleanup was kept and main returned the callback's None; the entry is
+// the call of the call expression's function.
+func TestFinalizerCleanup(t *testing.T) {
+	code := "def done(tag):\n    tag = tag + '!'\n\nclass Box:\n    __del__ = lambda self: done('box')\n\ndef f(n):\n    b = Box()\n    return n * 2\n"
+	res := traceCode(t, code, "f(21)")
+	last := res.Events[len(res.Events)-1]
+	if last.Func != "Box.<lambda>" || last.Depth != 0 {
+		t.Fatalf("the trace does not end with the finalizer's call on the top level: %+v", last)
+	}
+	item := debugger.Item{Code: code, Call: "f(21)", Events: res.Events, Blocks: res.Blocks, Status: res.Status}
+	tree, _, err := item.Tree(debugger.Forward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret := tree.Top[len(tree.Top)-1]
+	if ret.Kind != debugger.KindReturn || ret.Func() != "main" || *ret.Value() != "42" {
+		t.Fatalf("main's last state is %s of %s (%v), want main's return of 42", ret.Kind, ret.Func(), *ret.Value())
+	}
+	for _, n := range tree.Order {
+		if n.Func() == "done" || n.Func() == "Box.<lambda>" {
+			t.Fatalf("the finalizer is a state of the tree: %s %q", n.Kind, n.Src())
+		}
+	}
+	inv, _, err := item.Tree(debugger.Inverse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := inv.Start(); first.Kind != debugger.KindInvReturn || first.Func() != "f" {
+		t.Fatalf("the inverse starts at %s of %s", first.Kind, first.Func())
+	}
+}

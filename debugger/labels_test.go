@@ -3,6 +3,7 @@ package debugger_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/debugger"
@@ -326,5 +327,30 @@ func TestFinalizerCleanup(t *testing.T) {
 	}
 	if first := inv.Start(); first.Kind != debugger.KindInvReturn || first.Func() != "f" {
 		t.Fatalf("the inverse starts at %s of %s", first.Kind, first.Func())
+	}
+}
+
+// TestCodeContextCarriageReturns: Python counts a lone "\r" as a line ending (the tracer's blocks
+// and states count lines so); the CODE context of a module written with such line endings split
+// it at "\n" only, found every block past its one line and showed the wrapper alone, no code.
+func TestCodeContextCarriageReturns(t *testing.T) {
+	lf := "X = 3\n\ndef g(a):\n    return a + X\n\ndef f(n):\n    s = 0\n    for i in range(n):\n        s += g(i)\n    return s\n"
+	var want string
+	for _, sep := range []string{"\n", "\r", "\r\n"} {
+		code := strings.ReplaceAll(lf, "\n", sep)
+		res := traceCode(t, code, "f(3)")
+		item := debugger.Item{Code: code, Call: "f(3)", Events: res.Events, Blocks: res.Blocks, Status: res.Status}
+		_, ctx, err := item.Tree(debugger.Forward)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(ctx, "def f(n):\n    s = 0\n") || !strings.Contains(ctx, "X = 3") || strings.Contains(ctx, "\r") {
+			t.Fatalf("line endings %q: CODE context %q lacks the code", sep, ctx)
+		}
+		if want == "" {
+			want = ctx
+		} else if ctx != want {
+			t.Errorf("line endings %q: CODE context %q, with \"\\n\" %q", sep, ctx, want)
+		}
 	}
 }

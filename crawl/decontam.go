@@ -97,6 +97,10 @@ var pyOps = []string{"**=", "//=", ">>=", "<<=", "...", "**", "//", "==", "!=", 
 // tokenizePython calls fn with the tokens of src in order, until fn returns false. It never fails:
 // text that is not Python gives some tokens, in time linear in len(src).
 func tokenizePython(src string, fn func(pyToken) bool) {
+	// Python ends a line at "\n", "\r\n" or a lone "\r" (as NormalizeSource and pylex read it).
+	if strings.IndexByte(src, '\r') >= 0 {
+		src = strings.ReplaceAll(strings.ReplaceAll(src, "\r\n", "\n"), "\r", "\n")
+	}
 	i, depth := 0, 0
 	atLineStart := true
 	indent := 0
@@ -251,29 +255,58 @@ func stringContent(lit string) string {
 // their own as well, at most MaxFunctionTokens tokens each. A function's docstrings and other
 // string-only statements are left out.
 func pyFunctions(src string, fn func(toks []string)) {
-	var lines [][]pyToken // logical lines
+	// The source is read in chunks that start at a line of no indentation (every function ends
+	// there), each kept up to maxChunkTokens tokens: memory is bounded, and a large chunk (a data
+	// table, a huge statement) hides only the functions it holds itself, not those after it.
+	var lines [][]pyToken // the chunk's logical lines
 	var cur []pyToken
-	total := 0
+	chunk, total, work := 0, 0, 0
+	skip := false // the chunk went past maxChunkTokens: skip to the next one
 	tokenizePython(src, func(t pyToken) bool {
+		total++
 		if t.start {
 			if len(cur) > 0 {
 				lines = append(lines, cur)
 			}
 			cur = nil
+			if t.indent == 0 {
+				chunkFunctions(lines, 4*total+MaxFunctionTokens, &work, fn)
+				lines, chunk, skip = lines[:0], 0, false
+			}
+		}
+		if skip {
+			return true
 		}
 		cur = append(cur, t)
-		total++
-		return total < 64*MaxFunctionTokens // bound memory for huge sources
+		if chunk++; chunk >= maxChunkTokens {
+			lines, cur, skip = append(lines, cur), nil, true
+			chunkFunctions(lines, 4*total+MaxFunctionTokens, &work, fn)
+			lines = lines[:0]
+		}
+		return true
 	})
 	if len(cur) > 0 {
 		lines = append(lines, cur)
 	}
-	// A nested function is read with each function around it: bound the whole work to a few
-	// times the source's tokens, so that deep nesting cannot make it quadratic.
-	work, budget := 0, 4*total+MaxFunctionTokens
+	chunkFunctions(lines, 4*total+MaxFunctionTokens, &work, fn)
+}
+
+// maxChunkTokens bounds the tokens pyFunctions keeps of a chunk of source (a top-level statement
+// with what it holds).
+const maxChunkTokens = 64 * MaxFunctionTokens
+
+// chunkFunctions calls fn with the anonymised tokens of every function of lines (pyFunctions).
+// A nested function is read with each function around it: the work on nested functions, added
+// up in *work, stops at budget (a few times the source's tokens), so that deep nesting cannot make
+// it quadratic. A function no def encloses (a top-level function, a method) is always read: their
+// bodies are disjoint, so together they read each token once, and nesting placed early in a
+// module cannot use up the budget and hide the functions after it.
+func chunkFunctions(lines [][]pyToken, budget int, work *int, fn func(toks []string)) {
+	var defs []int // the indentation of the defs enclosing the current line
 	for i, l := range lines {
-		if work >= budget {
-			return
+		ind := l[0].indent
+		for len(defs) > 0 && defs[len(defs)-1] >= ind {
+			defs = defs[:len(defs)-1]
 		}
 		first := 0
 		if l[0].text == "async" && len(l) > 1 {
@@ -282,7 +315,11 @@ func pyFunctions(src string, fn func(toks []string)) {
 		if l[first].kind != 'n' || l[first].text != "def" {
 			continue
 		}
-		ind := l[0].indent
+		nested := len(defs) > 0
+		defs = append(defs, ind)
+		if nested && *work >= budget {
+			continue
+		}
 		var a anonymiser
 		a.addDef(l[first:])
 		read := len(l)
@@ -296,7 +333,9 @@ func pyFunctions(src string, fn func(toks []string)) {
 			}
 			a.add(m)
 		}
-		work += read
+		if nested {
+			*work += read
+		}
 		if len(a.out) > MaxFunctionTokens {
 			a.out = a.out[:MaxFunctionTokens]
 		}
@@ -487,6 +526,7 @@ type ngramIndex struct {
 	post      map[uint64][]int32
 	grams     []int32 // per evaluation function: its indexed grams
 	item      []int32 // per evaluation function: the index of its item in the set
+	postings  int     // the entries of post, added up (bounded by MaxEvalGrams)
 }
 
 // newNgramIndex returns an empty index of n-grams with a match threshold.
@@ -506,9 +546,11 @@ func (x *ngramIndex) addItem(item int, code string) {
 		f := int32(len(x.grams))
 		x.grams = append(x.grams, 0)
 		x.item = append(x.item, int32(item))
-		for _, h := range gramHashes(toks, x.n) {
+		grams := gramHashes(toks, x.n)
+		for _, h := range grams {
 			x.post[h] = append(x.post[h], f)
 		}
+		x.postings += len(grams)
 	})
 }
 

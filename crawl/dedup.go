@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -205,11 +206,40 @@ func ReadEvalSet(ctx context.Context, name, path string) (*EvalSet, error) {
 // ReadEvalSetNgram is ReadEvalSet with the n-gram length and match threshold of the set's near
 // matches (Match); 0 takes the default.
 func ReadEvalSetNgram(ctx context.Context, name, path string, n int, threshold float64) (*EvalSet, error) {
-	data, err := ReadFile(ctx, path)
+	data, err := ReadEvalFile(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("evaluation set %s: %w", name, err)
 	}
 	return ParseEvalSet(name, path, data, n, threshold)
+}
+
+// MaxEvalSetBytes bounds an evaluation set's file, and MaxEvalGrams the n-grams its index holds
+// (some 70 bytes of memory each): CruxEval's 800 items are 187 KB and 20,000 n-grams. A larger
+// set is an error, never read in part (an item left out would leak into the rows).
+const (
+	MaxEvalSetBytes = 256 << 20
+	MaxEvalGrams    = 1 << 22
+)
+
+// evalGramLimit and evalFileLimit are MaxEvalGrams and MaxEvalSetBytes (lowered in tests).
+var evalGramLimit, evalFileLimit = MaxEvalGrams, MaxEvalSetBytes
+
+// ReadEvalFile reads an evaluation set's file (a local path or bucket URL), at most
+// MaxEvalSetBytes: a longer one is an error.
+func ReadEvalFile(ctx context.Context, path string) ([]byte, error) {
+	r, err := OpenAt(ctx, path, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, int64(evalFileLimit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("crawl: read %s: %w", path, err)
+	}
+	if len(data) > evalFileLimit {
+		return nil, fmt.Errorf("crawl: %s is larger than %d bytes", path, evalFileLimit)
+	}
+	return data, nil
 }
 
 // ParseEvalSet is ReadEvalSetNgram for the file's content data (path names it in errors).
@@ -232,6 +262,9 @@ func ParseEvalSet(name, path string, data []byte, n int, threshold float64) (*Ev
 			set.byKey[key] = len(set.Items)
 		}
 		set.index.addItem(len(set.Items), *row.Code)
+		if set.index.postings > evalGramLimit {
+			return fmt.Errorf("evaluation set %s: %s line %d: more than %d n-grams (the most a set may hold)", name, path, line, evalGramLimit)
+		}
 		set.Items = append(set.Items, itemLabel(row.ID, line))
 		return nil
 	})

@@ -216,7 +216,8 @@ func chooseDefs(cands []schemas.ModuleDef, need map[string]bool, shown []pylex.S
 // were added), separated by blank lines, then the wrapper (if any). It returns the
 // context and how many needed definitions it left out.
 func moduleContext(code string, blocks []schemas.Block, visited map[int]bool, file, wrapper string, budget int) (string, int) {
-	norm := strings.ReplaceAll(code, "\r\n", "\n")
+	// Lines as Python counts them (the blocks' numbers): "\r\n" and a lone "\r" end a line too.
+	norm := strings.ReplaceAll(strings.ReplaceAll(code, "\r\n", "\n"), "\r", "\n")
 	lines := strings.Split(norm, "\n")
 	var ps []piece
 	var shown []pylex.Span

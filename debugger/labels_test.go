@@ -3,6 +3,7 @@ package debugger_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/debugger"
@@ -320,6 +321,65 @@ func TestMainReturnsTheCallsValue(t *testing.T) {
 			if ret.Kind != debugger.KindReturn || ret.Func() != "main" || *ret.Value() != want {
 				t.Errorf("%s (value %q): main's last state %s of %s returns %v, want %s", tc.call, value, ret.Kind, ret.Func(), *ret.Value(), want)
 			}
+		}
+	}
+}
+
+// TestFinalizerCleanup: a callback Python runs as it frees the entry's frame (weakref.finalize's)
+// is a top-level call of a new frame after the entry's return. It was taken for the entry (the
+// last such call), so the cleanup was kept and main returned the callback's None; the entry is
+// the call of the call expression's function.
+func TestFinalizerCleanup(t *testing.T) {
+	code := "def done(tag):\n    tag = tag + '!'\n\nclass Box:\n    __del__ = lambda self: done('box')\n\ndef f(n):\n    b = Box()\n    return n * 2\n"
+	res := traceCode(t, code, "f(21)")
+	last := res.Events[len(res.Events)-1]
+	if last.Func != "Box.<lambda>" || last.Depth != 0 {
+		t.Fatalf("the trace does not end with the finalizer's call on the top level: %+v", last)
+	}
+	item := debugger.Item{Code: code, Call: "f(21)", Events: res.Events, Blocks: res.Blocks, Status: res.Status}
+	tree, _, err := item.Tree(debugger.Forward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret := tree.Top[len(tree.Top)-1]
+	if ret.Kind != debugger.KindReturn || ret.Func() != "main" || *ret.Value() != "42" {
+		t.Fatalf("main's last state is %s of %s (%v), want main's return of 42", ret.Kind, ret.Func(), *ret.Value())
+	}
+	for _, n := range tree.Order {
+		if n.Func() == "done" || n.Func() == "Box.<lambda>" {
+			t.Fatalf("the finalizer is a state of the tree: %s %q", n.Kind, n.Src())
+		}
+	}
+	inv, _, err := item.Tree(debugger.Inverse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := inv.Start(); first.Kind != debugger.KindInvReturn || first.Func() != "f" {
+		t.Fatalf("the inverse starts at %s of %s", first.Kind, first.Func())
+	}
+}
+
+// TestCodeContextCarriageReturns: Python counts a lone "\r" as a line ending (the tracer's blocks
+// and states count lines so); the CODE context of a module written with such line endings split
+// it at "\n" only, found every block past its one line and showed the wrapper alone, no code.
+func TestCodeContextCarriageReturns(t *testing.T) {
+	lf := "X = 3\n\ndef g(a):\n    return a + X\n\ndef f(n):\n    s = 0\n    for i in range(n):\n        s += g(i)\n    return s\n"
+	var want string
+	for _, sep := range []string{"\n", "\r", "\r\n"} {
+		code := strings.ReplaceAll(lf, "\n", sep)
+		res := traceCode(t, code, "f(3)")
+		item := debugger.Item{Code: code, Call: "f(3)", Events: res.Events, Blocks: res.Blocks, Status: res.Status}
+		_, ctx, err := item.Tree(debugger.Forward)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(ctx, "def f(n):\n    s = 0\n") || !strings.Contains(ctx, "X = 3") || strings.Contains(ctx, "\r") {
+			t.Fatalf("line endings %q: CODE context %q lacks the code", sep, ctx)
+		}
+		if want == "" {
+			want = ctx
+		} else if ctx != want {
+			t.Errorf("line endings %q: CODE context %q, with \"\\n\" %q", sep, ctx, want)
 		}
 	}
 }

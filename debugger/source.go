@@ -82,5 +82,5 @@ func (it Item) forward(exit Exit) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dropCleanup(fwd, it.Consume), nil
+	return dropCleanup(fwd, it.Consume, it.Call), nil
 }

@@ -25,7 +25,7 @@ const maxCachedEvalSets = 16
 func cachedEvalSets(ctx context.Context, spec schemas.Spec) ([]*crawl.EvalSet, error) {
 	var sets []*crawl.EvalSet
 	for i, e := range spec.Decontaminate {
-		data, err := crawl.ReadFile(ctx, e.Path)
+		data, err := crawl.ReadEvalFile(ctx, e.Path)
 		if err != nil {
 			return nil, execute.BadInput("decontaminate[%d]: evaluation set %s: %v", i, e.Name, err)
 		}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/ndtrace/ndtrace/crawl"
 
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -50,5 +54,38 @@ func TestDecontaminator(t *testing.T) {
 	}
 	if Decontaminator(nil) != nil {
 		t.Errorf("a check without sets")
+	}
+}
+
+// TestBatchHashCoversEvalSets: rows are decontaminated when a batch's shard is built, and a batch
+// whose record exists is reused: an evaluation set's file changed at the same path (items added)
+// must change the batches' hashes, or a re-run of the spec would keep rows the new items match.
+// The same content gives the same hashes.
+func TestBatchHashCoversEvalSets(t *testing.T) {
+	dir := t.TempDir()
+	eval := filepath.Join(dir, "eval.jsonl")
+	path := corpus(t, 20)
+	spec := schemas.Spec{Name: "p", Sources: []schemas.SourceSpec{{Kind: "jsonl", Path: path}}, BatchSize: 8,
+		Decontaminate: []schemas.EvalSetSpec{{Name: "e", Path: eval}}}.WithDefaults()
+	created := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	hashes := func(content string) []string {
+		if err := os.WriteFile(eval, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := openMem(t)
+		run := NewRun(spec, created)
+		_, fr := plan(t, s, run, &crawl.Fetcher{})
+		return batchHashes(t, s, run, fr)
+	}
+	one := `{"id":"x","code":"def unrelated(a, b):\n    return [a * i + b for i in range(a) if i % b]\n"}` + "\n"
+	two := one + `{"id":"y","code":"def other(s):\n    return ''.join(reversed(s.split(',')))\n"}` + "\n"
+	h1, h1again, h2 := hashes(one), hashes(one), hashes(two)
+	if len(h1) == 0 || !slices.Equal(h1, h1again) {
+		t.Fatalf("the same evaluation set gave batches %v, then %v", h1, h1again)
+	}
+	for i := range min(len(h1), len(h2)) {
+		if h1[i] == h2[i] {
+			t.Errorf("batch %d: hash %s unchanged by the evaluation set's new item", i, h1[i])
+		}
 	}
 }

@@ -33,12 +33,23 @@ func newBatch(salt string, items []crawl.Item) PlannedBatch {
 	return PlannedBatch{Items: items, Hash: hex.EncodeToString(h.Sum(nil))}
 }
 
-// batchSalt is what a phase's batch hashes are salted with.
-func batchSalt(run Run, p Phase) string {
+// batchSalt is what a phase's batch hashes are salted with: the spec's hash, and the content of
+// its evaluation sets (rows are decontaminated when a batch's shard is built, and a batch whose
+// record exists is reused: a set changed at the same path must not leave the rows it now
+// matches).
+func batchSalt(ctx context.Context, run Run, p Phase) (string, error) {
+	salt := run.Spec.Hash()
 	if p == PhaseFunctions {
-		return run.Spec.Hash() + "functions from repositories"
+		salt += "functions from repositories"
 	}
-	return run.Spec.Hash()
+	for i, e := range run.Spec.Decontaminate {
+		data, err := crawl.ReadEvalFile(ctx, e.Path)
+		if err != nil {
+			return "", execute.BadInput("decontaminate[%d]: evaluation set %s: %v", i, e.Name, err)
+		}
+		salt += fmt.Sprintf("\x00eval set %d %x", i, sha256.Sum256(data))
+	}
+	return salt, nil
 }
 
 // ReadBatch reads a planned batch.
@@ -102,7 +113,10 @@ func FormBatches(ctx context.Context, s *store.Store, run Run, p Phase, page, pa
 		beat.beat(ref.String()) // a page of repositories writes 16,384 batches
 		return fenc.Encode(FormedBatch{Ref: ref, Hash: b.Hash, Items: len(b.Items)})
 	}
-	salt := batchSalt(run, p)
+	salt, err := batchSalt(ctx, run, p)
+	if err != nil {
+		return FormResult{}, err
+	}
 	size := run.Spec.BatchSize
 	writeFuncs := func(ls []pageLine) error {
 		items := make([]crawl.Item, len(ls))

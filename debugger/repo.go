@@ -159,40 +159,13 @@ func RepoCodeContext(funcs []schemas.FuncSource, t *Tree) string {
 // nested in another one that is shown are not repeated. Linear in the functions' and definitions'
 // text (times the functions shown per file, for overlaps).
 func RepoContext(funcs []schemas.FuncSource, mods []schemas.ModuleDef, t *Tree, budget int) (string, int) {
-	type key struct{ file, name string }
-	byName := map[key]int{}
-	byFile := map[string][]int{}
-	for i, f := range funcs {
-		if _, ok := byName[key{f.File, f.QualName}]; !ok {
-			byName[key{f.File, f.QualName}] = i
-		}
-		byFile[f.File] = append(byFile[f.File], i)
-	}
-	shown := make([]bool, len(funcs))
-	for _, n := range t.Order {
-		file, fn, lineno := n.File(), n.Func(), n.Lineno()
-		if i, ok := byName[key{file, fn}]; ok {
-			shown[i] = true
-			continue
-		}
-		best := -1
-		for _, i := range byFile[file] {
-			f := funcs[i]
-			if f.FirstLine <= lineno && lineno <= f.LastLine &&
-				(best < 0 || f.LastLine-f.FirstLine < funcs[best].LastLine-funcs[best].FirstLine) {
-				best = i
-			}
-		}
-		if best >= 0 {
-			shown[best] = true
-		}
-	}
+	shown := ShownFunctions(funcs, t)
 	rank := map[string]int{}
 	need := map[string]map[string]bool{}
 	spans := map[string][]pylex.Span{}
 	var ps []piece
 	for i, f := range funcs {
-		if !shown[i] || nestedInShown(funcs, shown, i) {
+		if !shown[i] {
 			continue
 		}
 		if _, ok := rank[f.File]; !ok {
@@ -232,6 +205,45 @@ func RepoContext(funcs []schemas.FuncSource, mods []schemas.ModuleDef, t *Tree, 
 		}
 	}
 	return joinPieces(ps) + "\n", omitted
+}
+
+// ShownFunctions reports, for each of funcs, whether RepoContext shows its source for tree t: a
+// function with a state in t (a frame without a source of its own stands for the innermost
+// function whose lines hold its line), not nested in another shown function.
+func ShownFunctions(funcs []schemas.FuncSource, t *Tree) []bool {
+	type key struct{ file, name string }
+	byName := map[key]int{}
+	byFile := map[string][]int{}
+	for i, f := range funcs {
+		if _, ok := byName[key{f.File, f.QualName}]; !ok {
+			byName[key{f.File, f.QualName}] = i
+		}
+		byFile[f.File] = append(byFile[f.File], i)
+	}
+	shown := make([]bool, len(funcs))
+	for _, n := range t.Order {
+		file, fn, lineno := n.File(), n.Func(), n.Lineno()
+		if i, ok := byName[key{file, fn}]; ok {
+			shown[i] = true
+			continue
+		}
+		best := -1
+		for _, i := range byFile[file] {
+			f := funcs[i]
+			if f.FirstLine <= lineno && lineno <= f.LastLine &&
+				(best < 0 || f.LastLine-f.FirstLine < funcs[best].LastLine-funcs[best].FirstLine) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			shown[best] = true
+		}
+	}
+	out := make([]bool, len(funcs))
+	for i := range funcs {
+		out[i] = shown[i] && !nestedInShown(funcs, shown, i)
+	}
+	return out
 }
 
 // nestedInShown reports whether funcs[i] lies within another shown function of the same file.

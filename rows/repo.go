@@ -95,7 +95,34 @@ func RepoRow(it crawl.Item, tt schemas.TestTrace, tr *debugger.Trace, dir debugg
 	}
 	src := Source{Level: "repository", RepoURL: it.Path, Commit: it.Repo.Resolved.Pin(), Path: entry.File,
 		QualName: entry.QualName, SourceID: tt.Test, FunctionID: entryFunctionID(tt.Functions, entry)}
+	if err := splitMixed(o.Split, tt.Functions, tree, src.FunctionID); err != nil {
+		return schemas.Row{}, err
+	}
 	return build(src, tree, code, treeCounts(tree), p, seed, o)
+}
+
+// ErrSplitMixed is returned (wrapped) for a repository row whose CODE context shows a function of
+// another split than its entry function's: kept, the function would be in two splits (its code
+// and its run in a train row, its rows in validation).
+var ErrSplitMixed = errors.New("the row shows functions of two splits")
+
+// splitMixed returns an error wrapping ErrSplitMixed when a function shown in t's CODE context
+// (debugger.ShownFunctions) falls in another split than the entry's (function id entryID); nil
+// when split has one split only.
+func splitMixed(split schemas.SplitSpec, funcs []schemas.FuncSource, t *debugger.Tree, entryID string) error {
+	if len(split) == 0 {
+		return nil
+	}
+	want := split.Assign(entryID)
+	for i, shown := range debugger.ShownFunctions(funcs, t) {
+		if !shown {
+			continue
+		}
+		if got := split.Assign(crawl.FunctionID(funcs[i].Source)); got != want {
+			return fmt.Errorf("%w: %s (%s) in a %s row", ErrSplitMixed, funcs[i].QualName, got, want)
+		}
+	}
+	return nil
 }
 
 // treeCounts counts the events of a tree's states by type.

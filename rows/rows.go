@@ -141,6 +141,8 @@ func reasonKey(err error) string {
 		return "run_cut_off"
 	case errors.Is(err, tokenize.ErrSpecialToken):
 		return "special_token_in_source"
+	case errors.Is(err, ErrSplitMixed):
+		return "split_mixed"
 	}
 	return "error"
 }

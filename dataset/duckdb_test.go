@@ -200,7 +200,7 @@ func TestDuckDB(t *testing.T) {
 	if rep.Total.BadInputIDs != 0 || rep.Total.BadLossMask != 0 || rep.Total.BadLearned != 0 || rep.Total.MinID < 0 {
 		t.Errorf("DuckDB finds rows whose lists disagree with num_tokens/num_learned: %+v", rep.Total)
 	}
-	if rep.KV[MetaFormat] != Format || rep.KV[MetaSchemaVersion] != "1" || rep.KV[MetaArrowSchema] != arrowSchemaMetadata() {
+	if rep.KV[MetaFormat] != Format || rep.KV[MetaSchemaVersion] != schemas.RowSchemaVersion || rep.KV[MetaArrowSchema] != arrowSchemaMetadata() {
 		t.Errorf("key-value metadata read by DuckDB: %v", rep.KV)
 	}
 	if fmt.Sprint(rep.Compression) != "[ZSTD]" {

@@ -161,7 +161,7 @@ func TestRunProgressTerminal(t *testing.T) {
 	if len(lines) > 6 {
 		t.Errorf("%d lines on the screen, want at most 6", len(lines))
 	}
-	for _, want := range []string{"dataset workflow ", "done ", "21/21 items", "100%", "52 trajectories", "11,367 tokens", "batches 3/3"} {
+	for _, want := range []string{"dataset workflow ", "done ", "21/21 items", "100%", "52 trajectories", "12,897 tokens", "batches 3/3"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the screen lacks %q", want)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/debugger"
+	"github.com/ndtrace/ndtrace/rows"
 	"github.com/ndtrace/ndtrace/tokenize"
 )
 
@@ -127,6 +128,7 @@ func Prediction(task Task, id string, item debugger.Item) (Example, error) {
 	if err != nil {
 		return Example{}, err
 	}
+	traj = rows.Renumber(traj) // values as rows show them: addresses numbered from 0x1
 	p, err := cut(traj, len(actions)-1)
 	if err != nil {
 		return Example{}, err
@@ -206,6 +208,7 @@ func (s *NextStateSet) Add(id string, item debugger.Item, seed uint64) error {
 			errs = append(errs, fmt.Sprintf("%s: %v", dir, err))
 			continue
 		}
+		traj = rows.Renumber(traj) // values as rows show them: addresses numbered from 0x1
 		rng := debugger.NewRand(rowSeed)
 		for _, a := range s.order {
 			if len(s.byAction[a]) >= s.per {

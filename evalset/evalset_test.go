@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -150,5 +151,22 @@ func TestNextStateSet(t *testing.T) {
 	}
 	if len(set.Actions()) != len(counts) {
 		t.Errorf("examples of %d actions, want %d", len(counts), len(set.Actions()))
+	}
+}
+
+// TestPredictionRenumbers: a prompt's values are numbered as rows number them (rows.Renumber): a
+// raw address in a string is a placeholder from 0x1, never the address of one run.
+func TestPredictionRenumbers(t *testing.T) {
+	sb := newSandbox(t)
+	item, err := traceRow(t, sb, CruxRow{Code: "def f(x):\n    s = hex(id(x))\n    return s", Input: "[1]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Prediction(OutputStepReturn, "addr", item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p.Target, "<address 0x1>") || regexp.MustCompile(`0x[0-9a-f]{9,}`).MatchString(p.Prompt+p.Target) {
+		t.Errorf("prompt %q, target %q: want the address as <address 0x1>", p.Prompt, p.Target)
 	}
 }

@@ -38,6 +38,9 @@ type Token struct {
 	// of whitespace before it on its physical line (0 for a statement at the module's top level).
 	First  bool
 	Indent int
+	// LineStart, on a First token, is the offset of the first byte of the physical line the
+	// logical line starts on (Indent counts from after the last backslash join, if any).
+	LineStart int
 }
 
 // Is reports whether t is the operator op.
@@ -56,6 +59,8 @@ type Lexer struct {
 	depth     int  // open brackets
 	first     bool // the next token starts a logical line
 	opts      Options
+	stmtStart int  // offset of the physical line the current logical line starts on
+	atStart   bool // only blanks since a line break at depth 0 (SkipCRLines)
 }
 
 // Options change how a Lexer reads a few details, for a reader that must keep the results of
@@ -72,14 +77,20 @@ type Options struct {
 	NoHexSign bool
 	// Ellipsis: "..." is one Op.
 	Ellipsis bool
+	// StrayOps (with LFOnly): a backslash before '\r' is skipped with it (it joins no lines:
+	// "\\\r\n" ends the line), any other backslash not before a '\n' is an Op, and so is '\v'.
+	StrayOps bool
+	// SkipCRLines: a physical line at bracket depth 0 whose first byte after spaces, tabs and
+	// form feeds is a '\r' gives no token, up to its '\n'.
+	SkipCRLines bool
 }
 
 // NewLexer returns a lexer over src.
-func NewLexer(src string) *Lexer { return &Lexer{src: src, line: 1, first: true} }
+func NewLexer(src string) *Lexer { return &Lexer{src: src, line: 1, first: true, atStart: true} }
 
 // NewLexerWith returns a lexer over src reading it as o says.
 func NewLexerWith(src string, o Options) *Lexer {
-	return &Lexer{src: src, line: 1, first: true, opts: o}
+	return &Lexer{src: src, line: 1, first: true, opts: o, atStart: true}
 }
 
 // lineBreak reports whether c breaks a line.
@@ -91,11 +102,22 @@ func (l *Lexer) Next() Token {
 	for l.i < len(src) {
 		i := l.i
 		c := src[i]
+		if l.atStart && c != ' ' && c != '\t' && c != '\f' {
+			l.atStart = false
+			if c == '\r' && l.opts.SkipCRLines {
+				for l.i < len(src) && src[l.i] != '\n' {
+					l.i++
+				}
+				continue
+			}
+		}
 		switch {
 		case c == '#':
 			for l.i < len(src) && !l.lineBreak(src[l.i]) {
 				l.i++
 			}
+		case c == '\\' && l.opts.StrayOps && i+1 < len(src) && src[i+1] == '\r':
+			l.i += 2
 		case c == '\\' && i+1 < len(src) && l.opts.LFOnly && (src[i+1] == '\n' || src[i+1] == '\r' && i+2 < len(src) && src[i+2] == '\n'):
 			l.i += 2
 			if src[i+1] == '\r' {
@@ -115,11 +137,15 @@ func (l *Lexer) Next() Token {
 			}
 			line := l.line
 			l.newline()
+			if l.depth == 0 {
+				l.atStart = true
+				l.stmtStart = l.i
+			}
 			if l.depth == 0 && !l.first {
 				l.first = true
 				return Token{Kind: Newline, Offset: i, Line: line, EndLine: line}
 			}
-		case c == ' ' || c == '\t' || c == '\f' || c == '\\' || l.opts.LFOnly && (c == '\r' || c == '\v'):
+		case c == ' ' || c == '\t' || c == '\f' || c == '\\' && !l.opts.StrayOps || l.opts.LFOnly && (c == '\r' || c == '\v' && !l.opts.StrayOps):
 			l.i++
 		case c == '\'' || c == '"':
 			return l.emit(String, i, i+stringEnd(src[i:], l.opts.LFOnly))
@@ -169,6 +195,7 @@ func (l *Lexer) emit(k Kind, i, j int) Token {
 	t := Token{Kind: k, Text: l.src[i:j], Offset: i, Line: l.line, First: l.first}
 	if l.first {
 		t.Indent = i - l.lineStart
+		t.LineStart = l.stmtStart
 		l.first = false
 	}
 	if k == String {

@@ -141,7 +141,8 @@ func FuzzLexer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, src string) {
 		lines := strings.Count(src, "\n") + strings.Count(src, "\r") + 1
-		for _, o := range []Options{{}, {LFOnly: true, Floats: true, Ellipsis: true}, {Floats: true, NoHexSign: true}} {
+		for _, o := range []Options{{}, {LFOnly: true, Floats: true, Ellipsis: true}, {Floats: true, NoHexSign: true},
+			{LFOnly: true, Floats: true, NoHexSign: true, Ellipsis: true, StrayOps: true, SkipCRLines: true}} {
 			l, prev, lines := NewLexerWith(src, o), -1, lines
 			if o.LFOnly {
 				lines = strings.Count(src, "\n") + 1
@@ -160,7 +161,7 @@ func FuzzLexer(f *testing.F) {
 				if tok.Kind != Newline && (tok.Text == "" || !strings.HasPrefix(src[tok.Offset:], tok.Text)) {
 					t.Fatalf("%+v: token %+v is not the source's text", o, tok)
 				}
-				if tok.First && tok.Indent > tok.Offset {
+				if tok.First && (tok.Indent > tok.Offset || tok.LineStart > tok.Offset-tok.Indent) {
 					t.Fatalf("%+v: token %+v indented before the source", o, tok)
 				}
 				prev = tok.Offset
@@ -248,6 +249,8 @@ func TestLexerOptions(t *testing.T) {
 		{"a\rb # c\rd\n'e\rf'\n", Options{}, "n:a:1 / n:b:2 / n:d:3 / s:'e:4 / s:f':5 /"},
 		{"a\rb # c\rd\n'e\rf'\n", all, "n:a:1 n:b:1 / s:'e\rf':2 /"},
 		{"a = \\\r\n  1\v\n", all, "n:a:1 o:=:1 d:1:2 /"},
+		{"a = \\\r\n  1\v \\ \\\rb\n\r# c\nd\n", Options{LFOnly: true, StrayOps: true}, "n:a:1 o:=:1 / d:1:2 o:\v:2 o:\\:2 n:b:2 / n:d:4 /"},
+		{"a\n \rc = 1\nd\n", Options{LFOnly: true, SkipCRLines: true}, "n:a:1 / n:d:3 /"},
 	} {
 		var got []string
 		l := NewLexerWith(tc.src, tc.o)

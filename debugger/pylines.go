@@ -1,6 +1,10 @@
 package debugger
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ndtrace/ndtrace/internal/pylex"
+)
 
 // ExecutableLines reports, for each line of the Python source src (index 0 for line 1), whether
 // Python can stop at it: whether some code object compiled from src has an instruction on that
@@ -57,157 +61,49 @@ type logicalLine struct {
 	toks         []pyToken
 }
 
+// lexOptions read src as logicalLines always has: only '\n' breaks a line, a number is a whole
+// literal, "..." is one token.
+var lexOptions = pylex.Options{LFOnly: true, Floats: true, Ellipsis: true}
+
 // logicalLines splits src into logical lines.
 func logicalLines(src string) []logicalLine {
 	var out []logicalLine
-	cur := logicalLine{line: 1}
-	line, depth := 1, 0
-	lineStart := 0 // byte offset of the current physical line
-	end := func() {
-		if len(cur.toks) > 0 {
+	var cur logicalLine
+	lx := pylex.NewLexerWith(src, lexOptions)
+	for {
+		t := lx.Next()
+		switch t.Kind {
+		case pylex.End:
+			return out
+		case pylex.Newline:
 			out = append(out, cur)
-		}
-		cur = logicalLine{}
-	}
-	add := func(t pyToken, at, tokLine int) {
-		if len(cur.toks) == 0 {
-			cur.line, cur.indent = tokLine, indentOf(src[lineStart:at])
-		}
-		cur.toks = append(cur.toks, t)
-	}
-	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == '\n':
-			if depth == 0 {
-				end()
-			}
-			line++
-			i++
-			lineStart = i
-		case c == '\\' && i+1 < len(src) && (src[i+1] == '\n' || src[i+1] == '\r' && i+2 < len(src) && src[i+2] == '\n'):
-			// An explicit line join: the logical line goes on.
-			i += 2
-			if src[i-1] == '\r' {
-				i++
-			}
-			line++
-			lineStart = i
-		case c == '#':
-			for i < len(src) && src[i] != '\n' {
-				i++
-			}
-		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == '\\':
-			i++
-		case c == '"' || c == '\'':
-			start, startLine := i, line
-			var nl int
-			i, nl = skipString(src, i)
-			add(pyToken{'s', "str"}, start, startLine)
-			if nl > 0 {
-				line += nl
-				lineStart = strings.LastIndexByte(src[:i], '\n') + 1
-			}
-		case isNameByte(c):
-			j := i
-			for j < len(src) && (isNameByte(src[j]) || src[j] >= '0' && src[j] <= '9') {
-				j++
-			}
-			name := src[i:j]
-			if j < len(src) && (src[j] == '"' || src[j] == '\'') && isStringPrefix(name) {
-				start, startLine := i, line
-				var nl int
-				i, nl = skipString(src, j)
-				add(pyToken{'s', "str"}, start, startLine)
-				if nl > 0 {
-					line += nl
-					lineStart = strings.LastIndexByte(src[:i], '\n') + 1
-				}
-				continue
-			}
-			add(pyToken{'n', name}, i, line)
-			i = j
-		case c >= '0' && c <= '9' || c == '.' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9':
-			j := i + 1
-			for j < len(src) {
-				d := src[j]
-				if d >= '0' && d <= '9' || d == '.' || d == '_' || isNameByte(d) {
-					j++
-					if (d == 'e' || d == 'E') && j < len(src) && (src[j] == '+' || src[j] == '-') {
-						j++
-					}
-					continue
-				}
-				break
-			}
-			add(pyToken{'0', src[i:j]}, i, line)
-			i = j
-		default:
-			switch c {
-			case '(', '[', '{':
-				depth++
-			case ')', ']', '}':
-				if depth > 0 {
-					depth--
-				}
-			}
-			if c == '.' && strings.HasPrefix(src[i:], "...") {
-				add(pyToken{'o', "..."}, i, line)
-				i += 3
-				continue
-			}
-			add(pyToken{'o', src[i : i+1]}, i, line)
-			i++
-		}
-	}
-	end()
-	return out
-}
-
-// skipString skips the string literal whose opening quote is at src[i] and returns the offset
-// after it and the line breaks it holds. A backslash escapes the next character (in a raw string
-// too, as far as the end of the literal goes). An unterminated single-quoted string ends at the
-// line break, an unterminated triple-quoted one at the end of src.
-func skipString(src string, i int) (int, int) {
-	q := src[i]
-	triple := strings.HasPrefix(src[i:], strings.Repeat(string(q), 3))
-	nl := 0
-	if triple {
-		i += 3
-	} else {
-		i++
-	}
-	for i < len(src) {
-		c := src[i]
-		switch {
-		case c == '\\':
-			if i+1 < len(src) && src[i+1] == '\n' {
-				nl++
-			}
-			i += 2
+			cur = logicalLine{}
 			continue
-		case c == '\n':
-			if !triple {
-				return i, nl // unterminated: the line break ends the logical line
+		}
+		if t.First {
+			cur.line, cur.indent = t.Line, indentOf(src[t.Offset-t.Indent:t.Offset])
+		}
+		switch t.Kind {
+		case pylex.Name:
+			cur.toks = append(cur.toks, pyToken{'n', t.Text})
+		case pylex.Number:
+			cur.toks = append(cur.toks, pyToken{'0', t.Text})
+		case pylex.String:
+			if q := strings.IndexAny(t.Text, `'"`); q > 0 && !isStringPrefix(t.Text[:q]) {
+				// A prefix pylex knows and CPython 3.11-3.13 does not (t, ur): a name.
+				cur.toks = append(cur.toks, pyToken{'n', t.Text[:q]})
 			}
-			nl++
-		case c == q:
-			if !triple {
-				return i + 1, nl
+			cur.toks = append(cur.toks, pyToken{'s', "str"})
+		default:
+			if t.Text == "..." {
+				cur.toks = append(cur.toks, pyToken{'o', t.Text})
+				continue
 			}
-			if strings.HasPrefix(src[i:], strings.Repeat(string(q), 3)) {
-				return i + 3, nl
+			for i := range len(t.Text) { // one token per character, as the classifier reads them
+				cur.toks = append(cur.toks, pyToken{'o', t.Text[i : i+1]})
 			}
 		}
-		i++
 	}
-	return len(src), nl
-}
-
-// isNameByte reports whether c may start a Python name (any byte of a non-ASCII character
-// counts).
-func isNameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= 0x80
 }
 
 // isStringPrefix reports whether name is a string literal's prefix (r, b, u, f and their

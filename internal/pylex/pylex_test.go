@@ -140,23 +140,32 @@ func FuzzLexer(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
-		l := NewLexer(src)
-		prev, lines := -1, strings.Count(src, "\n")+strings.Count(src, "\r")+1
-		for n := 0; ; n++ {
-			tok := l.Next()
-			if tok.Kind == End {
-				break
+		lines := strings.Count(src, "\n") + strings.Count(src, "\r") + 1
+		for _, o := range []Options{{}, {LFOnly: true, Floats: true, Ellipsis: true}, {Floats: true, NoHexSign: true},
+			{LFOnly: true, Floats: true, NoHexSign: true, Ellipsis: true, StrayOps: true, SkipCRLines: true}} {
+			l, prev, lines := NewLexerWith(src, o), -1, lines
+			if o.LFOnly {
+				lines = strings.Count(src, "\n") + 1
 			}
-			if n > len(src)+1 {
-				t.Fatalf("more tokens than bytes")
+			for n := 0; ; n++ {
+				tok := l.Next()
+				if tok.Kind == End {
+					break
+				}
+				if n > len(src)+1 {
+					t.Fatalf("%+v: more tokens than bytes", o)
+				}
+				if tok.Offset < prev || tok.Offset > len(src) || tok.Line < 1 || tok.EndLine < tok.Line || tok.EndLine > lines {
+					t.Fatalf("%+v: token %+v out of order or range (prev %d, %d lines)", o, tok, prev, lines)
+				}
+				if tok.Kind != Newline && (tok.Text == "" || !strings.HasPrefix(src[tok.Offset:], tok.Text)) {
+					t.Fatalf("%+v: token %+v is not the source's text", o, tok)
+				}
+				if tok.First && (tok.Indent > tok.Offset || tok.LineStart > tok.Offset-tok.Indent) {
+					t.Fatalf("%+v: token %+v indented before the source", o, tok)
+				}
+				prev = tok.Offset
 			}
-			if tok.Offset < prev || tok.Offset > len(src) || tok.Line < 1 || tok.EndLine < tok.Line || tok.EndLine > lines {
-				t.Fatalf("token %+v out of order or range (prev %d, %d lines)", tok, prev, lines)
-			}
-			if tok.Kind != Newline && !strings.HasPrefix(src[tok.Offset:], tok.Text) {
-				t.Fatalf("token %+v is not the source's text", tok)
-			}
-			prev = tok.Offset
 		}
 		uses := UsedSet(src)
 		Uses(src, func(n string) {
@@ -219,6 +228,41 @@ func TestFreeUses(t *testing.T) {
 		FreeUses(tc.src, func(n string) { got = append(got, n) })
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("FreeUses(%q) = %q, want %q", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestLexerOptions: the Options change only what they say.
+func TestLexerOptions(t *testing.T) {
+	all := Options{LFOnly: true, Floats: true, NoHexSign: true, Ellipsis: true}
+	for _, tc := range []struct {
+		src  string
+		o    Options
+		want string // tokens: kind, text, line; / for a Newline
+	}{
+		{"x = 1.5e-3 + .5\n", Options{}, "n:x:1 o:=:1 d:1:1 o:.:1 d:5e:1 o:-:1 d:3:1 o:+:1 o:.:1 d:5:1 /"},
+		{"x = 1.5e-3 + .5\n", all, "n:x:1 o:=:1 d:1.5e-3:1 o:+:1 d:.5:1 /"},
+		{"0xE+1; 0XE-1\n", all, "d:0xE:1 o:+:1 d:1:1 o:;:1 d:0XE:1 o:-:1 d:1:1 /"},
+		{"0xE+1\n", Options{Floats: true}, "d:0xE+1:1 /"},
+		{"x[...]\n", Options{}, "n:x:1 o:[:1 o:.:1 o:.:1 o:.:1 o:]:1 /"},
+		{"x[...]\n", all, "n:x:1 o:[:1 o:...:1 o:]:1 /"},
+		{"a\rb # c\rd\n'e\rf'\n", Options{}, "n:a:1 / n:b:2 / n:d:3 / s:'e:4 / s:f':5 /"},
+		{"a\rb # c\rd\n'e\rf'\n", all, "n:a:1 n:b:1 / s:'e\rf':2 /"},
+		{"a = \\\r\n  1\v\n", all, "n:a:1 o:=:1 d:1:2 /"},
+		{"a = \\\r\n  1\v \\ \\\rb\n\r# c\nd\n", Options{LFOnly: true, StrayOps: true}, "n:a:1 o:=:1 / d:1:2 o:\v:2 o:\\:2 n:b:2 / n:d:4 /"},
+		{"a\n \rc = 1\nd\n", Options{LFOnly: true, SkipCRLines: true}, "n:a:1 / n:d:3 /"},
+	} {
+		var got []string
+		l := NewLexerWith(tc.src, tc.o)
+		for tok := l.Next(); tok.Kind != End; tok = l.Next() {
+			if tok.Kind == Newline {
+				got = append(got, "/")
+				continue
+			}
+			got = append(got, string("?ndso/"[tok.Kind])+":"+tok.Text+":"+strconv.Itoa(tok.Line))
+		}
+		if g := strings.Join(got, " "); g != tc.want {
+			t.Errorf("%q %+v:\n got %s\nwant %s", tc.src, tc.o, g, tc.want)
 		}
 	}
 }

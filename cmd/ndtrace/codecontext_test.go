@@ -2,16 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/ndtrace/ndtrace/dataset"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
-	"github.com/ndtrace/ndtrace/store"
 )
 
 // TestRunCodeContexts runs the linked_list fixture repository through the whole pipeline and
@@ -44,44 +41,32 @@ created_at: 2026-11-22T00:00:00Z
 	if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr.String())
 	}
-	m, _ := checkDataset(t, out)
-	ctx := context.Background()
-	st, err := store.Open(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	checkDataset(t, out)
 	n, bad, funcs := 0, 0, 0
-	for _, s := range m.Shards {
-		rows, err := dataset.ReadRows(ctx, st, s.Path, 0)
-		if err != nil {
-			t.Fatal(err)
+	for _, r := range allRows(t, out) {
+		if r.Level == "repository" {
+			n++
+		} else {
+			funcs++
 		}
-		for _, r := range rows {
-			if r.Level == "repository" {
-				n++
-			} else {
-				funcs++
+		text := r.Text
+		var missing []string
+		need := func(use, def string) {
+			if strings.Contains(text, use) && !strings.Contains(text, def) {
+				missing = append(missing, def)
 			}
-			text := r.Text
-			var missing []string
-			need := func(use, def string) {
-				if strings.Contains(text, use) && !strings.Contains(text, def) {
-					missing = append(missing, def)
-				}
-			}
-			need("[PREV]", "PREV, NEXT = 0, 1")
-			need("NEXT", "PREV, NEXT = 0, 1")
-			need("defaultdict(list)", "from collections import defaultdict")
-			need("itertools.combinations", "import itertools")
-			need("TAGS", "TAGS = (DEFAULT_TAG")
-			need("TAGS = (DEFAULT_TAG", "DEFAULT_TAG = \"item\"")
-			need("    def append(self", "class LinkedList:")
-			need("    def step(self", "class Node:")
-			if len(missing) > 0 || r.CodeOmitted != 0 {
-				bad++
-				t.Errorf("row %s (%s): code_omitted %d, lacks %q:\n%s", r.ID, r.QualName, r.CodeOmitted, missing, text)
-			}
+		}
+		need("[PREV]", "PREV, NEXT = 0, 1")
+		need("NEXT", "PREV, NEXT = 0, 1")
+		need("defaultdict(list)", "from collections import defaultdict")
+		need("itertools.combinations", "import itertools")
+		need("TAGS", "TAGS = (DEFAULT_TAG")
+		need("TAGS = (DEFAULT_TAG", "DEFAULT_TAG = \"item\"")
+		need("    def append(self", "class LinkedList:")
+		need("    def step(self", "class Node:")
+		if len(missing) > 0 || r.CodeOmitted != 0 {
+			bad++
+			t.Errorf("row %s (%s): code_omitted %d, lacks %q:\n%s", r.ID, r.QualName, r.CodeOmitted, missing, text)
 		}
 	}
 	t.Logf("%d repository rows, %d function-level rows, %d lacking a definition", n, funcs, bad)

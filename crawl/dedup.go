@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/ndtrace/ndtrace/internal/pylex"
 )
 
 // NormalizeSource returns Python source in a canonical form for exact deduplication and
@@ -88,7 +90,7 @@ func NormalizeSource(src string) string {
 			}
 			writeSpace(&cur)
 		case c == '\'' || c == '"':
-			n := stringLen(src[i:])
+			n := pylex.StringEnd(src[i:], true) // a line ends at "\n" only, as the keys always read it
 			cur.WriteString(src[i : i+n])
 			i += n
 		default:
@@ -115,37 +117,6 @@ func writeSpace(b *strings.Builder) {
 		return
 	}
 	b.WriteByte(' ')
-}
-
-// stringLen returns the length of the string literal at the start of s (single, double or triple
-// quoted, with backslash escapes); an unterminated literal runs to the end of s (or of the line,
-// for a single-quoted one).
-func stringLen(s string) int {
-	q := s[0]
-	if strings.HasPrefix(s, strings.Repeat(string(q), 3)) {
-		end := strings.Repeat(string(q), 3)
-		for i := 3; i < len(s); i++ {
-			if s[i] == '\\' {
-				i++
-				continue
-			}
-			if strings.HasPrefix(s[i:], end) {
-				return i + 3
-			}
-		}
-		return len(s)
-	}
-	for i := 1; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case q:
-			return i + 1
-		case '\n':
-			return i
-		}
-	}
-	return len(s)
 }
 
 // DedupKey is the key of exact deduplication of a function-level item: the hex SHA-256 of its

@@ -148,7 +148,7 @@ func (l *Lexer) Next() Token {
 		case c == ' ' || c == '\t' || c == '\f' || c == '\\' && !l.opts.StrayOps || l.opts.LFOnly && (c == '\r' || c == '\v' && !l.opts.StrayOps):
 			l.i++
 		case c == '\'' || c == '"':
-			return l.emit(String, i, i+stringEnd(src[i:], l.opts.LFOnly))
+			return l.emit(String, i, i+StringEnd(src[i:], l.opts.LFOnly))
 		case l.opts.Floats && (c >= '0' && c <= '9' || c == '.' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9'):
 			return l.emit(Number, i, i+l.numberEnd(src[i:]))
 		case l.opts.Ellipsis && c == '.' && i+2 < len(src) && src[i+1] == '.' && src[i+2] == '.':
@@ -159,7 +159,7 @@ func (l *Lexer) Next() Token {
 				j++
 			}
 			if j < len(src) && (src[j] == '\'' || src[j] == '"') && isStringPrefix(src[i:j]) {
-				return l.emit(String, i, j+stringEnd(src[j:], l.opts.LFOnly))
+				return l.emit(String, i, j+StringEnd(src[j:], l.opts.LFOnly))
 			}
 			if c >= '0' && c <= '9' {
 				return l.emit(Number, i, j)
@@ -283,10 +283,10 @@ func (l *Lexer) numberEnd(s string) int {
 	return j
 }
 
-// stringEnd returns the length of the string literal at the start of s (single, double or triple
+// StringEnd returns the length of the string literal at the start of s (single, double or triple
 // quoted, with backslash escapes); an unterminated literal runs to the end of s, or of the line
 // for a single-quoted one (a '\n', or a '\r' too unless lfOnly). Linear in the length returned.
-func stringEnd(s string, lfOnly bool) int {
+func StringEnd(s string, lfOnly bool) int {
 	q := s[0]
 	if len(s) >= 3 && s[1] == q && s[2] == q {
 		for i := 3; i < len(s); i++ {

@@ -211,7 +211,9 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		defer second.Close()
 	}
 
-	wd.begin("collecting tests", 2*collectTimeout) // a second collection follows a usage error
+	// A second collection follows a usage error, and the other runner's one(s) a runner that
+	// finds no test.
+	wd.begin("collecting tests", 3*collectTimeout)
 	col, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
 		Limits: sandbox.Limits{WallTime: collectTimeout, CPUTime: collectTimeout}})
 	if err != nil {
@@ -230,6 +232,12 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: schemas.Counts{}, Neutralised: col.Neutralised}
 	for _, n := range col.Neutralised {
 		rt.Counts[schemas.CountNeutralised(neutralisedClass(n))] = 1
+	}
+	if col.RunnerFallback != "" {
+		rt.Counts[schemas.CountRunnerFallback(col.Runner)] = 1
+	}
+	for _, k := range col.Refused {
+		rt.Counts[schemas.CountSelectionRefused(k)]++
 	}
 	// With options neutralised, each test is run once more untraced with the original ones when
 	// they can run here, else counted as run under neutralised options.

@@ -79,6 +79,9 @@ type CollectRequest struct {
 	// collection that still ends in a pytest usage error while addopts were applied is made
 	// again with OptionsNone (Collection.Options says which one was used).
 	Options RunnerOptions
+	// NoFallback keeps the collection to its runner: by default a runner that finds no test
+	// (nothing collected, or only errors) is followed by the other one (Collection.RunnerFallback).
+	NoFallback bool
 }
 
 // Collection is the test suite of a checkout.
@@ -116,6 +119,13 @@ type Collection struct {
 	// tests can then be run once more with OptionsOriginal to see whether neutralising changed
 	// their outcome.
 	OriginalRunnable bool
+	// RunnerFallback, when not "", is the runner that was tried first and found no test: Runner
+	// is the other one, whose collection found some (runnerFallback). Run the tests with Runner.
+	RunnerFallback string
+	// Refused lists the repository's test selections that were not applied because they name a
+	// path outside the checkout (absolute, "..", a link out), one entry per path refused, by kind:
+	// RefusedArgs, RefusedTestpaths, or the option (--ignore, --ignore-glob, --deselect).
+	Refused []string
 	// Result is the raw run (output, resources).
 	Result *Result
 }
@@ -194,6 +204,16 @@ func (s *Sandbox) CollectTests(ctx context.Context, req CollectRequest) (*Collec
 	if err := checkOptions(req.Options); err != nil {
 		return nil, err
 	}
+	c, err := s.collectOptions(ctx, req, dir)
+	if err != nil || req.NoFallback || !findsNothing(c) {
+		return c, err
+	}
+	return s.runnerFallback(ctx, req, dir, c)
+}
+
+// collectOptions makes one collection with req.Runner, again without the repository's addopts
+// when pytest refused what was kept of them.
+func (s *Sandbox) collectOptions(ctx context.Context, req CollectRequest, dir string) (*Collection, error) {
 	c, fallback, err := s.collect(ctx, req, dir)
 	if fallback && req.Options == OptionsNeutralised && err == nil {
 		// pytest refused what was kept of the repository's addopts: do without them.
@@ -227,6 +247,10 @@ func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (
 		c.OriginalRunnable, fallback = w.OriginalRunnable, w.Fallback && res.Status == schemas.StatusException
 		if why := checkNeutralised(w.Neutralised); why != "" && c.Status == schemas.StatusOK {
 			c.Status, c.Detail = schemas.StatusTampered, "tampering: "+why
+		}
+		c.Refused = w.Refused
+		if why := checkRefused(w.Refused); why != "" && c.Status == schemas.StatusOK {
+			c.Status, c.Detail, c.Refused = schemas.StatusTampered, "tampering: "+why, nil
 		}
 	}
 	if c.Tests == nil {

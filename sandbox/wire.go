@@ -30,6 +30,7 @@ type wireEvent struct {
 	Runner, Outcome, MissingModule, When, Writable string
 	Tests, Errors, Neutralised                     []string
 	OriginalRunnable, Fallback                     bool
+	Refused                                        []string // test selection refused (collection)
 	// consume records (Start, Limit) and end records (Consumed, HasConsumed)
 	Start, Limit, Consumed int
 	HasConsumed            bool
@@ -160,6 +161,8 @@ func parseInto(s *scanner, b []byte, w *wireEvent) error {
 			w.OriginalRunnable, ok = s.boolOrSkip()
 		case "fallback":
 			w.Fallback, ok = s.boolOrSkip()
+		case "refused":
+			w.Refused, ok = s.strList(nil)
 		case "start":
 			w.Start, ok = s.intOrSkip()
 		case "limit":

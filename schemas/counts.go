@@ -86,6 +86,15 @@ func CountFunctionSkipped(reason string) CountKey { return CountKey("functions_s
 // CountNeutralised counts the repositories whose runner options of class were neutralised.
 func CountNeutralised(class string) CountKey { return CountKey("neutralised:" + class) }
 
+// CountRunnerFallback counts the repositories whose tests were collected by runner (pytest or
+// unittest) after the other runner found none (sandbox.Collection.RunnerFallback).
+func CountRunnerFallback(runner string) CountKey { return CountKey("runner_fallback:" + runner) }
+
+// CountSelectionRefused counts the paths of a repository's own test selection that were not
+// applied because they leave its checkout, by kind: args (test paths of addopts), testpaths,
+// --ignore, --ignore-glob or --deselect (sandbox.Collection.Refused).
+func CountSelectionRefused(kind string) CountKey { return CountKey("selection_refused:" + kind) }
+
 // RejectClass returns the class k counts, for a key of CountRejectClass.
 func (k CountKey) RejectClass() (RejectClass, bool) {
 	c, ok := strings.CutPrefix(string(k), "rejects:")

@@ -77,6 +77,15 @@
 //     decided by os.urandom, so each run visits other lines and makes other calls.
 //     tests/test_registry.py (ten tests) all pass. Exercises reexecution (two traced runs
 //     compared, differing values replaced, differing runs quarantined) and reproducibility.
+//   - tests_py_unittest: roman.py (to_roman, from_roman) and its suite as one unittest module at the
+//     top, tests.py (five tests, all pass), which pytest's default file patterns do not collect:
+//     pytest finds no test and unittest discovery (pattern test*.py) finds them. Exercises the
+//     fallback from one runner to the other.
+//   - selection: shapes.py (area, stress) and a pytest.ini whose testpaths = tests and addopts =
+//     -m "not slow" select the suite: tests/test_shapes.py has three quick passing tests and a
+//     slow-marked one that sleeps an hour, and benchmarks/test_bench.py (outside testpaths) sleeps
+//     an hour too. Only the three quick tests are collected. Exercises the repository's own test
+//     selection.
 //   - symlink_escape: made by [SymlinkEscape], not embedded (go:embed cannot hold symlinks): a git
 //     repository with README.md and a symlink data -> /etc/passwd. Exercises the checkout's refusal of
 //     links that leave the tree.

@@ -131,6 +131,14 @@ func TestOutcomes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("tests_py_unittest", func(t *testing.T) {
+		cmd := exec.Command(py, "-B", "-m", "unittest", "discover")
+		cmd.Dir = Dir(t, "tests_py_unittest")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Ran 5 tests") || !strings.Contains(string(out), "OK") {
+			t.Errorf("unittest discover: %v\n%s", err, out)
+		}
+	})
 	t.Run("unittest_only", func(t *testing.T) {
 		cmd := exec.Command(py, "-B", "-m", "unittest", "discover")
 		cmd.Dir = Dir(t, "unittest_only")
@@ -142,7 +150,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "linked_list", "missing_module", "nondeterministic", "ns_layout", "passing", "runner_options", "src_layout", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
+	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "linked_list", "missing_module", "nondeterministic", "ns_layout", "passing", "runner_options", "selection", "src_layout", "tests_py_unittest", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

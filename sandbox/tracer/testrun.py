@@ -69,12 +69,13 @@ def _test_records(req, runner, state, end, exc_message):
     opts = getattr(state, "options", None)
     neutralised = "[%s]" % join(_map(enc, opts.neutralised if opts is not None else []))
     if req["kind"] == "collect":
+        refused = "[%s]" % join(_map(enc, getattr(opts, "refused", None) or []))
         record = ('{"event":"collection","runner":%s,"tests":[%s],"errors":[%s],'
-                  '"missing_module":%s,"neutralised":%s,"original_runnable":%s,"fallback":%s,"writable":%s}\n'
+                  '"missing_module":%s,"neutralised":%s,"original_runnable":%s,"fallback":%s,"refused":%s,"writable":%s}\n'
                   % (enc(runner), join(_map(enc, state.tests or [])),
                      join(_map(enc, state.errors)), enc(missing), neutralised,
                      "true" if opts is None or opts.runnable else "false",
-                     "true" if getattr(state, "fallback", False) else "false",
+                     "true" if getattr(state, "fallback", False) else "false", refused,
                      enc(_str(req.get("writable", "")))))
         if state.fatal is not None:
             end("exception", state.fatal[0], state.fatal[1], record)
@@ -185,26 +186,28 @@ def _runner_options(req, d):
     the repository's is imported or run here: files are read, modules located, never executed."""
     mode = req.get("options", "")
     opts = types.SimpleNamespace(kept=None, pending=[], neutralised=[], runnable=True,
-                                 had_addopts=False)
+                                 had_addopts=False, refused=[])
     inicfg = _pytest_inicfg(req, d)
     raw = _ini_value(inicfg.get("addopts")) if inicfg else None
     required = _ini_value(inicfg.get("required_plugins")) if inicfg else None
     args = []
     if raw is None or raw == "" or raw == []:
         tokens = []
-    elif mode == "none":
-        tokens = None
     else:
         tokens = _addopts_tokens(raw)
-    if tokens is None:                  # dropped whole: the fallback, or beyond reason
+    if tokens is None or (tokens and mode == "none"):
+        # Dropped whole (the fallback, or beyond reason) but for the test selection, which only
+        # narrows what is collected (_selection_only).
         _neutralise(opts, "addopts", False)
-        opts.kept = []
-        args += ["-o", "addopts="]
+        opts.kept = _selection_only(tokens or [], req, d, opts)
+        args += ["-o", "addopts=" + _shlex_join(opts.kept)]
     elif tokens:
         opts.had_addopts = True
         kept = []
         actions = _known_actions()
         for g in _group_options(tokens, actions, d):
+            if not _selection_safe(g, req, d, opts):
+                continue
             keep, cls, plugin = _judge(g, req, d, mode, actions)
             if keep == "pending":
                 opts.pending.append((len(kept), g))
@@ -218,6 +221,8 @@ def _runner_options(req, d):
     if required and mode != "original":
         _neutralise(opts, "required_plugins", _dists_installed(required))
         args += ["-o", "required_plugins="]
+    if req["kind"] == "collect" and inicfg:
+        args += _safe_testpaths(inicfg, d, opts)
     return args, opts
 
 
@@ -544,3 +549,140 @@ def _drop_unknown(opts, parser, args):
         i += 1
     args[:len(kept)] = new
     opts.kept = new
+
+
+# --------------------------------------------------------------------------------------------
+# Test selection: what of a repository's own selection a collection applies (issue 29)
+# --------------------------------------------------------------------------------------------
+
+# Options of addopts that only narrow what is collected: expressions (-m markers, -k keywords)
+# and paths of the checkout (--ignore, --ignore-glob, --deselect).  They apply in every mode,
+# even when the rest of addopts is dropped (options "none"), as do the test paths that addopts
+# name (collections only) and the ini's testpaths: stress tests a repository deselects can run
+# for many minutes.  Paths must stay inside the checkout: one that is absolute or leaves it
+# ("..", a link out) is refused, and the collection record lists its kind in "refused"
+# (sandbox.Collection.Refused): "args" (a test path of addopts), "testpaths", or the option.
+_SELECTION_EXPR = ("-m", "-k")
+_SELECTION_PATHS = ("--ignore", "--ignore-glob", "--deselect")
+# At most this many refusals are listed; a testpaths glob may match at most this many paths.
+_REFUSED_MAX = 50
+_TESTPATHS_MAX = 10000
+
+
+def _refuse(opts, kind):
+    if len(opts.refused) < _REFUSED_MAX:
+        opts.refused.append(kind)
+
+
+def _inside(d, p, real):
+    """Whether path p, relative to checkout d as pytest reads it, stays inside d: not absolute,
+    no ".." out of it, and (real) with links resolved."""
+    if type(p) is not str or not p or "\x00" in p or os.path.isabs(p):
+        return False
+    n = os.path.normpath(p)
+    if n == ".." or n.startswith(".." + os.sep):
+        return False
+    if not real:
+        return True
+    root = os.path.realpath(d)
+    r = os.path.realpath(os.path.join(root, n))
+    return r == root or r.startswith(root + os.sep)
+
+
+def _selection_safe(g, req, d, opts):
+    """Whether an option group of addopts may be passed on: False (and the refusal listed) for
+    a test selection naming a path outside the checkout."""
+    if g.name is None:
+        if req["kind"] != "collect":
+            return True                 # a test run drops it anyway (_judge)
+        if not _inside(d, g.tokens[0].split("::")[0], True):
+            _refuse(opts, "args")
+            return False
+        return True
+    if g.name in _SELECTION_PATHS and g.value is not None:
+        if not _inside(d, g.value.split("::")[0], False):
+            _refuse(opts, g.name)
+            return False
+        return True
+    if g.name in ("-o", "--override-ini") and g.value is not None:
+        key, _, value = g.value.partition("=")
+        if key.strip() == "testpaths":
+            import shlex
+            try:
+                entries = shlex.split(value)
+            except ValueError:
+                entries = [value]
+            if not all(_inside(d, e, False) for e in entries):
+                _refuse(opts, "testpaths")
+                return False
+    return True
+
+
+def _expression_ok(expr):
+    """Whether pytest compiles expr as a -m or -k expression (a bad one is a usage error)."""
+    try:
+        from _pytest.mark.expression import Expression
+        Expression.compile(expr)
+        return True
+    except BaseException:
+        return False
+
+
+def _selection_only(tokens, req, d, opts):
+    """The test selection of addopts (options "none"): -m and -k with expressions pytest
+    compiles, --ignore, --ignore-glob and --deselect with paths of the checkout, and (collections)
+    test paths that exist in it; nothing that could make pytest fail with a usage error."""
+    kept = []
+    for g in _group_options(tokens, _known_actions(), d):
+        if g.name is None:
+            t = g.tokens[0]
+            if req["kind"] != "collect" or "::" in t or not _exists(d, t):
+                continue
+        elif g.name in _SELECTION_EXPR:
+            if g.value is None or not _expression_ok(g.value):
+                continue
+        elif g.name not in _SELECTION_PATHS or g.value is None:
+            continue
+        if _selection_safe(g, req, d, opts):
+            kept += g.tokens
+    return kept
+
+
+def _safe_testpaths(inicfg, d, opts):
+    """Arguments that replace the ini's testpaths when an entry of it leaves the checkout (each
+    refused): the entries kept, their globs expanded as pytest expands them and escaped; none
+    when every entry is inside (pytest reads testpaths itself)."""
+    import glob
+    import shlex
+    raw = _ini_value(inicfg.get("testpaths"))
+    if not raw:
+        return []
+    try:
+        entries = raw if isinstance(raw, list) else shlex.split(raw)
+    except ValueError:
+        return []                       # pytest fails on it as it would anyway
+    kept, refused = [], False
+    for e in entries:
+        if not _inside(d, e, False):
+            _refuse(opts, "testpaths")
+            refused = True
+            continue
+        matches = []
+        for m in glob.iglob(os.path.join(glob.escape(d), e), recursive=True):
+            matches.append(m)
+            if len(matches) > _TESTPATHS_MAX:
+                break
+        if len(matches) > _TESTPATHS_MAX:
+            _refuse(opts, "testpaths")
+            refused = True
+            continue
+        for m in sorted(matches):
+            rel = os.path.relpath(m, d)
+            if _inside(d, rel, True):
+                kept.append(glob.escape(rel))
+            else:
+                _refuse(opts, "testpaths")
+                refused = True
+    if not refused:
+        return []
+    return ["-o", "testpaths=" + _shlex_join(kept)]

@@ -139,7 +139,8 @@ type SourceSpec struct {
 	// anonymous transports (https, http, git), never the worker's own files, buckets or ssh
 	// identity.
 	TrustList bool `yaml:"trust_list" json:"trust_list,omitempty"`
-	// Runner is the test runner: pytest, unittest, or empty for pytest when it is available.
+	// Runner is the test runner: pytest, unittest, or empty for pytest when it is available. A
+	// runner that finds no test falls back to the other one (counted as runner_fallback:RUNNER).
 	Runner string `yaml:"runner" json:"runner,omitempty"`
 	// PythonPath lists directories of site-packages that the repositories' tests import from, and
 	// Venv a virtualenv whose site-packages is added (docs/sandbox.md). They are mounted read-only

@@ -27,6 +27,7 @@ var wireSeeds = []string{
 	`{"event":"collection","runner":"pytest","tests":["t.py::a"],"errors":[],"missing_module":"","neutralised":["--cov","-p no_such_plugin"],"original_runnable":false,"fallback":true}`,
 	`{"event":"test","outcome":"passed","neutralised":["addopts"]}`, `{"neutralised":[1]}`, `{"neutralised":"--cov"}`,
 	`{"original_runnable":1,"fallback":"yes"}`, `{"neutralised":null,"original_runnable":true}`,
+	`{"event":"collection","runner":"pytest","tests":[],"refused":["args","testpaths"]}`, `{"refused":[1]}`, `{"refused":"args"}`,
 }
 
 // wireRef is the same line decoded by encoding/json, the reference.
@@ -59,6 +60,7 @@ type wireRef struct {
 	Neutral    []string          `json:"neutralised"`
 	Runnable   bool              `json:"original_runnable"`
 	Fallback   bool              `json:"fallback"`
+	Refused    []string          `json:"refused"`
 }
 
 var wireFields = func() map[string]string {
@@ -173,7 +175,8 @@ func checkWire(t *testing.T, b []byte) {
 		Src: w.Src, Names: w.Names, Value: w.Value, ExcType: w.ExcType, ExcMessage: w.ExcMessage,
 		Unwind: w.Unwind, Status: w.Status, Blocks: blocks, QualName: w.QualName, Source: w.Source,
 		First: w.First, Last: w.Last, Runner: w.Runner, Outcome: w.Outcome, Missing: w.MissingModule, When: w.When,
-		Tests: w.Tests, Errors: w.Errors, Neutral: w.Neutralised, Runnable: w.OriginalRunnable, Fallback: w.Fallback}
+		Tests: w.Tests, Errors: w.Errors, Neutral: w.Neutralised, Runnable: w.OriginalRunnable, Fallback: w.Fallback,
+		Refused: w.Refused}
 	if w.Locals != nil {
 		got.Locals = map[string]string{}
 		for _, v := range w.Locals {

@@ -159,8 +159,8 @@ func TestSelectionFilter(t *testing.T) {
 			kind: "collect", kept: []string{"tests/../tests", "./tests", "--ignore=tests/deep/../x"}},
 		{name: "testpaths refused", ini: "[pytest]\ntestpaths = tests ../outside /etc linked t*\n", kind: "collect",
 			kept: []string{}, refused: []string{"testpaths", "testpaths", "testpaths"}, testpaths: "tests tests"},
-		{name: "testpaths override in addopts", ini: "[pytest]\naddopts = -o testpaths=../outside -o 'testpaths=tests'\n", kind: "collect",
-			kept: []string{"-o", "testpaths=tests"}, refused: []string{"testpaths"}},
+		{name: "testpaths override in addopts", ini: "[pytest]\naddopts = -o testpaths=../outside -o 'testpaths=tests' -o 'testpaths=tests linked/*'\n",
+			kind: "collect", kept: []string{"-o", "testpaths=tests"}, refused: []string{"testpaths", "testpaths"}},
 		{name: "testpaths only in collections", ini: "[pytest]\ntestpaths = ../outside\n", kind: "test", kept: []string{}},
 	}
 	var cases [][3]string

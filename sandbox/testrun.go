@@ -67,7 +67,7 @@ type CollectRequest struct {
 	// paths. Collection runs with Dir as the working directory and first on sys.path.
 	Dir string
 	// Runner is RunnerPytest, RunnerUnittest, or "" for pytest when it is importable and unittest
-	// discovery otherwise.
+	// discovery otherwise. A runner that finds no test is followed by the other (NoFallback).
 	Runner string
 	// Paths are directories inside Dir put on sys.path right after Dir, as an editable install
 	// would put a project's import roots (a src/ layout's src): unlike Config.PythonPath, their code
@@ -86,7 +86,8 @@ type CollectRequest struct {
 
 // Collection is the test suite of a checkout.
 type Collection struct {
-	// Runner is the runner that collected (the resolved one when the request left it empty).
+	// Runner is the runner that collected (the resolved one when the request left it empty, the
+	// other one after a fallback: RunnerFallback).
 	Runner string
 	// Tests are the test ids in the runner's (deterministic) order: pytest node ids relative to
 	// Dir (tests/test_a.py::TestX::test_y[1]) or unittest ids (tests.test_a.TestX.test_y).

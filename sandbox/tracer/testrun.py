@@ -612,7 +612,7 @@ def _selection_safe(g, req, d, opts):
                 entries = shlex.split(value)
             except ValueError:
                 entries = [value]
-            if not all(_inside(d, e, False) for e in entries):
+            if not all(_inside(d, e, True) for e in entries):
                 _refuse(opts, "testpaths")
                 return False
     return True

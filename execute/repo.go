@@ -254,7 +254,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		if it.Repo.FrozenClock {
 			req.Clock = FrozenInstant
 		}
-		wd.begin("test "+test, 3*lim.WallTime) // untraced, with the original options, traced
+		wd.begin("test "+test, 2*lim.WallTime) // untraced, with the original options
 		plain, err := sb.RunTest(ctx, req)
 		var tr, orig *sandbox.TestResult
 		if err == nil && compare {
@@ -262,6 +262,12 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			oreq.Options = sandbox.OptionsOriginal
 			orig, err = sb.RunTest(ctx, oreq)
 		}
+		alive()
+		if err == nil {
+			// Traced (and traced again), the test gets a budget scaled from its untraced time.
+			req.Limits = tracedLimits(lim, plain)
+		}
+		wd.begin("test "+test+" (traced)", req.Limits.WallTime)
 		// The traced run's events go into their compact form as they are decoded, their file
 		// names and values made the checkout's (relative): one test's whole decoded trace never
 		// exists at once.
@@ -295,6 +301,11 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		}
 		rt.Counts[schemas.CountTestOutcome(outcomeKey(plain))]++
 		rt.Counts[schemas.CountTracedOutcome(outcomeKey(tr))]++
+		countTiming(rt.Counts, lim, plain, tr)
+		if plain.SandboxRefused() || tr.SandboxRefused() {
+			// A failure that is the sandbox's (a refused .pyc, a module it does not provide).
+			rt.Counts[schemas.CountTestsSandboxRefused]++
+		}
 		if plain.Writable == sandbox.WritableReadOnly {
 			// The writable view could not be made: the test saw the checkout read-only.
 			rt.Counts[schemas.CountTestsReadOnly]++
@@ -321,7 +332,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		if it.Repo.Reexecutes() {
 			// Traced once more and compared (reexecute): what differs is not the code's to
 			// compute, and the same spec must give the same rows.
-			wd.begin("test "+test+" (second traced run)", lim.WallTime)
+			wd.begin("test "+test+" (second traced run)", req.Limits.WallTime)
 			kept, replaced, why, err := reexecuteTest(ctx, second, req, trace, tr, newPathHider(hidden, w.Dir))
 			alive()
 			if err != nil {

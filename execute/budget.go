@@ -1,6 +1,8 @@
 package execute
 
 import (
+	"time"
+
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -32,5 +34,44 @@ func countTiming(counts schemas.Counts, lim sandbox.Limits, plain, tr *sandbox.T
 		counts[schemas.CountTestsTracedTimeout]++
 	case tr.Outcome != "" && lim.WallTime > 0 && tr.Result.Wall > lim.WallTime:
 		counts[schemas.CountTestsTracedPastLimit]++
+	}
+}
+
+// tracedTime hands out the traced budgets of one repository's tests (tracedLimits) out of an
+// allowance: all its tests' traced runs together may take at most one limits.timeout per test run
+// past limits.timeout, so that a repository of many tests that are slow only when traced (or that
+// sleep when traced, to buy time) takes at most about twice what its untraced runs may. What a run
+// takes past the limit is measured (the run's wall-clock time from outside it); once the allowance
+// is spent, tests are traced within limits.timeout again (counted as tests:traced_budget_spent
+// when the scaled budget was cut).
+type tracedTime struct {
+	lim  sandbox.Limits
+	left time.Duration // what traced runs may still take past lim.WallTime
+}
+
+// newTracedTime is the allowance of a repository of tests tests run under lim.
+func newTracedTime(lim sandbox.Limits, tests int) *tracedTime {
+	return &tracedTime{lim: lim, left: time.Duration(tests) * lim.WallTime}
+}
+
+// limits are the limits of the traced runs of a test whose untraced run was plain, and whether
+// the allowance cut them short of tracedLimits'.
+func (b *tracedTime) limits(plain *sandbox.TestResult) (sandbox.Limits, bool) {
+	l := tracedLimits(b.lim, plain)
+	extra := l.WallTime - b.lim.WallTime
+	if extra <= 0 || extra <= b.left {
+		return l, false
+	}
+	l.WallTime = b.lim.WallTime + max(b.left, 0)
+	if b.lim.CPUTime > 0 {
+		l.CPUTime = max(b.lim.CPUTime, l.WallTime)
+	}
+	return l, true
+}
+
+// spend takes what a traced run of wall took past the limit out of the allowance.
+func (b *tracedTime) spend(wall time.Duration) {
+	if wall > b.lim.WallTime {
+		b.left -= wall - b.lim.WallTime
 	}
 }

@@ -58,3 +58,31 @@ func TestCountTiming(t *testing.T) {
 		}
 	}
 }
+
+// TestTracedTimeAllowance: the traced runs of a repository's tests together take at most one
+// limit per test past the limit; past that, budgets are cut back to the limit, and say so.
+func TestTracedTimeAllowance(t *testing.T) {
+	s := time.Second
+	lim := sandbox.Limits{WallTime: 10 * s, CPUTime: 10 * s}
+	slow := &sandbox.TestResult{Outcome: sandbox.OutcomePassed, Result: &sandbox.Result{Wall: 9 * s}}
+	quick := &sandbox.TestResult{Outcome: sandbox.OutcomePassed, Result: &sandbox.Result{Wall: s / 10}}
+	b := newTracedTime(lim, 4) // 40 s past the limit in all
+	if l, cut := b.limits(slow); l.WallTime != 40*s || cut {
+		t.Fatalf("first: %v %v, want 40s uncut", l.WallTime, cut)
+	}
+	b.spend(45 * s) // 35 s past: 5 s left
+	if l, cut := b.limits(slow); l.WallTime != 15*s || l.CPUTime != 15*s || !cut {
+		t.Fatalf("second: %+v %v, want 15s, cut", l, cut)
+	}
+	if l, cut := b.limits(quick); l.WallTime != 10*s || cut {
+		t.Fatalf("a quick test: %v %v, want the limit, uncut", l.WallTime, cut)
+	}
+	b.spend(40 * s) // overspent (the second traced run of a test)
+	if l, cut := b.limits(slow); l.WallTime != 10*s || !cut {
+		t.Fatalf("spent: %v %v, want the limit, cut", l.WallTime, cut)
+	}
+	b.spend(5 * s) // within the limit: nothing spent
+	if b.left != -25*s {
+		t.Errorf("left %v, want -25s", b.left)
+	}
+}

@@ -2,9 +2,13 @@ package execute_test
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
 )
@@ -94,5 +98,47 @@ def test_compiled_import():
 		if c[k] != n {
 			t.Errorf("%s = %d, want %d", k, c[k], n)
 		}
+	}
+}
+
+// BenchmarkTracingSlowdown measures what tracing costs a repository's test (schemas.TracedTimeFactor):
+// the wall-clock time of a traced run over an untraced one, of a line-dense loop in the
+// repository's own code (every iteration traced, its locals rendered; 3,000,000 iterations, trace
+// limits raised to let it run) and of calls into the standard library (not traced, but every call
+// reaches the tracer). Reported as x_loop and x_stdlib.
+//
+//	go test -run XXX -bench TracingSlowdown -benchtime 2x ./execute
+func BenchmarkTracingSlowdown(b *testing.B) {
+	ctx := context.Background()
+	dir := filepath.Join(sandboxtest.HostDir(b), "slowdown")
+	sandboxtest.WriteTree(b, dir, map[string]string{
+		"work.py": "def churn(n):\n    total = 0\n    for i in range(n):\n        total = (total + i * i) % 1000003\n    return total\n",
+		"tests/test_work.py": "import collections\nimport itertools\nimport posixpath\n\nfrom work import churn\n\n\n" +
+			"def test_loop():\n    assert churn(3000000) >= 0\n\n\n" +
+			"def test_stdlib():\n    collections.deque(map(posixpath.isabs, itertools.repeat('a', 2000000)), 0)\n",
+	})
+	sb, err := sandbox.New(ctx, sandbox.Config{ReadOnly: []string{dir}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	lim := sandbox.Limits{WallTime: 10 * time.Minute, CPUTime: 10 * time.Minute, TraceEvents: 1 << 30, TraceBytes: 1 << 40}
+	for _, test := range []string{"test_loop", "test_stdlib"} {
+		var plain, traced time.Duration
+		for i := 0; i < b.N; i++ {
+			req := sandbox.TestRequest{Dir: dir, Runner: sandbox.RunnerPytest, Test: "tests/test_work.py::" + test, Limits: lim}
+			p, err := sb.RunTest(ctx, req)
+			if err != nil || p.Outcome != sandbox.OutcomePassed {
+				b.Fatalf("%s untraced: %v %+v", test, err, p)
+			}
+			req.Traced, req.Events = true, func(*schemas.Event) {}
+			tr, err := sb.RunTest(ctx, req)
+			if err != nil || tr.Outcome != sandbox.OutcomePassed {
+				b.Fatalf("%s traced: %v %+v", test, err, tr)
+			}
+			plain += p.Result.Wall
+			traced += tr.Result.Wall
+		}
+		b.ReportMetric(float64(traced)/float64(plain), "x_"+strings.TrimPrefix(test, "test_"))
 	}
 }

@@ -249,6 +249,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	if it.Repo.Functions {
 		found = testcalls.NewFinder(ctx, w.Dir, roots, it, rt.Counts)
 	}
+	allowance := newTracedTime(lim, len(tests)) // the time traced runs may take past lim, all together
 	for _, test := range tests {
 		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options, Paths: imports}
 		if it.Repo.FrozenClock {
@@ -265,7 +266,10 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		alive()
 		if err == nil {
 			// Traced (and traced again), the test gets a budget scaled from its untraced time.
-			req.Limits = tracedLimits(lim, plain)
+			var cut bool
+			if req.Limits, cut = allowance.limits(plain); cut {
+				rt.Counts[schemas.CountTestsTracedBudgetSpent]++
+			}
 		}
 		wd.begin("test "+test+" (traced)", req.Limits.WallTime)
 		// The traced run's events go into their compact form as they are decoded, their file
@@ -301,6 +305,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		}
 		rt.Counts[schemas.CountTestOutcome(outcomeKey(plain))]++
 		rt.Counts[schemas.CountTracedOutcome(outcomeKey(tr))]++
+		allowance.spend(tr.Result.Wall)
 		countTiming(rt.Counts, lim, plain, tr)
 		if plain.SandboxRefused() || tr.SandboxRefused() {
 			// A failure that is the sandbox's (a refused .pyc, a module it does not provide).
@@ -333,7 +338,9 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			// Traced once more and compared (reexecute): what differs is not the code's to
 			// compute, and the same spec must give the same rows.
 			wd.begin("test "+test+" (second traced run)", req.Limits.WallTime)
+			began := time.Now()
 			kept, replaced, why, err := reexecuteTest(ctx, second, req, trace, tr, newPathHider(hidden, w.Dir))
+			allowance.spend(time.Since(began))
 			alive()
 			if err != nil {
 				if ctx.Err() != nil {

@@ -61,6 +61,10 @@ const (
 	// reason).
 	CountTestsTracedTimeout   CountKey = "tests:traced_timeout"
 	CountTestsTracedPastLimit CountKey = "tests:traced_past_limit"
+	// CountTestsTracedBudgetSpent: tests whose traced budget was cut short because the
+	// repository's tests had spent what their traced runs may take past limits.timeout together
+	// (one limits.timeout per test run).
+	CountTestsTracedBudgetSpent CountKey = "tests:traced_budget_spent"
 	// CountTestsSandboxRefused: tests whose untraced or traced run failed on something the sandbox
 	// refuses (an exception whose message starts "ndtrace:": a .pyc opened outside the read-only
 	// roots, a module the sandbox does not provide, an audit hook, a SQLite extension). The test

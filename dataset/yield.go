@@ -33,6 +33,11 @@ type Yield struct {
 	// traced runs differed, and the values replaced by "<nondeterministic>" (reexecute).
 	Nondeterministic       int64 `json:"nondeterministic,omitempty"`
 	NondeterministicValues int64 `json:"nondeterministic_values,omitempty"`
+	// TracedTimeout, TracedPastLimit and SandboxRefused sum the tests whose traced run timed out
+	// within its budget, finished past limits.timeout, and failed on a refusal of the sandbox.
+	TracedTimeout   int64 `json:"traced_timeout,omitempty"`
+	TracedPastLimit int64 `json:"traced_past_limit,omitempty"`
+	SandboxRefused  int64 `json:"sandbox_refused,omitempty"`
 	// RejectedByClass counts the repositories that gave no rows, per class (RepoYield.Rejected).
 	RejectedByClass map[string]int64 `json:"rejected_by_class"`
 }
@@ -52,6 +57,9 @@ func (y *Yield) add(r *schemas.RepoYield) {
 	y.Rows += r.Rows
 	y.Nondeterministic += r.Nondeterministic
 	y.NondeterministicValues += r.NondeterministicValues
+	y.TracedTimeout += r.TracedTimeout
+	y.TracedPastLimit += r.TracedPastLimit
+	y.SandboxRefused += r.SandboxRefused
 	if r.Rejected == "" {
 		y.WithRows++
 		return
@@ -78,6 +86,9 @@ func (y *Yield) merge(o *Yield) {
 	y.Rows += o.Rows
 	y.Nondeterministic += o.Nondeterministic
 	y.NondeterministicValues += o.NondeterministicValues
+	y.TracedTimeout += o.TracedTimeout
+	y.TracedPastLimit += o.TracedPastLimit
+	y.SandboxRefused += o.SandboxRefused
 	y.RejectedByClass = addCounts(y.RejectedByClass, o.RejectedByClass)
 }
 
@@ -97,7 +108,8 @@ func (y *Yield) validate() error {
 		}
 	}
 	for _, n := range []int64{y.Repositories, y.WithRows, y.Collected, y.Run, y.PassedPlain, y.PassedTraced, y.Quarantined,
-		y.Neutralised, y.ChangedByOptions, y.ReadOnly, y.SandboxErrors, y.Rows, y.Nondeterministic, y.NondeterministicValues} {
+		y.Neutralised, y.ChangedByOptions, y.ReadOnly, y.SandboxErrors, y.Rows, y.Nondeterministic, y.NondeterministicValues,
+		y.TracedTimeout, y.TracedPastLimit, y.SandboxRefused} {
 		if n < 0 {
 			return errors.New("a negative count")
 		}

@@ -257,12 +257,13 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	if it.Repo.Functions {
 		found = testcalls.NewFinder(ctx, w.Dir, roots, it, rt.Counts)
 	}
+	allowance := newTracedTime(lim, len(tests)) // the time traced runs may take past lim, all together
 	for _, test := range tests {
 		req := sandbox.TestRequest{Dir: w.Dir, Runner: col.Runner, Test: test, Limits: lim, Options: col.Options, Paths: imports}
 		if it.Repo.FrozenClock {
 			req.Clock = FrozenInstant
 		}
-		wd.begin("test "+test, 3*lim.WallTime) // untraced, with the original options, traced
+		wd.begin("test "+test, 2*lim.WallTime) // untraced, with the original options
 		plain, err := sb.RunTest(ctx, req)
 		var tr, orig *sandbox.TestResult
 		if err == nil && compare {
@@ -270,6 +271,15 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			oreq.Options = sandbox.OptionsOriginal
 			orig, err = sb.RunTest(ctx, oreq)
 		}
+		alive()
+		if err == nil {
+			// Traced (and traced again), the test gets a budget scaled from its untraced time.
+			var cut bool
+			if req.Limits, cut = allowance.limits(plain); cut {
+				rt.Counts[schemas.CountTestsTracedBudgetSpent]++
+			}
+		}
+		wd.begin("test "+test+" (traced)", req.Limits.WallTime)
 		// The traced run's events go into their compact form as they are decoded, their file
 		// names and values made the checkout's (relative): one test's whole decoded trace never
 		// exists at once.
@@ -303,6 +313,12 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		}
 		rt.Counts[schemas.CountTestOutcome(outcomeKey(plain))]++
 		rt.Counts[schemas.CountTracedOutcome(outcomeKey(tr))]++
+		allowance.spend(tr.Result.Wall)
+		countTiming(rt.Counts, lim, plain, tr)
+		if plain.SandboxRefused() || tr.SandboxRefused() {
+			// A failure that is the sandbox's (a refused .pyc, a module it does not provide).
+			rt.Counts[schemas.CountTestsSandboxRefused]++
+		}
 		if plain.Writable == sandbox.WritableReadOnly {
 			// The writable view could not be made: the test saw the checkout read-only.
 			rt.Counts[schemas.CountTestsReadOnly]++
@@ -329,8 +345,10 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		if it.Repo.Reexecutes() {
 			// Traced once more and compared (reexecute): what differs is not the code's to
 			// compute, and the same spec must give the same rows.
-			wd.begin("test "+test+" (second traced run)", lim.WallTime)
+			wd.begin("test "+test+" (second traced run)", req.Limits.WallTime)
+			began := time.Now()
 			kept, replaced, why, err := reexecuteTest(ctx, second, req, trace, tr, newPathHider(hidden, w.Dir))
+			allowance.spend(time.Since(began))
 			alive()
 			if err != nil {
 				if ctx.Err() != nil {

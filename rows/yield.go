@@ -20,6 +20,8 @@ func Yield(t execute.TracedItem, rows int, rej *schemas.Reject) schemas.RepoYiel
 		y.Neutralised, y.ChangedByOptions = c[schemas.CountTestsNeutralised], c[schemas.CountTestsChangedByOption]
 		y.ReadOnly, y.SandboxErrors = c[schemas.CountTestsReadOnly], c[schemas.CountTestsSandboxError]
 		y.Nondeterministic, y.NondeterministicValues = c[schemas.CountTestsNondeterministic], c[schemas.CountValuesNondeterministic]
+		y.TracedTimeout, y.TracedPastLimit = c[schemas.CountTestsTracedTimeout], c[schemas.CountTestsTracedPastLimit]
+		y.SandboxRefused = c[schemas.CountTestsSandboxRefused]
 	}
 	if rej != nil {
 		y.Rejected, y.Reason = stageOf(*rej, t.Stage), cutReason(rej.Reason)

@@ -56,3 +56,15 @@ func TestRepositoryStage(t *testing.T) {
 		}
 	}
 }
+
+// TestYieldTimingAndRefusals (issue 29): the tests that timed out traced within their budget, ran
+// past limits.timeout traced, or failed on a refusal of the sandbox are in the yield report.
+func TestYieldTimingAndRefusals(t *testing.T) {
+	tr := execute.TracedItem{Item: crawl.Item{Key: "r", Path: "https://example.invalid/r", Repo: &crawl.RepoTarget{}},
+		Repo: &execute.RepoTrace{Tests: 5, Run: 5, Quarantined: []string{"t::hangs"}, Counts: schemas.Counts{
+			schemas.CountTestsTracedTimeout: 1, schemas.CountTestsTracedPastLimit: 2, schemas.CountTestsSandboxRefused: 3}}}
+	y := Yield(tr, 4, nil)
+	if y.TracedTimeout != 1 || y.TracedPastLimit != 2 || y.SandboxRefused != 3 || y.Quarantined != 1 {
+		t.Errorf("yield %+v", y)
+	}
+}

@@ -54,6 +54,22 @@ const (
 	CountTestsReadOnly        CountKey = "tests:checkout_read_only"
 	CountTestsNeutralised     CountKey = "tests:runner_options_neutralised"
 	CountTestsChangedByOption CountKey = "tests:changed_by_runner_options"
+	// CountTestsTracedTimeout: tests whose untraced run finished and whose traced run timed out
+	// within its budget (schemas.TracedTimeLimit): quarantined, no rows (also counted as
+	// traced:timeout). CountTestsTracedPastLimit: tests whose traced run took longer than
+	// limits.timeout and finished within the longer budget (kept, unless quarantined for another
+	// reason).
+	CountTestsTracedTimeout   CountKey = "tests:traced_timeout"
+	CountTestsTracedPastLimit CountKey = "tests:traced_past_limit"
+	// CountTestsTracedBudgetSpent: tests whose traced budget was cut short because the
+	// repository's tests had spent what their traced runs may take past limits.timeout together
+	// (one limits.timeout per test run).
+	CountTestsTracedBudgetSpent CountKey = "tests:traced_budget_spent"
+	// CountTestsSandboxRefused: tests whose untraced or traced run failed on something the sandbox
+	// refuses (an exception whose message starts "ndtrace:": a .pyc opened outside the read-only
+	// roots, a module the sandbox does not provide, an audit hook, a SQLite extension). The test
+	// may pass natively: the count says how many failures are the sandbox's, not the code's.
+	CountTestsSandboxRefused CountKey = "tests:sandbox_refused"
 )
 
 // CountTestOutcome counts the tests whose untraced run ended with outcome (passed, failed... or

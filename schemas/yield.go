@@ -32,6 +32,15 @@ type RepoYield struct {
 	// that differed between the runs and read "<nondeterministic>".
 	Nondeterministic       int64 `json:"nondeterministic,omitempty"`
 	NondeterministicValues int64 `json:"nondeterministic_values,omitempty"`
+	// TracedTimeout counts the tests quarantined because their traced run timed out within its
+	// budget (schemas.TracedTimeLimit) while the untraced run finished (also in Quarantined);
+	// TracedPastLimit the tests whose traced run finished past limits.timeout, within it.
+	TracedTimeout   int64 `json:"traced_timeout,omitempty"`
+	TracedPastLimit int64 `json:"traced_past_limit,omitempty"`
+	// SandboxRefused counts the tests whose untraced or traced run failed on a refusal of the
+	// sandbox (an exception "ndtrace: ...", such as a .pyc opened outside the read-only roots):
+	// failures that are the sandbox's, not the code's.
+	SandboxRefused int64 `json:"sandbox_refused,omitempty"`
 	// Rows counts the repository-level rows the repository gave.
 	Rows int64 `json:"rows"`
 	// Rejected is why the repository gave no repository-level row, as the stage it stopped at, and

@@ -552,8 +552,10 @@ func batch(ctx workflow.Context, in activities.BatchInput) (pipeline.BatchSummar
 		// capped by number: the schedule-to-close timeout bounds them.
 		StartToCloseTimeout:    attempt,
 		ScheduleToCloseTimeout: 4*attempt + 30*time.Minute,
-		HeartbeatTimeout:       timeout + 30*time.Second, // a heartbeat follows every item
-		RetryPolicy:            retry,
+		// A heartbeat follows every item, and every run of a repository's test, whose traced run
+		// may take longer than the timeout (schemas.TracedTimeLimit).
+		HeartbeatTimeout: schemas.TracedTimeCapOf(timeout) + 30*time.Second,
+		RetryPolicy:      retry,
 	})
 	var tr pipeline.TraceResult
 	if err := workflow.ExecuteActivity(tctx, a.TraceBatch, in).Get(ctx, &tr); err != nil {

@@ -273,6 +273,10 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 		fmt.Fprintf(w, "traced twice: %s tests quarantined (their runs differ), %s values read <nondeterministic>\n",
 			numfmt.Thousands(y.Nondeterministic), numfmt.Thousands(y.NondeterministicValues))
 	}
+	if y.TracedTimeout > 0 || y.TracedPastLimit > 0 || y.SandboxRefused > 0 {
+		fmt.Fprintf(w, "time and sandbox: %s tests ran past limits.timeout traced, %s timed out traced (quarantined), %s failed on a refusal of the sandbox\n",
+			numfmt.Thousands(y.TracedPastLimit), numfmt.Thousands(y.TracedTimeout), numfmt.Thousands(y.SandboxRefused))
+	}
 	var repos []dataset.SourceStats
 	for _, s := range st.Sources {
 		if s.Yield != nil {

@@ -219,8 +219,10 @@ func parseSetupCfg(ctx context.Context, data []byte) (map[string]string, error) 
 		trimmed := bytes.TrimSpace(line)
 		switch {
 		case len(trimmed) == 0 || trimmed[0] == '#' || trimmed[0] == ';':
-		case trimmed[0] == '[' && trimmed[len(trimmed)-1] == ']' && len(trimmed) >= 2:
-			section, last = strings.TrimSpace(string(trimmed[1:len(trimmed)-1])), ""
+		case trimmed[0] == '[' && bytes.LastIndexByte(trimmed, ']') > 1:
+			// As configparser's SECTCRE (`\[(?P<header>.+)\]`, matched at the line's start): the
+			// header ends at the line's last ']', so "[upload_sphinx] # a comment" is a header.
+			section, last = strings.TrimSpace(string(trimmed[1:bytes.LastIndexByte(trimmed, ']')])), ""
 		case (line[0] == ' ' || line[0] == '\t') && last != "":
 			b := buffers[last]
 			b.WriteByte('\n')

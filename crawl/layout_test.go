@@ -41,6 +41,7 @@ func TestImportRoots(t *testing.T) {
 		{"setup.cfg find where", map[string]string{"setup.cfg": "[options.packages.find]\nwhere = lib2\n", "lib2/pkg/__init__.py": ""}, []string{"lib2"}},
 		{"declared folder missing", map[string]string{"pyproject.toml": "[tool.setuptools]\npackage-dir = {\"\" = \"nowhere\"}\n", "src/pkg/__init__.py": ""}, []string{"src"}},
 		{"declared folder escapes", map[string]string{"pyproject.toml": "[tool.setuptools]\npackage-dir = {\"\" = \"../..\"}\n"}, nil},
+		{"section header with a comment", map[string]string{"setup.cfg": "[upload_sphinx] # Sphinx-PyPI-upload\nupload-dir = docs/_build/html\n\n[options]\npackage_dir = =lib3\n", "lib3/m.py": ""}, []string{"lib3"}},
 		{"per-package mapping is no root", map[string]string{"setup.cfg": "[options]\npackage_dir =\n    pkg = lib/pkg\n", "lib/pkg/__init__.py": ""}, nil},
 		{"other pyproject tables", map[string]string{"pyproject.toml": "[project]\nname = \"x\"\n[tool.pytest.ini_options]\naddopts = \"-q\"\n"}, nil},
 	}
@@ -89,6 +90,7 @@ func FuzzSetupCfgRoots(f *testing.F) {
 	f.Add("[options]\npackage_dir =\n    =src\n")
 	f.Add("[options.packages.find]\nwhere = a, b\n")
 	f.Add("[a]\n  x\n=\n")
+	f.Add("[a] # c]\nk = v\n[]]\n")
 	f.Add("[options]\nx =\n" + strings.Repeat(" a\n", 2000))
 	f.Fuzz(func(t *testing.T, content string) {
 		dir := t.TempDir()
@@ -160,8 +162,8 @@ func referenceSetupCfg(data []byte) (map[string]string, error) {
 		trimmed := strings.TrimSpace(line)
 		switch {
 		case trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, ";"):
-		case strings.HasPrefix(trimmed, "[") && strings.HasSuffix(trimmed, "]"):
-			section, last = strings.TrimSpace(trimmed[1:len(trimmed)-1]), ""
+		case strings.HasPrefix(trimmed, "[") && strings.LastIndex(trimmed, "]") > 1:
+			section, last = strings.TrimSpace(trimmed[1:strings.LastIndex(trimmed, "]")]), ""
 		case (line[0] == ' ' || line[0] == '\t') && last != "":
 			values[last] += "\n" + trimmed
 		default:

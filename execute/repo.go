@@ -89,7 +89,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	bad := func(stage schemas.YieldStage, format string, args ...any) (TracedItem, error) {
 		t.Status, t.Stage, t.Detail = schemas.StatusInvalid, stage, fmt.Sprintf(format, args...)
 		if checkout != "" {
-			t.Detail = hidden.hide(strings.ReplaceAll(t.Detail, checkout+"/", ""))
+			t.Detail = hidden.hide(strings.ReplaceAll(strings.ReplaceAll(t.Detail, checkout+"/", ""), CheckoutPath+"/", ""))
 		}
 		return t, nil
 	}
@@ -167,6 +167,10 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	defer release()
 	cfg := trc.Sandboxes.Config()
 	cfg.ReadOnly = append(append([]string(nil), cfg.ReadOnly...), w.Dir)
+	// The sandbox shows the checkout at CheckoutPath, the same on every worker: what the tests
+	// compute from their own location (__file__, os.getcwd(), the folders above, a hash of a
+	// path, the addresses a longer path shifts) never depends on where the worker keeps it.
+	cfg.Binds = append(append([]sandbox.Bind(nil), cfg.Binds...), sandbox.Bind{Host: w.Dir, At: CheckoutPath})
 	// Reexecution compares two runs made in two sandboxes; with fixed addresses, what an
 	// interpreter allocates where depends only on what it ran, the same in every run of the spec
 	// (docs/spec.md, "Reproducible repository data").
@@ -271,7 +275,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		if err == nil {
 			req.Traced = true
 			tb = debugger.NewTraceBuilder()
-			hider := newPathHider(hidden, w.Dir)
+			hider := newPathHider(hidden, CheckoutPath)
 			req.Events = func(ev *schemas.Event) {
 				e, changed := hider.event(ev)
 				if changed && ev.Event == schemas.EventCall {
@@ -322,7 +326,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			// Traced once more and compared (reexecute): what differs is not the code's to
 			// compute, and the same spec must give the same rows.
 			wd.begin("test "+test+" (second traced run)", lim.WallTime)
-			kept, replaced, why, err := reexecuteTest(ctx, second, req, trace, tr, newPathHider(hidden, w.Dir))
+			kept, replaced, why, err := reexecuteTest(ctx, second, req, trace, tr, newPathHider(hidden, CheckoutPath))
 			alive()
 			if err != nil {
 				if ctx.Err() != nil {
@@ -346,7 +350,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		tt := schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
 			Detail: tr.Result.Detail, Functions: tr.Result.Functions}
 		// File names relative to the repository root: the scratch folder differs from run to run.
-		relativize(&tt, w.Dir, hidden)
+		relativize(&tt, CheckoutPath, hidden)
 		tt.Modules = mods.defs(tt.Functions)
 		if found != nil {
 			found.AddTrace(tt.Test, tt.Functions, trace, func(i int) bool { return pathCalls[i] })

@@ -171,6 +171,12 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	// compute from their own location (__file__, os.getcwd(), the folders above, a hash of a
 	// path, the addresses a longer path shifts) never depends on where the worker keeps it.
 	cfg.Binds = append(append([]sandbox.Bind(nil), cfg.Binds...), sandbox.Bind{Host: w.Dir, At: CheckoutPath})
+	if envSitePackages != "" {
+		// Its environment (ENVS/HASH/lib/pythonX.Y/site-packages) at /envs/HASH likewise: a
+		// dependency's __file__ and the folders above it.
+		env := filepath.Dir(filepath.Dir(filepath.Dir(envSitePackages)))
+		cfg.Binds = append(cfg.Binds, sandbox.Bind{Host: env, At: EnvsPath + "/" + filepath.Base(env)})
+	}
 	// Reexecution compares two runs made in two sandboxes; with fixed addresses, what an
 	// interpreter allocates where depends only on what it ran, the same in every run of the spec
 	// (docs/spec.md, "Reproducible repository data").

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ndtrace/ndtrace/execute"
+	"github.com/ndtrace/ndtrace/internal/testwheels"
 	"github.com/ndtrace/ndtrace/internal/userdirs"
 	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -18,7 +19,8 @@ import (
 // values from where the checkout is: os.getcwd(), __file__ and the folders above it, the path as
 // bytes, as a pathlib.Path and as its parents, a path at the end of a value longer than
 // value_chars (cut inside the path), an exception's message naming it, sys.path, a hash of it,
-// and a tmp_path and a tempfile folder (in the sandbox's own /tmp). The functions find their
+// and a tmp_path and a tempfile folder (in the sandbox's own /tmp); and a dependency installed in
+// its environment (env: repository), whose __file__ and the folders above it are the worker's too. The functions find their
 // folder through an imported module's __file__: a function item's module runs as code of its own.
 var workerPathsRepo = map[string]string{
 	"where.py": "import os\n\nFILE = os.path.abspath(__file__)\nROOT = os.path.dirname(FILE)\n",
@@ -66,6 +68,19 @@ def hashed():
 
 def first_paths():
     return [p for p in sys.path if p.startswith("/") and "python3" not in p][:4]
+`,
+	"requirements.txt": "ndtrace-fixture-a>=1.0\n",
+	"tests/test_dep.py": `import os
+import pathlib
+
+import fixture_a
+
+
+def test_dependency():
+    f = fixture_a.__file__
+    ups = [str(p) for p in pathlib.Path(f).parents]
+    v = "z" * 990 + f
+    assert f.endswith(".py")
 `,
 	"tests/test_wp.py": `import os
 import pathlib
@@ -138,12 +153,16 @@ func TestRunRepositoryRowsHoldNoWorkerPath(t *testing.T) {
 	host := sandboxtest.HostDir(t)
 	repo := filepath.Join(host, "wp")
 	sandboxtest.WriteTree(t, repo, workerPathsRepo)
+	ix := testwheels.Serve(t, testwheels.Fixtures())
 	workers := []string{filepath.Join(host, "w1"), filepath.Join(host, "worker-two", "with-a-longer-scratch")}
+	envs := []string{filepath.Join(host, "e1"), filepath.Join(host, "envs-two", "with-a-longer-name")}
 	var rows [2][]schemas.Row
 	var hashes [2][]string
 	for i, scratch := range workers {
 		t.Setenv(userdirs.ScratchEnv, scratch)
-		out, m := runRepoList(t, "wp", []string{repo}, "    frozen_clock: true\n", "")
+		t.Setenv(userdirs.EnvsEnv, envs[i])
+		out, m := runRepoList(t, "wp", []string{repo}, "    frozen_clock: true\n    env: repository\n",
+			fmt.Sprintf("environments:\n  index_url: %s\n  timeout: 2m\n", ix.SimpleURL()))
 		rows[i], hashes[i] = allRows(t, out), shardHashes(m)
 		if len(rows[i]) == 0 {
 			t.Fatalf("worker %d: no rows (counts %v)", i, m.Counts)
@@ -159,7 +178,7 @@ func TestRunRepositoryRowsHoldNoWorkerPath(t *testing.T) {
 	}
 	// What no row may hold: the workers' folders, the checkout's folder name (repo-HEX), and the
 	// folder of both (whatever of it a parent would show).
-	banned := append(slices.Clone(workers), host, "/repo-", "/w1", "/worker-two")
+	banned := append(append(slices.Clone(workers), envs...), host, "/repo-", "/w1", "/worker-two", "/e1", "/envs-two")
 	leaks := 0
 	for i := range rows {
 		for _, r := range rows[i] {
@@ -184,7 +203,8 @@ func TestRunRepositoryRowsHoldNoWorkerPath(t *testing.T) {
 		all += r.Text + "\n"
 	}
 	for _, want := range []string{execute.CheckoutPath + "/data.txt", "b'" + execute.CheckoutPath + "/data.txt'",
-		"PosixPath('" + execute.CheckoutPath + "/data.txt')", "No such file or directory: '" + execute.CheckoutPath + "/nope.txt'"} {
+		"PosixPath('" + execute.CheckoutPath + "/data.txt')", "No such file or directory: '" + execute.CheckoutPath + "/nope.txt'",
+		"'" + execute.EnvsPath + "/"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no row shows %s", want)
 		}

@@ -66,9 +66,15 @@ def hashed():
     return hash(ROOT) % 1000003
 
 
+def size(path):
+    with open(path) as f:
+        return len(f.read())
+
+
 def first_paths():
     return [p for p in sys.path if p.startswith("/") and "python3" not in p][:4]
 `,
+	"data.txt":         "hello\n",
 	"requirements.txt": "ndtrace-fixture-a>=1.0\n",
 	"tests/test_dep.py": `import os
 import pathlib
@@ -100,6 +106,7 @@ def test_functions():
     assert wp.cwd()
     assert wp.hashed() >= 0
     assert wp.first_paths() is not None
+    assert wp.size(wp.here("data.txt")) == 6
 
 
 def test_locations(tmp_path):
@@ -196,6 +203,15 @@ func TestRunRepositoryRowsHoldNoWorkerPath(t *testing.T) {
 				}
 			}
 		}
+	}
+	// A function called with a path in the checkout is an item: its run has the checkout where
+	// the test's had it (it was skipped, as checkout_path, while that path was the worker's).
+	sized := false
+	for _, r := range rows[0] {
+		sized = sized || r.Level == "function" && r.QualName == "size"
+	}
+	if !sized {
+		t.Error("no function row of size('/checkout/data.txt')")
 	}
 	// The rows show the checkout where the sandbox shows it.
 	all := ""

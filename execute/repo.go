@@ -395,9 +395,10 @@ func functionConfig(cfg sandbox.Config, dir string) sandbox.Config {
 	return cfg
 }
 
-// CheckoutPath and EnvsPath are what the checkout's folder and the folder of environments read as
-// in the values of a repository's test traces (a test's os.path.dirname(__file__), a tmp_path
-// next to it, a dependency's __file__): see crawl.CheckoutAlias.
+// CheckoutPath and EnvsPath are where the sandbox shows the checkout's folder and the folder of
+// environments (sandbox.Config.Binds: a test's os.path.dirname(__file__), a dependency's
+// __file__), and what they read as in a value that still holds the worker's: see
+// crawl.CheckoutAlias.
 const (
 	CheckoutPath = crawl.CheckoutAlias
 	EnvsPath     = crawl.EnvsAlias

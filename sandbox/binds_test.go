@@ -13,7 +13,8 @@ import (
 
 // TestBindShowsNoHostPath (issue 29) runs a checkout bound at /checkout (Config.Binds) with each
 // backend: the test's own location, the folders above it, os.getcwd(), sys.path and the import
-// roots all read /checkout (nothing of the host folder is visible), the test may write next to
+// roots all read /checkout (nothing of the host folder is visible, nor in the environment or
+// /proc's mount tables), the test may write next to
 // its code (the private writable view is made at the bound path), its traced run verifies
 // against the host files (not tampered), and the events' file names are the inside ones. The
 // host folder itself is not there.
@@ -26,7 +27,9 @@ func TestBindShowsNoHostPath(t *testing.T) {
 		"src/calc/__init__.py": "import os\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n\n\ndef up(p):\n    return os.path.dirname(p)\n",
 		"tests/test_calc.py": "import os\nimport pathlib\nimport sys\n\nimport calc\n\n\ndef test_where():\n" +
 			"    seen = [calc.HERE, os.getcwd(), calc.up(calc.up(os.getcwd()))] + [str(p) for p in pathlib.Path(__file__).parents]\n" +
-			"    seen += [p for p in sys.path if 'python3' not in p]\n" +
+			"    seen += [p for p in sys.path if 'python3' not in p] + list(os.environ.values())\n" +
+			"    for f in ('/proc/self/mountinfo', '/proc/self/mounts', '/proc/1/mountinfo'):\n" +
+			"        try:\n            seen.append(open(f).read())\n        except OSError:\n            pass\n" +
 			"    open(os.path.join(os.path.dirname(__file__), 'out.txt'), 'w').write('x')\n" +
 			"    bad = [s for s in seen if 'worker-scratch' in s or 'repo-0123' in s or 'ndtrace-test' in s]\n" +
 			"    assert not bad, bad\n" +

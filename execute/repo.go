@@ -619,7 +619,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 			// The function's run broke its sandbox: that is the function item's reject (status
 			// sandbox_error), and the sandbox starts again for the next one. Functions that break
 			// it maxFunctionBreaks times in a row end the repository's functions.
-			t.Status, t.Detail = schemas.StatusSandboxError, err.Error()
+			t.Status, t.Detail = schemas.StatusSandboxError, hidden.hide(err.Error())
 			sb.Close()
 			sb = nil
 			if broke++; broke >= maxFunctionBreaks {
@@ -628,7 +628,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 				return out, nil
 			}
 		case err != nil:
-			t.Detail = err.Error()
+			t.Detail = hidden.hide(err.Error())
 			broke = 0
 		default:
 			t.Status, t.Detail, t.Blocks, t.Consume = res.Status, hidden.hide(res.Detail), res.Blocks, hidden.hideConsume(res.Consume)

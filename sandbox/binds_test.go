@@ -61,6 +61,7 @@ func TestBindShowsNoHostPath(t *testing.T) {
 				if tr.Outcome != sandbox.OutcomePassed || tr.Result.Status != schemas.StatusOK || tr.Writable == sandbox.WritableReadOnly {
 					t.Fatalf("traced %v: %s %s %s (writable %q)\n%s", traced, tr.Outcome, tr.Result.Status, tr.Result.Detail, tr.Writable, tr.Result.Stderr)
 				}
+				t.Logf("traced %v: the writable view is a%s %s", traced, map[bool]string{true: "n"}[tr.Writable == sandbox.WritableOverlay], tr.Writable)
 				for _, f := range files {
 					if !strings.HasPrefix(f, "/checkout/") {
 						t.Fatalf("an event's file is %s", f)

@@ -147,3 +147,22 @@ func boundSource(dir string, host func(string) string) traceSource {
 		return src(h + strings.TrimPrefix(c, dir))
 	}
 }
+
+// insideTargets is a request's trace targets as the interpreter sees them: an absolute one inside
+// (a folder's keeps its trailing slash); the others as they are.
+func (c Config) insideTargets(ts []string) []string {
+	if len(ts) == 0 || len(c.Binds) == 0 {
+		return ts
+	}
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t
+		if filepath.IsAbs(t) {
+			out[i] = c.inside(t)
+			if strings.HasSuffix(t, "/") && out[i] != "/" {
+				out[i] += "/"
+			}
+		}
+	}
+	return out
+}

@@ -74,6 +74,9 @@ func TestInsideAndHost(t *testing.T) {
 	if strings.Join(in.ReadOnly, " ") != "/checkout /opt/v" || strings.Join(in.PythonPath, " ") != "/checkout/lib /envs/ab/sp" {
 		t.Errorf("insideConfig: %v %v", in.ReadOnly, in.PythonPath)
 	}
+	if got := strings.Join(c.insideTargets([]string{"/var/w/repo-1/src/", "/var/w/repo-1/src/a.py", "main.py", "/opt/x/"}), " "); got != "/checkout/ /checkout/a.py main.py /opt/x/" {
+		t.Errorf("insideTargets: %s", got)
+	}
 	// Below a bind, bytecode never loads from the checkout (pycPythonPath), as before.
 	if p := in.pycPythonPath(); strings.Join(p, " ") != "/envs/ab/sp" {
 		t.Errorf("pycPythonPath: %v", p)

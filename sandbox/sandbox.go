@@ -159,6 +159,11 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if req.Filename == "" {
 		req.Filename = "main.py"
 	}
+	// A module of a bound folder (Config.Binds) runs under the name it has inside.
+	if filepath.IsAbs(req.Filename) {
+		req.Filename = s.cfg.insideTargets([]string{req.Filename})[0]
+	}
+	req.Targets = s.cfg.insideTargets(req.Targets)
 	if len(req.Targets) == 0 {
 		req.Targets = []string{req.Filename}
 	}

@@ -279,7 +279,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 	if err != nil {
 		return nil, err
 	}
-	targets := s.cfg.insideAll(req.Targets)
+	targets := s.cfg.insideTargets(req.Targets)
 	if len(targets) == 0 {
 		targets = []string{dir + "/"}
 	}

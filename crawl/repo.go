@@ -286,10 +286,11 @@ func openPath(root, dir string) error {
 	}
 }
 
-// CheckoutAlias and EnvsAlias are what a checkout's folder and the worker's folder of environments
-// read as in the values of a repository's test traces: the folders themselves are the worker's (a
-// random name in its scratch folder; its environments folder), so values holding them would
-// differ from run to run and from worker to worker, and tell the worker's folders.
+// CheckoutAlias and EnvsAlias are where the sandbox shows a checkout's folder and the worker's
+// folder of environments (execute binds them there), and what they read as in any value that
+// still holds them: the folders themselves are the worker's (a random name in its scratch folder;
+// its environments folder), so values holding them would differ from run to run and from worker
+// to worker, and tell the worker's folders.
 const (
 	CheckoutAlias = "/checkout"
 	EnvsAlias     = "/envs"

@@ -89,7 +89,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	bad := func(stage schemas.YieldStage, format string, args ...any) (TracedItem, error) {
 		t.Status, t.Stage, t.Detail = schemas.StatusInvalid, stage, fmt.Sprintf(format, args...)
 		if checkout != "" {
-			t.Detail = hidden.hide(strings.ReplaceAll(t.Detail, checkout+"/", ""))
+			t.Detail = hidden.hide(strings.ReplaceAll(strings.ReplaceAll(t.Detail, checkout+"/", ""), CheckoutPath+"/", ""))
 		}
 		return t, nil
 	}
@@ -167,6 +167,16 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	defer release()
 	cfg := trc.Sandboxes.Config()
 	cfg.ReadOnly = append(append([]string(nil), cfg.ReadOnly...), w.Dir)
+	// The sandbox shows the checkout at CheckoutPath, the same on every worker: what the tests
+	// compute from their own location (__file__, os.getcwd(), the folders above, a hash of a
+	// path, the addresses a longer path shifts) never depends on where the worker keeps it.
+	cfg.Binds = append(append([]sandbox.Bind(nil), cfg.Binds...), sandbox.Bind{Host: w.Dir, At: CheckoutPath})
+	if envSitePackages != "" {
+		// Its environment (ENVS/HASH/lib/pythonX.Y/site-packages) at /envs/HASH likewise: a
+		// dependency's __file__ and the folders above it.
+		env := filepath.Dir(filepath.Dir(filepath.Dir(envSitePackages)))
+		cfg.Binds = append(cfg.Binds, sandbox.Bind{Host: env, At: EnvsPath + "/" + filepath.Base(env)})
+	}
 	// Reexecution compares two runs made in two sandboxes; with fixed addresses, what an
 	// interpreter allocates where depends only on what it ran, the same in every run of the spec
 	// (docs/spec.md, "Reproducible repository data").
@@ -289,7 +299,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		if err == nil {
 			req.Traced = true
 			tb = debugger.NewTraceBuilder()
-			hider := newPathHider(hidden, w.Dir)
+			hider := newPathHider(hidden, CheckoutPath)
 			req.Events = func(ev *schemas.Event) {
 				e, changed := hider.event(ev)
 				if changed && ev.Event == schemas.EventCall {
@@ -347,7 +357,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			// compute, and the same spec must give the same rows.
 			wd.begin("test "+test+" (second traced run)", req.Limits.WallTime)
 			began := time.Now()
-			kept, replaced, why, err := reexecuteTest(ctx, second, req, trace, tr, newPathHider(hidden, w.Dir))
+			kept, replaced, why, err := reexecuteTest(ctx, second, req, trace, tr, newPathHider(hidden, CheckoutPath))
 			allowance.spend(time.Since(began))
 			alive()
 			if err != nil {
@@ -372,7 +382,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		tt := schemas.TestTrace{Test: test, Outcome: tr.Outcome, Status: tr.Result.Status,
 			Detail: tr.Result.Detail, Functions: tr.Result.Functions}
 		// File names relative to the repository root: the scratch folder differs from run to run.
-		relativize(&tt, w.Dir, hidden)
+		relativize(&tt, CheckoutPath, hidden)
 		tt.Modules = mods.defs(tt.Functions)
 		if found != nil {
 			found.AddTrace(tt.Test, tt.Functions, trace, func(i int) bool { return pathCalls[i] })
@@ -411,9 +421,10 @@ func functionConfig(cfg sandbox.Config, dir string) sandbox.Config {
 	return cfg
 }
 
-// CheckoutPath and EnvsPath are what the checkout's folder and the folder of environments read as
-// in the values of a repository's test traces (a test's os.path.dirname(__file__), a tmp_path
-// next to it, a dependency's __file__): see crawl.CheckoutAlias.
+// CheckoutPath and EnvsPath are where the sandbox shows the checkout's folder and the folder of
+// environments (sandbox.Config.Binds: a test's os.path.dirname(__file__), a dependency's
+// __file__), and what they read as in a value that still holds the worker's: see
+// crawl.CheckoutAlias.
 const (
 	CheckoutPath = crawl.CheckoutAlias
 	EnvsPath     = crawl.EnvsAlias
@@ -634,7 +645,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 			// The function's run broke its sandbox: that is the function item's reject (status
 			// sandbox_error), and the sandbox starts again for the next one. Functions that break
 			// it maxFunctionBreaks times in a row end the repository's functions.
-			t.Status, t.Detail = schemas.StatusSandboxError, err.Error()
+			t.Status, t.Detail = schemas.StatusSandboxError, hidden.hide(err.Error())
 			sb.Close()
 			sb = nil
 			if broke++; broke >= maxFunctionBreaks {
@@ -643,7 +654,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 				return out, nil
 			}
 		case err != nil:
-			t.Detail = err.Error()
+			t.Detail = hidden.hide(err.Error())
 			broke = 0
 		default:
 			t.Status, t.Detail, t.Blocks, t.Consume = res.Status, hidden.hide(res.Detail), res.Blocks, hidden.hideConsume(res.Consume)

@@ -36,6 +36,8 @@ type Launch struct {
 	// ReadOnly are the host paths visible read-only at the same path: /usr, the top-level
 	// library directories, the interpreter's prefix and the configured mounts (readOnlyPaths).
 	ReadOnly []string
+	// Binds are host folders visible read-only at other paths (Config.Binds).
+	Binds []Bind
 	// Support is a host directory the sandbox sees read-only at /.ndtrace (supportMount).
 	Support string
 	// CgroupDir, when set, is the cgroup v2 directory the sandbox must start in (clone3

@@ -32,6 +32,9 @@ func (bwrap) Command(l *Launch) (*exec.Cmd, error) {
 	for _, p := range ro {
 		args = append(args, "--ro-bind", p, p)
 	}
+	for _, b := range l.Binds {
+		args = append(args, "--ro-bind", b.Host, b.At)
+	}
 	links, _ := rootLayout()
 	var names []string
 	for p := range links {

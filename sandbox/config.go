@@ -120,6 +120,12 @@ type Config struct {
 	// Paths must be absolute and outside /tmp (the sandbox's private /tmp would hide them); the
 	// sandbox's code uid must be able to read them (world-readable files and directories).
 	ReadOnly []string
+	// Binds are host folders mounted read-only at fixed paths inside the sandbox (a repository's
+	// checkout at the same path on every worker). A ReadOnly or PythonPath entry, a test
+	// request's Dir and import roots below a bind's host folder are seen below its path: the
+	// sandbox's interpreter never sees the host folder, and the file names of the events it
+	// reports are the inside ones.
+	Binds []Bind
 	// PythonPath lists directories of installed packages (a site-packages directory, such as
 	// VenvSitePackages returns) that every run can import. Each is mounted read-only like ReadOnly
 	// and added to sys.path with site.addsitedir (so its .pth files count: editable installs
@@ -237,6 +243,9 @@ const (
 func (c Config) validate() error {
 	if c.Cgroup != CgroupAuto && c.Cgroup != CgroupOff {
 		return fmt.Errorf("sandbox: cgroup %q: want %q or %q", c.Cgroup, CgroupAuto, CgroupOff)
+	}
+	if err := c.checkBinds(); err != nil {
+		return err
 	}
 	for _, p := range c.ReadOnly {
 		if err := checkHostPath("read-only path", p); err != nil {

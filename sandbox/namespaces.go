@@ -38,6 +38,7 @@ type nsinitConfig struct {
 	Root     string            `json:"root"`
 	ReadOnly []string          `json:"ro"`
 	Support  string            `json:"support"`
+	Binds    []Bind            `json:"binds"`
 	Links    map[string]string `json:"links"`
 	TmpBytes int64             `json:"tmp_bytes"`
 	Python   string            `json:"python"`
@@ -81,7 +82,7 @@ func (namespaces) Command(l *Launch) (*exec.Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
 	args = append(args, "--own-pidns")
-	cfg, err := json.Marshal(nsinitConfig{Root: root, ReadOnly: ro, Support: l.Support, Links: links,
+	cfg, err := json.Marshal(nsinitConfig{Root: root, ReadOnly: ro, Binds: l.Binds, Support: l.Support, Links: links,
 		TmpBytes: l.TmpBytes, Python: l.Python, Args: args, Env: l.Env})
 	if err != nil {
 		return nil, err
@@ -129,6 +130,11 @@ func nsinit(arg string, args []string) error {
 	}
 	for _, p := range c.ReadOnly {
 		if err := bindReadOnly(p, filepath.Join(r, p)); err != nil {
+			return err
+		}
+	}
+	for _, b := range c.Binds {
+		if err := bindReadOnly(b.Host, filepath.Join(r, b.At)); err != nil {
 			return err
 		}
 	}

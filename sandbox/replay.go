@@ -64,7 +64,7 @@ func (s *Sandbox) Replay(ctx context.Context, req ReplayRequest) (*Result, error
 		return nil, err
 	}
 	msg := runMsg{Kind: "replay", runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
-		Targets: []string{req.Filename}, Wrapper: req.Wrapper, Actions: actions, PythonPath: s.cfg.PythonPath}}
+		Targets: []string{req.Filename}, Wrapper: req.Wrapper, Actions: actions, PythonPath: s.in.PythonPath}}
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
 }
@@ -110,6 +110,9 @@ func (s *Sandbox) ReplayTest(ctx context.Context, req ReplayTestRequest) (*Resul
 		return nil, err
 	}
 	e := req.Entry
+	if filepath.IsAbs(e.File) {
+		e.File = s.cfg.inside(e.File)
+	}
 	if !filepath.IsAbs(e.File) || !within(filepath.Clean(e.File), dir) || e.QualName == "" || e.Occurrence < 0 {
 		return nil, fmt.Errorf("sandbox: replay: the entry %s of %s (call %d) is not a function of a file in %s", e.QualName, e.File, e.Occurrence, dir)
 	}
@@ -118,7 +121,7 @@ func (s *Sandbox) ReplayTest(ctx context.Context, req ReplayTestRequest) (*Resul
 		return nil, err
 	}
 	msg := runMsg{Kind: "replay", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test,
-		Targets: []string{dir + "/"}, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.cfg.PythonPath,
+		Targets: []string{dir + "/"}, Exclude: s.excluded(), Seed: req.Seed, PythonPath: s.in.PythonPath,
 		Options: string(req.Options), Paths: paths, Actions: actions, Entry: &e}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))

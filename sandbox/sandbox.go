@@ -48,6 +48,7 @@ import (
 // Use several Sandboxes to trace in parallel.
 type Sandbox struct {
 	cfg     Config
+	in      Config // cfg as the interpreter sees it (its paths below a bind's at the bind's)
 	backend Backend
 
 	mu     sync.Mutex
@@ -69,7 +70,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{cfg: cfg, backend: b}
+	s := &Sandbox{cfg: cfg, in: cfg.insideConfig(), backend: b}
 	z, err := startZygote(ctx, b, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -158,11 +159,16 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if req.Filename == "" {
 		req.Filename = "main.py"
 	}
+	// A module of a bound folder (Config.Binds) runs under the name it has inside.
+	if filepath.IsAbs(req.Filename) {
+		req.Filename = s.cfg.insideTargets([]string{req.Filename})[0]
+	}
+	req.Targets = s.cfg.insideTargets(req.Targets)
 	if len(req.Targets) == 0 {
 		req.Targets = []string{req.Filename}
 	}
 	msg := runMsg{runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
-		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.cfg.PythonPath}, sink: req.Events}
+		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.in.PythonPath}, sink: req.Events}
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
 }
@@ -535,7 +541,7 @@ wait:
 		}
 	}
 	s.classify(res, dec, done, killStatus, killDetail, lim, z, msg.Kind == "replay")
-	verifyRun(res, dec, msg)
+	verifyRun(res, dec, msg, s.cfg.host)
 	if res.Status == schemas.StatusSandboxError {
 		err = errors.New("sandbox: " + res.Detail)
 	}
@@ -693,7 +699,7 @@ var recordEvents func(key []byte, r io.Reader) io.Reader
 
 // verifyRun checks the decoded trace of a run against the source it claims to come from
 // (verifyTrace); a trace that disagrees is the traced code's doing, and the run is tampered.
-func verifyRun(res *Result, dec *decoder, msg runMsg) {
+func verifyRun(res *Result, dec *decoder, msg runMsg, host func(string) string) {
 	if msg.Kind == "replay" {
 		// A replay's events are bdb's stops, not a trace: Replay's caller compares them with
 		// the row they replay.
@@ -721,22 +727,22 @@ func verifyRun(res *Result, dec *decoder, msg runMsg) {
 			}
 		}
 	}
-	if err := verifyTrace(dec.events, dec.functions, dec.blocks, runSource(msg), end); err != nil {
+	if err := verifyTrace(dec.events, dec.functions, dec.blocks, runSource(msg, host), end); err != nil {
 		res.Status = schemas.StatusTampered
 		res.Detail = "tampering: " + err.Error()
 	}
 }
 
 // runSource is the source a run may trace: the item's own code, and the files under its
-// directory targets.
-func runSource(msg runMsg) traceSource {
+// directory targets, read from the host folders host gives for them (Config.Binds; nil: the same).
+func runSource(msg runMsg, host func(string) string) traceSource {
 	var sources []traceSource
 	for _, t := range msg.Targets {
 		switch {
 		case msg.Kind == "" && t == msg.Filename:
 			sources = append(sources, codeSource(msg.Filename, msg.Code))
 		case strings.HasSuffix(t, "/"):
-			sources = append(sources, dirSource(strings.TrimSuffix(t, "/"), verifyFileBytes, verifyFiles))
+			sources = append(sources, boundSource(strings.TrimSuffix(t, "/"), host))
 		default:
 			file := filepath.Clean(t)
 			dir := dirSource(filepath.Dir(file), verifyFileBytes, 1)

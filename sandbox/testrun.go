@@ -226,12 +226,12 @@ func (s *Sandbox) collectOptions(ctx context.Context, req CollectRequest, dir st
 
 // collect makes one collection; fallback reports a pytest usage error while addopts applied.
 func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (*Collection, bool, error) {
-	paths, err := checkPaths(dir, req.Paths)
+	paths, err := checkPaths(dir, s.cfg.insideAll(req.Paths))
 	if err != nil {
 		return nil, false, err
 	}
 	msg := runMsg{Kind: "collect", Runner: req.Runner, runBody: runBody{Dir: dir, Targets: []string{dir + "/"},
-		Exclude: s.excluded(), PythonPath: s.cfg.PythonPath, Options: string(req.Options), Paths: paths}}
+		Exclude: s.excluded(), PythonPath: s.in.PythonPath, Options: string(req.Options), Paths: paths}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
@@ -304,7 +304,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 	if err != nil {
 		return nil, err
 	}
-	targets := req.Targets
+	targets := s.cfg.insideTargets(req.Targets)
 	if len(targets) == 0 {
 		targets = []string{dir + "/"}
 	}
@@ -314,7 +314,7 @@ func (s *Sandbox) RunTest(ctx context.Context, req TestRequest) (*TestResult, er
 		}
 	}
 	msg := runMsg{Kind: "test", Runner: req.Runner, runBody: runBody{Dir: dir, Test: req.Test, Traced: req.Traced,
-		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, Clock: req.Clock, PythonPath: s.cfg.PythonPath, Options: string(req.Options), Paths: paths}}
+		Targets: targets, Exclude: s.excluded(), Seed: req.Seed, Clock: req.Clock, PythonPath: s.in.PythonPath, Options: string(req.Options), Paths: paths}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	msg.sink = req.Events
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
@@ -374,7 +374,7 @@ func (s *Sandbox) checkTest(what, dir, runner, test string, opts RunnerOptions, 
 	if err := checkOptions(opts); err != nil {
 		return "", nil, err
 	}
-	if paths, err = checkPaths(dir, paths); err != nil {
+	if paths, err = checkPaths(dir, s.cfg.insideAll(paths)); err != nil {
 		return "", nil, err
 	}
 	return dir, paths, nil
@@ -390,8 +390,8 @@ func (s *Sandbox) checkTestDir(dir, runner string) (string, error) {
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("sandbox: test directory %q is not absolute", dir)
 	}
-	dir = filepath.Clean(dir)
-	for _, p := range s.cfg.ReadOnly {
+	dir = s.cfg.inside(dir)
+	for _, p := range s.in.ReadOnly {
 		if within(dir, filepath.Clean(p)) {
 			return dir, nil
 		}
@@ -424,7 +424,7 @@ func checkPaths(dir string, paths []string) ([]string, error) {
 // excluded is what test runs never trace: the PythonPath directories.
 func (s *Sandbox) excluded() []string {
 	var out []string
-	for _, p := range s.cfg.PythonPath {
+	for _, p := range s.in.PythonPath {
 		out = append(out, strings.TrimSuffix(filepath.Clean(p), "/")+"/")
 	}
 	return out

@@ -159,11 +159,14 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	ro, err := readOnlyPaths(cfg.Python, cfg.mounts())
+	ro, err := readOnlyPaths(cfg.Python, cfg.sameMounts())
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
+	// The interpreter sees the binds at their own paths (Config.Binds), and every path below
+	// one there.
+	in := cfg.insideConfig()
 	support, err := newSupportDir()
 	if err != nil {
 		conn.Close()
@@ -174,17 +177,20 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 	for _, p := range ro {
 		args = append(args, "--ro", p)
 	}
+	for _, b := range cfg.Binds {
+		args = append(args, "--ro", b.At)
+	}
 	// Bytecode (.pyc) loads only from the interpreter's own directories and Config.PythonPath:
 	// never from Config.ReadOnly (a repository's checkout is the attacker's to write, and
 	// CPython does not verify bytecode), not even from a PythonPath directory inside one.
 	pycRoots, _ := readOnlyPaths(cfg.Python, nil)
-	for _, p := range append(pycRoots, cfg.pycPythonPath()...) {
+	for _, p := range append(pycRoots, in.pycPythonPath()...) {
 		args = append(args, "--pyc-root", filepath.Clean(p))
 	}
 	// Extension modules (native code) load only from the standard library's own directory (the
 	// zygote adds it) and the configured mounts: never from the interpreter's third-party
 	// directories, whose modules may hand Python raw memory (docs/sandbox.md).
-	for _, p := range cfg.mounts() {
+	for _, p := range in.mounts() {
 		args = append(args, "--ext-root", filepath.Clean(p))
 	}
 	for _, what := range simulate {
@@ -206,6 +212,7 @@ func startZygote(ctx context.Context, b Backend, cfg Config) (*zygote, error) {
 		Args:      args,
 		Env:       sandboxEnv,
 		ReadOnly:  ro,
+		Binds:     cfg.Binds,
 		Support:   support,
 		TmpBytes:  cfg.TmpBytes,
 		Ctrl:      theirs,

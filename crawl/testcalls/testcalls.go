@@ -43,7 +43,8 @@ const (
 //     call returns a context manager that runs none of the body (only `with` would);
 //   - params: parameters that cannot be passed back positionally (*args, **kwargs, keyword-only)
 //     or that the call event does not show;
-//   - arguments: an argument whose rendering is not a plain literal;
+//   - arguments: an argument whose rendering is not a Python literal (IsLiteral: names,
+//     attribute access, calls and subscripts are refused);
 //   - module_too_large: a function of a module larger than MaxModuleBytes (each item carries
 //     its module's text);
 //   - code_bytes: items past MaxCodeBytes of code in all;
@@ -366,19 +367,20 @@ func paramArgs(params []string, locals schemas.Locals) (string, bool) {
 }
 
 // literalArgs renders the locals of a call event (the arguments, in order) as a positional
-// argument list, or reports false if a value is not a plain literal rendering.
+// argument list, or reports false if a value is not a Python literal (IsLiteral): only a value
+// that evaluates again to what the call was given is an input. An object shown by its
+// attributes (P(x=1)) or a user repr of constructor form (PosixPath('x'), typing.Optional[int])
+// names code the call expression would run, and a rendering with parts left out (P(...), a value
+// cut at the width, [1, 2, ...]) cannot be rebuilt. A literal naming an object's address (a repr
+// kept as a string) would differ at every run.
 func literalArgs(locals schemas.Locals) (string, bool) {
 	parts := make([]string, 0, len(locals))
 	for _, v := range locals {
 		s := v.Value
-		// An object shown by its attributes (P(x=1)) passes, as a user repr of constructor
-		// form does, to be run again by TracedItem; one with parts left out (a cycle or a
-		// nesting cut, P(...), or attributes past the width, P(a=1, ...)) cannot be rebuilt.
-		if s == "" || strings.HasPrefix(s, "<") || strings.HasSuffix(s, "...") || strings.Contains(s, " object at 0x") ||
-			strings.Contains(s, "<") && strings.Contains(s, ">") || strings.Contains(s, "...)") {
+		if !IsLiteral(s) || strings.Contains(s, " object at 0x") {
 			return "", false
 		}
-		parts = append(parts, s)
+		parts = append(parts, strings.TrimSpace(s))
 	}
 	return strings.Join(parts, ", "), true
 }

@@ -31,6 +31,13 @@ type Item struct {
 	// RepoURL and Commit name the repository a function-level item was found in.
 	RepoURL string `json:"repo_url,omitempty"`
 	Commit  string `json:"commit,omitempty"`
+	// Module is, for a function-level item found in a repository, its module's dotted name
+	// relative to the repository's import roots (ImportRoots; "pkg.sub.mod", "pkg" for
+	// pkg/__init__.py): the sandbox imports the module as part of its package, from the checkout,
+	// and Path (the module's file relative to the checkout) is the file it traces. Empty for an
+	// item whose module is run as a standalone file (every corpus item, and a repository's module
+	// that has no importable name).
+	Module string `json:"module,omitempty"`
 	// Deps is, for a function-level item found in a repository, the hex SHA-256 of what its module
 	// runs of the repository besides its call: the module and the repository's own modules it
 	// imports (and the requirements of its environment, if any), or the checkout's pin where
@@ -119,6 +126,10 @@ func (it Item) Hash() string {
 		repo, _ := json.Marshal(it.Repo)
 		for _, f := range []string{it.Func, it.RepoURL, it.Commit, string(repo)} {
 			fmt.Fprintf(h, "%d:%s;", len(f), f)
+		}
+		if it.Module != "" {
+			// Imported as part of its package, not run standalone: another run.
+			fmt.Fprintf(h, "module %d:%s;", len(it.Module), it.Module)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))

@@ -123,3 +123,30 @@ func FuzzIsLiteral(f *testing.F) {
 		}
 	})
 }
+
+func TestModuleName(t *testing.T) {
+	tests := []struct {
+		rel   string
+		roots []string
+		want  string
+	}{
+		{"mod.py", nil, "mod"},
+		{"pkg/mod.py", nil, "pkg.mod"},
+		{"pkg/__init__.py", nil, "pkg"},
+		{"pkg/sub/__init__.py", nil, "pkg.sub"},
+		{"src/pkg/mod.py", []string{"src"}, "pkg.mod"},
+		{"src/pkg/mod.py", []string{"src", "src/pkg"}, "mod"},
+		{"lib/x.py", []string{"src"}, "lib.x"},
+		{"__init__.py", nil, ""},
+		{"my-pkg/mod.py", nil, ""},
+		{"pkg/class.py", nil, ""},
+		{"pkg/mod.pyx", nil, ""},
+		{"pkg/2mod.py", nil, ""},
+		{"src/__init__.py", []string{"src"}, ""},
+	}
+	for _, tc := range tests {
+		if got := ModuleName(tc.rel, tc.roots); got != tc.want {
+			t.Errorf("ModuleName(%q, %q) = %q, want %q", tc.rel, tc.roots, got, tc.want)
+		}
+	}
+}

@@ -69,6 +69,7 @@ func Items(ctx context.Context, dir string, roots []string, it crawl.Item, trace
 // repository's own modules.
 type Finder struct {
 	dir     string
+	roots   []string // the checkout's import roots (crawl.ImportRoots)
 	it      crawl.Item
 	counts  schemas.Counts
 	modules map[string]string // module sources read, by file
@@ -98,7 +99,7 @@ func NewFinder(ctx context.Context, dir string, roots []string, it crawl.Item, c
 			}
 		}
 	}
-	return &Finder{dir: dir, it: it, counts: counts, modules: map[string]string{}, perFunc: map[[2]string]int{}, seen: map[string]bool{},
+	return &Finder{dir: dir, roots: roots, it: it, counts: counts, modules: map[string]string{}, perFunc: map[[2]string]int{}, seen: map[string]bool{},
 		deps: deps}
 }
 
@@ -218,6 +219,7 @@ func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind fu
 			SourceID: test,
 			Code:     code,
 			Filename: filepath.Base(rel),
+			Module:   ModuleName(filepath.ToSlash(rel), f.roots),
 			Call:     call,
 			QualName: ev.Func,
 			Func:     src.Source,

@@ -113,10 +113,10 @@ func (it Item) Origin() string {
 }
 
 // Hash is the item's content hash: it changes exactly when what is traced changes (for a
-// repository: its commit or content hash, and how its tests are run). Deps is left out: an item
-// found in a repository has its repository's commit or content hash (Commit), which with the spec
-// (whose hash salts every batch's) fixes what Deps covers, so every item keeps the hash it had
-// before Deps.
+// repository: its commit or content hash, and how its tests are run). Deps and Module are left
+// out: an item found in a repository has its repository's commit or content hash (Commit), which
+// with the spec (whose hash salts every batch's) fixes what Deps covers and the module's name, so
+// every item keeps the hash it had before them.
 func (it Item) Hash() string {
 	h := sha256.New()
 	for _, f := range []string{it.Key, it.Filename, it.Code, it.Call} {
@@ -126,10 +126,6 @@ func (it Item) Hash() string {
 		repo, _ := json.Marshal(it.Repo)
 		for _, f := range []string{it.Func, it.RepoURL, it.Commit, string(repo)} {
 			fmt.Fprintf(h, "%d:%s;", len(f), f)
-		}
-		if it.Module != "" {
-			// Imported as part of its package, not run standalone: another run.
-			fmt.Fprintf(h, "module %d:%s;", len(it.Module), it.Module)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))

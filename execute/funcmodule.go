@@ -57,3 +57,13 @@ func (p funcPlace) result(c crawl.Item, req sandbox.Request, res *sandbox.Result
 		}
 	}
 }
+
+// replay makes req, the replay of a row of c, replay c where it lives when its traced run did
+// (request): its module imported from the checkout, its file the one replayed.
+func (p funcPlace) replay(c crawl.Item, req *sandbox.ReplayRequest) {
+	if c.Module == "" || p.dir == "" || c.Path == "" || filepath.IsAbs(c.Path) {
+		return
+	}
+	req.Module, req.Dir, req.Paths = c.Module, p.dir, p.imports
+	req.Filename = filepath.Join(p.dir, filepath.FromSlash(c.Path))
+}

@@ -28,7 +28,7 @@ var replayRepoFiles = map[string]string{
 	"textproc/util.py":     "def clean(w):\n    w = w.strip(\".,\")\n    return w.lower()\n",
 	"textproc/core.py": `import itertools
 
-from textproc.util import clean
+from .util import clean
 
 
 class Counter:
@@ -198,8 +198,11 @@ def test_param(n):
 		// their breakpoints target main's line from inside the function, and more of their
 		// steps are in generators.
 		{"repository agreed": 36, "function agreed": 64, "function breakpoint_non_line": 8},
+		// core.py imports its package relatively (from .util import clean): its functions are
+		// traced and replayed where they live (issue 29). chunks(range(0, 5), 2) is no item:
+		// range(0, 5) is a call, not a literal.
 		{"repository agreed": 24, "repository breakpoint_non_line": 2, "repository generator_next_return": 4,
-			"function agreed": 49, "function breakpoint_non_line": 12, "function generator_next_return": 5},
+			"function agreed": 48, "function breakpoint_non_line": 12},
 	}
 	for r, it := range []crawl.Item{onlys[0], examples[len(examples)-1], locals[0]} {
 		if it.Repo == nil {

@@ -169,7 +169,7 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	msg := runMsg{runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
 		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.cfg.PythonPath,
-		Module: req.Module, Dir: req.Dir, Paths: req.Paths}, sink: req.Events}
+		Module: req.Module, Paths: modulePaths(req.Module, req.Dir, req.Paths)}, sink: req.Events}
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
 }
@@ -756,6 +756,15 @@ func checkModuleRequest(req Request) error {
 		}
 	}
 	return nil
+}
+
+// modulePaths is what a call of a function where it lives (module set) puts first on sys.path:
+// the checkout dir, then its import roots paths (as a test run has them); nil without a module.
+func modulePaths(module, dir string, paths []string) []string {
+	if module == "" {
+		return nil
+	}
+	return append([]string{dir}, paths...)
 }
 
 // runSource is the source a run may trace: the item's own code, and the files under its

@@ -451,7 +451,7 @@ def _prepare(hdr, opts):
         # audit hook is on, as a repository replay does.)
         if req["kind"] == "call" and req["module"]:
             # A function where it lives: the checkout and its import roots first, as in a test run.
-            _extend_path(req["dir"], req["pythonpath"], req["paths"])
+            _extend_path(None, req["pythonpath"], req["paths"])
         elif req["kind"] == "call" and req["pythonpath"]:
             _extend_path(None, req["pythonpath"])
     except BaseException as e:

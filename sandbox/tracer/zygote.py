@@ -171,10 +171,11 @@ def validate_body(hdr, msg):
     if msg.get("options", "") not in ("", "original", "none"):
         raise ProtocolError("run: options must be \"\", \"original\" or \"none\"")
     module = msg.get("module", "")
-    if module and (kind != "call" or type(module) is not str or not _MODULE_NAME_RE.match(module)
-                   or type(msg.get("dir")) is not str or not msg["dir"].startswith("/")
-                   or not msg["filename"].startswith(msg["dir"].rstrip("/") + "/")):
-        raise ProtocolError("run: module must be a dotted name, with dir absolute and the file in it")
+    if module and (kind not in ("call", "replay") or entry is not None or type(module) is not str
+                   or not _MODULE_NAME_RE.match(module) or not msg.get("paths")
+                   or not msg["filename"].startswith(msg["paths"][0].rstrip("/") + "/")):
+        raise ProtocolError("run: module must be a dotted name, with paths (the checkout first) "
+                            "holding its file")
     return {"id": hdr["id"], "kind": kind, "code": msg.get("code", ""),
             "filename": msg.get("filename", ""), "call": msg.get("call", ""),
             "targets": targets, "seed": msg.get("seed", 0), "clock": clock,

@@ -14,7 +14,8 @@ import (
 // its own package relatively (from .helpers import x, from . import sub) failed with ImportError
 // when its module ran as a standalone file. It is now imported as part of its package: it
 // traces, its module's __spec__ is set, and its events still name its file as the item does, on
-// the lines of the module's text the item carries.
+// the lines of the module's text the item carries. A method the tests call is an item too, its
+// instance built by the constructor call they made.
 func TestFunctionsRunWhereTheyLive(t *testing.T) {
 	ctx := context.Background()
 	f, it, pool := repoFixture(t, "relimports", map[string]string{
@@ -24,8 +25,12 @@ func TestFunctionsRunWhereTheyLive(t *testing.T) {
 		"shapes/core.py": "from .helpers import square\nfrom . import sub\n\n\n" +
 			"def area(side):\n    s = square(side)\n    return s * sub.SCALE\n\n\n" +
 			"def spec_parent(x):\n    return (__spec__.parent, x)\n\n\n" +
-			"def named(p):\n    return len(p)\n",
-		"tests/test_shapes.py": "import pathlib\n\nfrom shapes import area\nfrom shapes.core import named, spec_parent\n\n\n" +
+			"def named(p):\n    return len(p)\n\n\n" +
+			"class Box:\n    def __init__(self, w):\n        self.w = w\n\n" +
+			"    def grow(self, n):\n        return self.w + n\n\n" +
+			"    @staticmethod\n    def unit(x):\n        return square(x)\n",
+		"tests/test_shapes.py": "import pathlib\n\nfrom shapes import area\nfrom shapes.core import Box, named, spec_parent\n\n\n" +
+			"def test_box():\n    b = Box(2)\n    assert b.grow(3) == 5\n    assert Box.unit(2) == 4\n\n\n" +
 			"def test_area():\n    assert area(3) == 18\n\n\n" +
 			"def test_spec():\n    assert spec_parent(1) == ('shapes', 1)\n\n\n" +
 			"def test_named():\n    assert named(pathlib.PurePosixPath('a/b')) == 3 or True\n",
@@ -39,7 +44,9 @@ func TestFunctionsRunWhereTheyLive(t *testing.T) {
 	for _, fi := range tr.Repo.Functions {
 		got[fi.Item.Call] = fi
 	}
-	for _, call := range []string{"area(3)", "spec_parent(1)", "square(3)"} {
+	// Box(2).grow(3): a method, its instance rebuilt from the constructor call the test made;
+	// Box.unit(2): a static method.
+	for _, call := range []string{"area(3)", "spec_parent(1)", "square(3)", "Box(2).grow(3)", "Box.unit(2)"} {
 		fi, ok := got[call]
 		if !ok {
 			t.Errorf("no item %s: %+v (counts %v)", call, tr.Repo.Functions, tr.Repo.Counts)
@@ -67,6 +74,9 @@ func TestFunctionsRunWhereTheyLive(t *testing.T) {
 				t.Errorf("%s: a block of %s", call, b.File)
 			}
 		}
+	}
+	if fi, ok := got["Box(2).grow(3)"]; ok && fi.Value != "5" {
+		t.Errorf("Box(2).grow(3) = %q, want 5", fi.Value)
 	}
 	if fi, ok := got["spec_parent(1)"]; ok && fi.Value != "('shapes', 1)" {
 		t.Errorf("spec_parent(1) = %q, want ('shapes', 1)", fi.Value)

@@ -140,7 +140,11 @@ func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind fu
 		sources[[2]string{fs.File, fs.QualName}] = fs
 	}
 	called := map[int]bool{} // the frames of this trace whose first call event was seen
+	ms := newMethodState()    // the constructor calls seen, for the methods' items
 	for i := 0; i < n; i++ {
+		if kind(i) == schemas.EventReturn && ms.pending(i, kind, event) {
+			continue
+		}
 		if kind(i) != schemas.EventCall {
 			continue
 		}
@@ -152,7 +156,13 @@ func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind fu
 			continue
 		}
 		called[ev.Frame] = true
-		if strings.ContainsAny(ev.Func, ".<>") || debugger.IsTestFile(ev.File) {
+		if debugger.IsTestFile(ev.File) {
+			continue
+		}
+		if strings.ContainsAny(ev.Func, ".<>") {
+			if call, src, ok := f.method(ms, ev, sources); ok {
+				f.emit(test, ev, src, call, workerPath != nil && workerPath(i))
+			}
 			continue
 		}
 		k := [2]string{ev.File, ev.Func}
@@ -177,57 +187,63 @@ func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind fu
 			f.skip("arguments")
 			continue
 		}
-		if strings.Contains(args, f.dir) || workerPath != nil && workerPath(i) {
-			// The worker's checkout folder (a random name), or another of its folders (which a
-			// trace shows by an alias): the item would differ on every run and worker, or name
-			// a folder its run does not have.
-			f.skip("checkout_path")
-			continue
-		}
-		call := ev.Func + "(" + args + ")"
-		rel, ok := f.relative(ev.File)
-		if !ok {
-			continue
-		}
-		if f.seen[rel+"\x00"+call] {
-			continue
-		}
-		code, ok := f.modules[rel]
-		if !ok {
-			data, err := readModule(filepath.Join(f.dir, rel))
-			if err != nil {
-				continue
-			}
-			code = string(data)
-			f.modules[rel] = code
-		}
-		switch {
-		case len(code) > MaxModuleBytes:
-			f.skip("module_too_large")
-			continue
-		case f.code+len(code) > MaxCodeBytes:
-			f.skip("code_bytes")
-			continue
-		}
-		f.code += len(code)
-		f.seen[rel+"\x00"+call] = true
-		f.perFunc[k]++
-		sum := sha256.Sum256([]byte(call))
-		f.items = append(f.items, crawl.Item{
-			Key:      fmt.Sprintf("%s#%s:%s:%s", f.it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
-			Path:     rel,
-			SourceID: test,
-			Code:     code,
-			Filename: filepath.Base(rel),
-			Module:   ModuleName(filepath.ToSlash(rel), f.roots),
-			Call:     call,
-			QualName: ev.Func,
-			Func:     src.Source,
-			RepoURL:  f.it.Path,
-			Commit:   f.it.Repo.Resolved.Pin(),
-			Deps:     f.deps.Deps(filepath.ToSlash(rel)),
-		})
+		f.emit(test, ev, src, ev.Func+"("+args+")", workerPath != nil && workerPath(i))
 	}
+}
+
+// emit adds the item of call, a call of ev's function (source src) seen in test, unless it holds
+// the worker's folders (worker: the call event held one before its values were made the
+// checkout's), repeats an item, or its module cannot be read or is past the limits.
+func (f *Finder) emit(test string, ev schemas.Event, src schemas.FuncSource, call string, worker bool) {
+	if strings.Contains(call, f.dir) || worker {
+		// The worker's checkout folder (a random name), or another of its folders (which a
+		// trace shows by an alias): the item would differ on every run and worker, or name
+		// a folder its run does not have.
+		f.skip("checkout_path")
+		return
+	}
+	rel, ok := f.relative(ev.File)
+	if !ok {
+		return
+	}
+	if f.seen[rel+"\x00"+call] {
+		return
+	}
+	code, ok := f.modules[rel]
+	if !ok {
+		data, err := readModule(filepath.Join(f.dir, rel))
+		if err != nil {
+			return
+		}
+		code = string(data)
+		f.modules[rel] = code
+	}
+	switch {
+	case len(code) > MaxModuleBytes:
+		f.skip("module_too_large")
+		return
+	case f.code+len(code) > MaxCodeBytes:
+		f.skip("code_bytes")
+		return
+	}
+	f.code += len(code)
+	f.seen[rel+"\x00"+call] = true
+	f.perFunc[[2]string{ev.File, ev.Func}]++
+	sum := sha256.Sum256([]byte(call))
+	f.items = append(f.items, crawl.Item{
+		Key:      fmt.Sprintf("%s#%s:%s:%s", f.it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
+		Path:     rel,
+		SourceID: test,
+		Code:     code,
+		Filename: filepath.Base(rel),
+		Module:   ModuleName(filepath.ToSlash(rel), f.roots),
+		Call:     call,
+		QualName: ev.Func,
+		Func:     src.Source,
+		RepoURL:  f.it.Path,
+		Commit:   f.it.Repo.Resolved.Pin(),
+		Deps:     f.deps.Deps(filepath.ToSlash(rel)),
+	})
 }
 
 // relative is a traced file's name relative to the checkout, false for a file outside it.

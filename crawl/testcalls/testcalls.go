@@ -48,7 +48,10 @@ const (
 //   - module_too_large: a function of a module larger than MaxModuleBytes (each item carries
 //     its module's text);
 //   - code_bytes: items past MaxCodeBytes of code in all;
-//   - checkout_path: an argument that holds the checkout's folder (the worker's, a random name).
+//   - checkout_path: an argument that holds the checkout's folder (the worker's, a random name);
+//   - method_instance, method_decorated: a method whose instance cannot be rebuilt, or with a
+//     decorator other than staticmethod or classmethod (see methods.go: methods the tests call
+//     give items Cls(init args).meth(args), Cls.meth(args)).
 //
 // Generator functions are kept: the tracer consumes the generator their call returns.
 //

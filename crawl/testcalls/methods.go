@@ -64,7 +64,7 @@ func (m *methodState) pending(i int, kind func(int) string, event func(int) sche
 // of its own.
 func (f *Finder) method(m *methodState, ev schemas.Event, sources map[[2]string]schemas.FuncSource) (string, schemas.FuncSource, bool) {
 	class, name, ok := strings.Cut(ev.Func, ".")
-	if !ok || strings.ContainsAny(name, ".<>") || strings.ContainsAny(class, "<>") || !isIdentifier(class) {
+	if !ok || !isIdentifier(class) || !isIdentifier(name) {
 		return "", schemas.FuncSource{}, false // a nested function or class, a lambda, a comprehension
 	}
 	k := [2]string{ev.File, ev.Func}

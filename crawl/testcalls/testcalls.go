@@ -143,7 +143,7 @@ func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind fu
 		sources[[2]string{fs.File, fs.QualName}] = fs
 	}
 	called := map[int]bool{} // the frames of this trace whose first call event was seen
-	ms := newMethodState()    // the constructor calls seen, for the methods' items
+	ms := newMethodState()   // the constructor calls seen, for the methods' items
 	for i := 0; i < n; i++ {
 		if kind(i) == schemas.EventReturn && ms.pending(i, kind, event) {
 			continue

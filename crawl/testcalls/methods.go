@@ -72,6 +72,9 @@ func (f *Finder) method(m *methodState, ev schemas.Event, sources map[[2]string]
 	if !ok {
 		return "", src, false
 	}
+	if name != "__init__" && (f.perFunc[k] >= MaxInputsPerFunction || len(f.items) >= MaxItems) {
+		return "", src, false
+	}
 	d, ok := parseDef(src.Source, name)
 	deco := decorators(src.Source, name)
 	if name == "__init__" {
@@ -83,9 +86,6 @@ func (f *Finder) method(m *methodState, ev schemas.Event, sources map[[2]string]
 		return "", src, false
 	}
 	if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") {
-		return "", src, false
-	}
-	if f.perFunc[k] >= MaxInputsPerFunction || len(f.items) >= MaxItems {
 		return "", src, false
 	}
 	switch {

@@ -31,6 +31,13 @@ type Item struct {
 	// RepoURL and Commit name the repository a function-level item was found in.
 	RepoURL string `json:"repo_url,omitempty"`
 	Commit  string `json:"commit,omitempty"`
+	// Module is, for a function-level item found in a repository, its module's dotted name
+	// relative to the repository's import roots (ImportRoots; "pkg.sub.mod", "pkg" for
+	// pkg/__init__.py): the sandbox imports the module as part of its package, from the checkout,
+	// and Path (the module's file relative to the checkout) is the file it traces. Empty for an
+	// item whose module is run as a standalone file (every corpus item, and a repository's module
+	// that has no importable name).
+	Module string `json:"module,omitempty"`
 	// Deps is, for a function-level item found in a repository, the hex SHA-256 of what its module
 	// runs of the repository besides its call: the module and the repository's own modules it
 	// imports (and the requirements of its environment, if any), or the checkout's pin where
@@ -106,10 +113,10 @@ func (it Item) Origin() string {
 }
 
 // Hash is the item's content hash: it changes exactly when what is traced changes (for a
-// repository: its commit or content hash, and how its tests are run). Deps is left out: an item
-// found in a repository has its repository's commit or content hash (Commit), which with the spec
-// (whose hash salts every batch's) fixes what Deps covers, so every item keeps the hash it had
-// before Deps.
+// repository: its commit or content hash, and how its tests are run). Deps and Module are left
+// out: an item found in a repository has its repository's commit or content hash (Commit), which
+// with the spec (whose hash salts every batch's) fixes what Deps covers and the module's name, so
+// every item keeps the hash it had before them.
 func (it Item) Hash() string {
 	h := sha256.New()
 	for _, f := range []string{it.Key, it.Filename, it.Code, it.Call} {

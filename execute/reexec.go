@@ -201,12 +201,13 @@ func reexecuteTest(ctx context.Context, sb *sandbox.Sandbox, req sandbox.TestReq
 // its second run in sb, compared with the first (first, its trace; res, its result). The
 // function's return value (Result.Value, addresses numbered per run) and its value as consumed
 // (Result.Consume) must be the same too, else the function is dropped.
-func reexecuteFunction(ctx context.Context, sb *sandbox.Sandbox, c crawl.Item, lim sandbox.Limits, first *debugger.Trace,
+func reexecuteFunction(ctx context.Context, sb *sandbox.Sandbox, at funcPlace, c crawl.Item, lim sandbox.Limits, first *debugger.Trace,
 	res *sandbox.Result, hidden workerPaths) (*debugger.Trace, int, string, error) {
 	cmp := newReexec(first)
 	hider := newPathHider(hidden, "")
-	again, err := sb.Run(ctx, sandbox.Request{Code: c.Code, Filename: c.Filename, Call: c.Call, Limits: lim,
-		Events: func(ev *schemas.Event) { e, _ := hider.event(ev); cmp.add(e) }})
+	req := at.request(c, lim, func(ev *schemas.Event) { e, _ := hider.event(ev); cmp.add(e) })
+	again, err := sb.Run(ctx, req)
+	at.result(c, req, again)
 	if err != nil {
 		return nil, 0, "", err
 	}

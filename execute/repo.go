@@ -396,7 +396,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	fcfg := cfg
 	fcfg.PythonPath = append(append([]string(nil), cfg.PythonPath...), imports...)
 	if found != nil {
-		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, it, found.Items(), rt.Counts, lim, hidden, func() {
+		if rt.Functions, err = trc.traceFunctions(ctx, fcfg, w, imports, it, found.Items(), rt.Counts, lim, hidden, func() {
 			alive()
 			wd.begin("a function of its tests", lim.WallTime)
 		}); err != nil {
@@ -602,12 +602,14 @@ func outcomeKey(r *sandbox.TestResult) string {
 // traceFunctions traces the function-level items found in the tests' traces (cands, from a
 // testcalls.Finder: calls of the module-level functions of non-test files with the arguments
 // observed, those that could only give an empty trace left out and counted), each on its own: the
-// module's source as the code, the call as the expression, with the checkout importable (so that
-// the module's imports of its own package work). A
+// module imported from the checkout as part of its package where it has a dotted name (funcPlace:
+// relative imports work), else its source run as a standalone file with the checkout importable;
+// the call as the expression. A
 // function whose run breaks its sandbox is its own reject (status sandbox_error), never the
 // repository's error: the only error returned is the context's. The traces' values name the
 // worker's folders by their aliases (hidden), as the tests' do.
-func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, it crawl.Item, cands []crawl.Item, counts schemas.Counts, lim sandbox.Limits, hidden workerPaths, alive func()) ([]TracedItem, error) {
+func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, imports []string, it crawl.Item, cands []crawl.Item, counts schemas.Counts, lim sandbox.Limits, hidden workerPaths, alive func()) ([]TracedItem, error) {
+	at := funcPlace{dir: w.Dir, imports: imports}
 	var out []TracedItem
 	var sb *sandbox.Sandbox
 	var second *sandbox.Sandbox // the second traced runs' (reexecute), another interpreter's
@@ -635,8 +637,9 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 			}
 		}
 		tb, events, hider := debugger.NewTraceBuilder(), 0, newPathHider(hidden, "")
-		res, err := sb.Run(ctx, sandbox.Request{Code: c.Code, Filename: c.Filename, Call: c.Call, Limits: lim,
-			Events: func(ev *schemas.Event) { e, _ := hider.event(ev); tb.Add(e); events++ }})
+		req := at.request(c, lim, func(ev *schemas.Event) { e, _ := hider.event(ev); tb.Add(e); events++ })
+		res, err := sb.Run(ctx, req)
+		at.result(c, req, res)
 		t := TracedItem{Item: c, Status: schemas.StatusInvalid}
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -674,7 +677,7 @@ func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *cr
 				var replaced int
 				var why string
 				if err == nil {
-					kept, replaced, why, err = reexecuteFunction(ctx, second, c, lim, t.Trace, res, hidden)
+					kept, replaced, why, err = reexecuteFunction(ctx, second, at, c, lim, t.Trace, res, hidden)
 				}
 				switch {
 				case err != nil && ctx.Err() != nil:

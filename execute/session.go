@@ -90,7 +90,7 @@ func (s *RepoSession) Replay(ctx context.Context, it crawl.Item, row schemas.Row
 		}
 		s.funcs = sb
 	}
-	return replayFunction(ctx, s.funcs, it, row, spec, s.hidden)
+	return replayFunction(ctx, s.funcs, funcPlace{dir: s.dir, imports: s.imports}, it, row, spec, s.hidden)
 }
 
 // replayRepoRow replays a forward repository-level row: its test is run again under bdb from the
@@ -166,13 +166,13 @@ func (t *Tracer) Replay(ctx context.Context, it crawl.Item, row schemas.Row, spe
 		return schemas.ReplayOutcome{}, err
 	}
 	defer release()
-	return replayFunction(ctx, sb, it, row, spec, nil)
+	return replayFunction(ctx, sb, funcPlace{}, it, row, spec, nil)
 }
 
 // replayFunction replays a forward function-level row of item it in sandbox sb; the replay's
 // values name the worker's folders by their aliases (hidden: a repository's; nil for none), as
 // the row's do.
-func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row schemas.Row, spec schemas.Spec, hidden workerPaths) (schemas.ReplayOutcome, error) {
+func replayFunction(ctx context.Context, sb *sandbox.Sandbox, at funcPlace, it crawl.Item, row schemas.Row, spec schemas.Spec, hidden workerPaths) (schemas.ReplayOutcome, error) {
 	traj, err := tokenize.Parse(row.Text)
 	if err != nil {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
@@ -184,6 +184,7 @@ func replayFunction(ctx context.Context, sb *sandbox.Sandbox, it crawl.Item, row
 	if req.Limits, err = LimitsOf(spec); err != nil {
 		return schemas.ReplayOutcome{}, fmt.Errorf("replay row %s: %w", row.ID, err)
 	}
+	at.replay(it, &req)
 	res, err := sb.Replay(ctx, req)
 	hidden.hideResult(res)
 	return replayOutcome(row, traj, res, err, replay.Lead(spec.ForwardStart))

@@ -369,6 +369,16 @@ type Request struct {
 	// Naive makes the tracer render every local at every event with plain repr: the benchmark
 	// baseline, never used for data.
 	Naive bool
+	// Module, when set, runs a function of a repository where it lives: the module of that dotted
+	// name is imported (importlib.import_module, its package's relative imports working and its
+	// __spec__ set) with Dir (the checkout, absolute) and Paths (its import roots, absolute) first
+	// on sys.path as a test run has them, and Call is evaluated in a namespace holding the
+	// module's names. Filename is then the module's file (absolute, inside Dir), the one file
+	// traced (Targets is ignored), and Code its text; its events are checked against the file
+	// itself. The module must be that file: another one of the name is an ImportError.
+	Module string
+	Dir    string
+	Paths  []string
 	// Events, when set, is given each event as it is decoded, in order, and Result.Events stays
 	// empty, so the caller never holds the whole decoded trace (a long one can be kept in a
 	// compact form as it arrives). ev is valid during the call only (its Locals slice may be

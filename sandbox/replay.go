@@ -36,6 +36,11 @@ type ReplayRequest struct {
 	Actions [][2]string
 	// Limits overrides the sandbox's limits as for Run.
 	Limits Limits
+	// Module, Dir and Paths replay a function where it lives, as Request's do for Run (Filename
+	// is then the module's file in Dir).
+	Module string
+	Dir    string
+	Paths  []string
 }
 
 // Replay runs the module body of req.Code untraced, then req.Wrapper's main() under bdb (the
@@ -63,8 +68,16 @@ func (s *Sandbox) Replay(ctx context.Context, req ReplayRequest) (*Result, error
 	if err != nil {
 		return nil, err
 	}
+	if req.Module != "" {
+		// A module of a bound folder (Config.Binds) runs under the names it has inside.
+		req.Filename, req.Dir, req.Paths = s.cfg.inside(req.Filename), s.cfg.inside(req.Dir), s.cfg.insideAll(req.Paths)
+		if err := checkModuleRequest(Request{Module: req.Module, Dir: req.Dir, Paths: req.Paths, Filename: req.Filename}); err != nil {
+			return nil, err
+		}
+	}
 	msg := runMsg{Kind: "replay", runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
-		Targets: []string{req.Filename}, Wrapper: req.Wrapper, Actions: actions, PythonPath: s.in.PythonPath}}
+		Targets: []string{req.Filename}, Wrapper: req.Wrapper, Actions: actions, PythonPath: s.in.PythonPath,
+		Module: req.Module, Paths: modulePaths(req.Module, req.Dir, req.Paths)}}
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
 }

@@ -167,8 +167,16 @@ func (s *Sandbox) Run(ctx context.Context, req Request) (*Result, error) {
 	if len(req.Targets) == 0 {
 		req.Targets = []string{req.Filename}
 	}
+	if req.Module != "" {
+		req.Dir, req.Paths = s.cfg.inside(req.Dir), s.cfg.insideAll(req.Paths)
+		if err := checkModuleRequest(req); err != nil {
+			return nil, err
+		}
+		req.Targets = []string{req.Filename}
+	}
 	msg := runMsg{runBody: runBody{Code: req.Code, Filename: req.Filename, Call: req.Call,
-		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.in.PythonPath}, sink: req.Events}
+		Targets: req.Targets, Seed: req.Seed, Naive: req.Naive, PythonPath: s.in.PythonPath,
+		Module: req.Module, Paths: modulePaths(req.Module, req.Dir, req.Paths)}, sink: req.Events}
 	res, _, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	return res, err
 }
@@ -260,6 +268,8 @@ type runBody struct {
 	Actions [][2]string `json:"actions,omitempty"`
 	// Entry is a repository replay's entry call (see ReplayTest).
 	Entry *ReplayEntry `json:"entry,omitempty"`
+	// Module is a call's module, imported from Dir and Paths (Request.Module).
+	Module string `json:"module,omitempty"`
 }
 
 type runLimits struct {
@@ -733,19 +743,52 @@ func verifyRun(res *Result, dec *decoder, msg runMsg, host func(string) string) 
 	}
 }
 
+// moduleName matches a dotted module name (Request.Module).
+var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+
+// checkModuleRequest checks a call of a function where it lives (Request.Module): a dotted
+// name, an absolute checkout and roots, and the module's file inside the checkout.
+func checkModuleRequest(req Request) error {
+	switch {
+	case !moduleName.MatchString(req.Module):
+		return fmt.Errorf("sandbox: module %q is not a dotted name", req.Module)
+	case !filepath.IsAbs(req.Dir) || filepath.Clean(req.Dir) != req.Dir:
+		return fmt.Errorf("sandbox: module %s: dir %q is not a clean absolute path", req.Module, req.Dir)
+	case !filepath.IsAbs(req.Filename) || filepath.Clean(req.Filename) != req.Filename || !pathWithin(req.Dir, req.Filename):
+		return fmt.Errorf("sandbox: module %s: its file %q is not a clean absolute path inside %s", req.Module, req.Filename, req.Dir)
+	}
+	for _, p := range req.Paths {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("sandbox: module %s: path %q is not absolute", req.Module, p)
+		}
+	}
+	return nil
+}
+
+// modulePaths is what a call of a function where it lives (module set) puts first on sys.path:
+// the checkout dir, then its import roots paths (as a test run has them); nil without a module.
+func modulePaths(module, dir string, paths []string) []string {
+	if module == "" {
+		return nil
+	}
+	return append([]string{dir}, paths...)
+}
+
 // runSource is the source a run may trace: the item's own code, and the files under its
 // directory targets, read from the host folders host gives for them (Config.Binds; nil: the same).
 func runSource(msg runMsg, host func(string) string) traceSource {
 	var sources []traceSource
 	for _, t := range msg.Targets {
 		switch {
-		case msg.Kind == "" && t == msg.Filename:
+		case msg.Kind == "" && t == msg.Filename && msg.Module == "":
 			sources = append(sources, codeSource(msg.Filename, msg.Code))
 		case strings.HasSuffix(t, "/"):
 			sources = append(sources, boundSource(strings.TrimSuffix(t, "/"), host))
 		default:
+			// One file (a module run where it lives), read from the host folder it is bound
+			// from when it is below a bind (Config.Binds).
 			file := filepath.Clean(t)
-			dir := dirSource(filepath.Dir(file), verifyFileBytes, 1)
+			dir := boundSource(filepath.Dir(file), host)
 			sources = append(sources, func(name string) (*traceText, bool) {
 				if name != file {
 					return nil, false

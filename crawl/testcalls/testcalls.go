@@ -43,11 +43,15 @@ const (
 //     call returns a context manager that runs none of the body (only `with` would);
 //   - params: parameters that cannot be passed back positionally (*args, **kwargs, keyword-only)
 //     or that the call event does not show;
-//   - arguments: an argument whose rendering is not a plain literal;
+//   - arguments: an argument whose rendering is not a Python literal (IsLiteral: names,
+//     attribute access, calls and subscripts are refused);
 //   - module_too_large: a function of a module larger than MaxModuleBytes (each item carries
 //     its module's text);
 //   - code_bytes: items past MaxCodeBytes of code in all;
-//   - checkout_path: an argument that holds the checkout's folder (the worker's, a random name).
+//   - checkout_path: an argument that holds the checkout's folder (the worker's, a random name);
+//   - method_instance, method_decorated: a method whose instance cannot be rebuilt, or with a
+//     decorator other than staticmethod or classmethod (see methods.go: methods the tests call
+//     give items Cls(init args).meth(args), Cls.meth(args)).
 //
 // Generator functions are kept: the tracer consumes the generator their call returns.
 //
@@ -68,6 +72,7 @@ func Items(ctx context.Context, dir string, roots []string, it crawl.Item, trace
 // repository's own modules.
 type Finder struct {
 	dir     string
+	roots   []string // the checkout's import roots (crawl.ImportRoots)
 	it      crawl.Item
 	counts  schemas.Counts
 	modules map[string]string // module sources read, by file
@@ -97,7 +102,7 @@ func NewFinder(ctx context.Context, dir string, roots []string, it crawl.Item, c
 			}
 		}
 	}
-	return &Finder{dir: dir, it: it, counts: counts, modules: map[string]string{}, perFunc: map[[2]string]int{}, seen: map[string]bool{},
+	return &Finder{dir: dir, roots: roots, it: it, counts: counts, modules: map[string]string{}, perFunc: map[[2]string]int{}, seen: map[string]bool{},
 		deps: deps}
 }
 
@@ -138,7 +143,11 @@ func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind fu
 		sources[[2]string{fs.File, fs.QualName}] = fs
 	}
 	called := map[int]bool{} // the frames of this trace whose first call event was seen
+	ms := newMethodState()   // the constructor calls seen, for the methods' items
 	for i := 0; i < n; i++ {
+		if kind(i) == schemas.EventReturn && ms.pending(i, kind, event) {
+			continue
+		}
 		if kind(i) != schemas.EventCall {
 			continue
 		}
@@ -150,7 +159,13 @@ func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind fu
 			continue
 		}
 		called[ev.Frame] = true
-		if strings.ContainsAny(ev.Func, ".<>") || debugger.IsTestFile(ev.File) {
+		if debugger.IsTestFile(ev.File) {
+			continue
+		}
+		if strings.ContainsAny(ev.Func, ".<>") {
+			if call, src, ok := f.method(ms, ev, sources); ok {
+				f.emit(test, ev, src, call, workerPath != nil && workerPath(i))
+			}
 			continue
 		}
 		k := [2]string{ev.File, ev.Func}
@@ -175,56 +190,63 @@ func (f *Finder) add(test string, functions []schemas.FuncSource, n int, kind fu
 			f.skip("arguments")
 			continue
 		}
-		if strings.Contains(args, f.dir) || workerPath != nil && workerPath(i) {
-			// The worker's checkout folder (a random name), or another of its folders (which a
-			// trace shows by an alias): the item would differ on every run and worker, or name
-			// a folder its run does not have.
-			f.skip("checkout_path")
-			continue
-		}
-		call := ev.Func + "(" + args + ")"
-		rel, ok := f.relative(ev.File)
-		if !ok {
-			continue
-		}
-		if f.seen[rel+"\x00"+call] {
-			continue
-		}
-		code, ok := f.modules[rel]
-		if !ok {
-			data, err := readModule(filepath.Join(f.dir, rel))
-			if err != nil {
-				continue
-			}
-			code = string(data)
-			f.modules[rel] = code
-		}
-		switch {
-		case len(code) > MaxModuleBytes:
-			f.skip("module_too_large")
-			continue
-		case f.code+len(code) > MaxCodeBytes:
-			f.skip("code_bytes")
-			continue
-		}
-		f.code += len(code)
-		f.seen[rel+"\x00"+call] = true
-		f.perFunc[k]++
-		sum := sha256.Sum256([]byte(call))
-		f.items = append(f.items, crawl.Item{
-			Key:      fmt.Sprintf("%s#%s:%s:%s", f.it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
-			Path:     rel,
-			SourceID: test,
-			Code:     code,
-			Filename: filepath.Base(rel),
-			Call:     call,
-			QualName: ev.Func,
-			Func:     src.Source,
-			RepoURL:  f.it.Path,
-			Commit:   f.it.Repo.Resolved.Pin(),
-			Deps:     f.deps.Deps(filepath.ToSlash(rel)),
-		})
+		f.emit(test, ev, src, ev.Func+"("+args+")", workerPath != nil && workerPath(i))
 	}
+}
+
+// emit adds the item of call, a call of ev's function (source src) seen in test, unless it holds
+// the worker's folders (worker: the call event held one before its values were made the
+// checkout's), repeats an item, or its module cannot be read or is past the limits.
+func (f *Finder) emit(test string, ev schemas.Event, src schemas.FuncSource, call string, worker bool) {
+	if strings.Contains(call, f.dir) || worker {
+		// The worker's checkout folder (a random name), or another of its folders (which a
+		// trace shows by an alias): the item would differ on every run and worker, or name
+		// a folder its run does not have.
+		f.skip("checkout_path")
+		return
+	}
+	rel, ok := f.relative(ev.File)
+	if !ok {
+		return
+	}
+	if f.seen[rel+"\x00"+call] {
+		return
+	}
+	code, ok := f.modules[rel]
+	if !ok {
+		data, err := readModule(filepath.Join(f.dir, rel))
+		if err != nil {
+			return
+		}
+		code = string(data)
+		f.modules[rel] = code
+	}
+	switch {
+	case len(code) > MaxModuleBytes:
+		f.skip("module_too_large")
+		return
+	case f.code+len(code) > MaxCodeBytes:
+		f.skip("code_bytes")
+		return
+	}
+	f.code += len(code)
+	f.seen[rel+"\x00"+call] = true
+	f.perFunc[[2]string{ev.File, ev.Func}]++
+	sum := sha256.Sum256([]byte(call))
+	f.items = append(f.items, crawl.Item{
+		Key:      fmt.Sprintf("%s#%s:%s:%s", f.it.Key, rel, ev.Func, hex.EncodeToString(sum[:6])),
+		Path:     rel,
+		SourceID: test,
+		Code:     code,
+		Filename: filepath.Base(rel),
+		Module:   ModuleName(filepath.ToSlash(rel), f.roots),
+		Call:     call,
+		QualName: ev.Func,
+		Func:     src.Source,
+		RepoURL:  f.it.Path,
+		Commit:   f.it.Repo.Resolved.Pin(),
+		Deps:     f.deps.Deps(filepath.ToSlash(rel)),
+	})
 }
 
 // relative is a traced file's name relative to the checkout, false for a file outside it.
@@ -366,19 +388,20 @@ func paramArgs(params []string, locals schemas.Locals) (string, bool) {
 }
 
 // literalArgs renders the locals of a call event (the arguments, in order) as a positional
-// argument list, or reports false if a value is not a plain literal rendering.
+// argument list, or reports false if a value is not a Python literal (IsLiteral): only a value
+// that evaluates again to what the call was given is an input. An object shown by its
+// attributes (P(x=1)) or a user repr of constructor form (PosixPath('x'), typing.Optional[int])
+// names code the call expression would run, and a rendering with parts left out (P(...), a value
+// cut at the width, [1, 2, ...]) cannot be rebuilt. A literal naming an object's address (a repr
+// kept as a string) would differ at every run.
 func literalArgs(locals schemas.Locals) (string, bool) {
 	parts := make([]string, 0, len(locals))
 	for _, v := range locals {
 		s := v.Value
-		// An object shown by its attributes (P(x=1)) passes, as a user repr of constructor
-		// form does, to be run again by TracedItem; one with parts left out (a cycle or a
-		// nesting cut, P(...), or attributes past the width, P(a=1, ...)) cannot be rebuilt.
-		if s == "" || strings.HasPrefix(s, "<") || strings.HasSuffix(s, "...") || strings.Contains(s, " object at 0x") ||
-			strings.Contains(s, "<") && strings.Contains(s, ">") || strings.Contains(s, "...)") {
+		if !IsLiteral(s) || strings.Contains(s, " object at 0x") {
 			return "", false
 		}
-		parts = append(parts, s)
+		parts = append(parts, strings.TrimSpace(s))
 	}
 	return strings.Join(parts, ", "), true
 }

@@ -233,7 +233,7 @@ def _setup_tracer(req, key):
     cfg = {"value_chars": limits["value_chars"], "max_events": limits["max_events"],
            "max_trace_bytes": limits["max_trace_bytes"], "repr_ms": limits["repr_ms"],
            "naive": int(req["naive"]), "want_functions": int(req["kind"] == "test"),
-           "filename": req["filename"], "own_lines": own_lines,
+           "filename": _MODULE_BOOT if req["module"] else req["filename"], "own_lines": own_lines,
            "exact_targets": frozenset(t for t in req["targets"] if not t.endswith("/")),
            "prefix_targets": tuple(t for t in req["targets"] if t.endswith("/")),
            "exclude": tuple(req["exclude"]),

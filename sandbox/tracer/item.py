@@ -449,12 +449,28 @@ def _prepare(hdr, opts):
         # replaced the sys._getframe _tracer_codes walks).
         # (A function replay adds it itself, once its driver has sealed its first chunk and its
         # audit hook is on, as a repository replay does.)
-        if req["kind"] == "call" and req["pythonpath"]:
+        if req["kind"] == "call" and req["module"]:
+            # A function where it lives: the checkout and its import roots first, as in a test run.
+            _extend_path(None, req["pythonpath"], req["paths"])
+        elif req["kind"] == "call" and req["pythonpath"]:
             _extend_path(None, req["pythonpath"])
     except BaseException as e:
         _report_setup_failure((0, 1, 2), "item request", e)
         os._exit(EXIT_SETUP)
     return req
+
+
+# The module body of a function item run where it lives (Request.Module): its module imported,
+# which must be the file traced, and its names made the call's.
+_MODULE_BOOT = "<ndtrace-module>"
+_MODULE_IMPORT = """\
+__ndtrace_module = __import__("importlib").import_module(%r)
+if getattr(__ndtrace_module, "__file__", None) != %r:
+    raise ImportError("module %%s is %%r, not the file traced"
+                      %% (__ndtrace_module.__name__, getattr(__ndtrace_module, "__file__", None)))
+globals().update(vars(__ndtrace_module))
+del __ndtrace_module
+"""
 
 
 def _run_call(req):
@@ -490,6 +506,14 @@ def _run_call(req):
     namespace = module.__dict__
     namespace["__builtins__"] = builtins
     sys.modules["__main__"] = module
+    if req["module"]:
+        # A function where it lives: its module imported as part of its package (untraced, as a
+        # module body is), and the call evaluated among the module's names. Only the module's
+        # file is traced, its code objects checked against the file as a test run's are; the
+        # code run as the module body here is this import, under a name of its own.
+        namespace = {"__builtins__": builtins}
+        code = compile(_MODULE_IMPORT % (req["module"], req["filename"]), _MODULE_BOOT, "exec",
+                       dont_inherit=True)
     own = _code_objects([code])     # the only code objects of this file that may be traced
     entry = _code_objects([call])   # depth-0 frames are called from these
     del tree, blocks, lines, module

@@ -617,7 +617,14 @@ def _run_replay(req):
     sys.addaudithook(audit)
     sys.gettrace = lambda: None      # the driver's bound method would lead to its state
     try:
-        if req["pythonpath"]:
+        if req["module"]:
+            # A function where it lives (Request.Module), as its traced run had it: its module
+            # imported from the checkout and roots first on sys.path, its names the call's.
+            _extend_path(None, req["pythonpath"], req["paths"])
+            namespace = {"__builtins__": builtins}
+            code = compile(_MODULE_IMPORT % (req["module"], filename), _MODULE_BOOT, "exec",
+                           dont_inherit=True)
+        elif req["pythonpath"]:
             _extend_path(None, req["pythonpath"])    # the .pth files are the environment's code
         exec(code, namespace)
         # The wrapper's main() is not bound in the module (the item may have a main of its own,

@@ -107,6 +107,9 @@ def validate_run(msg, fds):
             "writable": writable, "writable_bytes": writable_bytes}
 
 
+_MODULE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
 def validate_body(hdr, msg):
     """Check an item's request body (read by the item itself) against its header."""
     def need(key, *types_):
@@ -167,6 +170,12 @@ def validate_body(hdr, msg):
         raise ProtocolError("run: naive must be a boolean")
     if msg.get("options", "") not in ("", "original", "none"):
         raise ProtocolError("run: options must be \"\", \"original\" or \"none\"")
+    module = msg.get("module", "")
+    if module and (kind not in ("call", "replay") or entry is not None or type(module) is not str
+                   or not _MODULE_NAME_RE.match(module) or not msg.get("paths")
+                   or not msg["filename"].startswith(msg["paths"][0].rstrip("/") + "/")):
+        raise ProtocolError("run: module must be a dotted name, with paths (the checkout first) "
+                            "holding its file")
     return {"id": hdr["id"], "kind": kind, "code": msg.get("code", ""),
             "filename": msg.get("filename", ""), "call": msg.get("call", ""),
             "targets": targets, "seed": msg.get("seed", 0), "clock": clock,
@@ -175,7 +184,8 @@ def validate_body(hdr, msg):
             "test": msg.get("test", ""), "traced": msg.get("traced", False),
             "exclude": msg.get("exclude") or [], "pythonpath": msg.get("pythonpath") or [],
             "options": msg.get("options", ""), "paths": msg.get("paths") or [],
-            "wrapper": msg.get("wrapper", ""), "actions": msg.get("actions") or [], "entry": entry}
+            "wrapper": msg.get("wrapper", ""), "actions": msg.get("actions") or [], "entry": entry,
+            "module": module}
 
 
 def _signal_group(pid):

@@ -2,6 +2,7 @@ package execute
 
 import (
 	"path/filepath"
+	"strings"
 
 	"github.com/ndtrace/ndtrace/crawl"
 	"github.com/ndtrace/ndtrace/sandbox"
@@ -13,6 +14,22 @@ import (
 type funcPlace struct {
 	dir     string
 	imports []string
+}
+
+// placeOf is the funcPlace of a checkout dir and its import roots (absolute, below dir) as the
+// sandbox shows them: the checkout is bound at CheckoutPath (sandbox.Config.Binds), so the module's
+// file, the dir and the roots are named there, and events name the file as the request does.
+func placeOf(dir string, imports []string) funcPlace {
+	in := make([]string, 0, len(imports))
+	for _, p := range imports {
+		if r, ok := strings.CutPrefix(p, dir+"/"); ok {
+			p = CheckoutPath + "/" + r
+		} else if p == dir {
+			p = CheckoutPath
+		}
+		in = append(in, p)
+	}
+	return funcPlace{dir: CheckoutPath, imports: in}
 }
 
 // request is the sandbox request that traces c, a function found in the repository's tests,

@@ -609,7 +609,7 @@ func outcomeKey(r *sandbox.TestResult) string {
 // repository's error: the only error returned is the context's. The traces' values name the
 // worker's folders by their aliases (hidden), as the tests' do.
 func (trc *Tracer) traceFunctions(ctx context.Context, cfg sandbox.Config, w *crawl.Workdir, imports []string, it crawl.Item, cands []crawl.Item, counts schemas.Counts, lim sandbox.Limits, hidden workerPaths, alive func()) ([]TracedItem, error) {
-	at := funcPlace{dir: w.Dir, imports: imports}
+	at := placeOf(w.Dir, imports)
 	var out []TracedItem
 	var sb *sandbox.Sandbox
 	var second *sandbox.Sandbox // the second traced runs' (reexecute), another interpreter's

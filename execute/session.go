@@ -90,7 +90,7 @@ func (s *RepoSession) Replay(ctx context.Context, it crawl.Item, row schemas.Row
 		}
 		s.funcs = sb
 	}
-	return replayFunction(ctx, s.funcs, funcPlace{dir: s.dir, imports: s.imports}, it, row, spec, s.hidden)
+	return replayFunction(ctx, s.funcs, placeOf(s.dir, s.imports), it, row, spec, s.hidden)
 }
 
 // replayRepoRow replays a forward repository-level row: its test is run again under bdb from the

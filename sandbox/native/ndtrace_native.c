@@ -363,10 +363,15 @@ static int under_pyc_root(const char *s, Py_ssize_t len) {
 /* A .pyc may be loaded only from under one of the read-only roots: traced code could craft
  * bytecode (CPython does not verify it) in a writable directory and import it. */
 static int pyc_allowed(PyObject *pathobj) {
+    /* Only str and bytes: no __fspath__ of the code's runs inside the hook (where its own audited
+     * operations would go unchecked). The open functions convert a path object before their
+     * audit event, and since the bytes unmarshalled are checked themselves (below), this rule
+     * only keeps honest imports on their source (a refused open makes the loader compile it). */
+    if (!IS_TYPE(pathobj, PyUnicode_Type) && !IS_TYPE(pathobj, PyBytes_Type)) return 1;
     PyObject *p = PyOS_FSPath(pathobj);
     if (!p) {
         PyErr_Clear();
-        return 1; /* an fd or something io.open will reject itself */
+        return 1;
     }
     const char *s = NULL;
     Py_ssize_t len = 0;
@@ -439,8 +444,8 @@ static int caller_in(const codeset *s) {
     return ok;
 }
 
-/* Whether the Python code running now is the code of set s named name (the set makes it the
- * standard library's very function; the name tells which one). */
+/* Whether the Python code running now (the caller of the audited operation) is the code of set s
+ * named name (the set makes it the standard library's very function; the name tells which). */
 static int caller_is(const codeset *s, const char *name) {
     PyObject *cur = PyEval_GetFrame();
     PyObject *code = cur ? PyFrame_GetCode(cur) : NULL;
@@ -474,16 +479,25 @@ static int caller_is(const codeset *s, const char *name) {
  * the standard library, dist-packages and environments loads through _compile_bytecode from its
  * own path, and a .pyc anywhere else is refused at its open (the loader compiles the source). */
 extern PyObject *PyImport_ImportModule(const char *);
-extern char PyModule_Type[], PyMemoryView_Type[];
-static PyObject *real_marshal, *real_loads; /* taken at install_audit, before any traced code */
+extern PyObject *PyModule_GetDict(PyObject *);
+extern char PyMemoryView_Type[];
+/* Taken at install_audit, before any traced code: the module, its type, its dict, its loads. */
+static PyObject *real_marshal, *real_marshal_dict, *real_loads;
 static void *real_marshal_type;
 
-/* frame's local name (a new reference), or NULL. */
+/* frame's local name (a new reference), or NULL. Runs none of the code's Python: the locals are
+ * a dict of str keys (3.13: a FrameLocalsProxy, whose get is C). */
 static PyObject *frame_local(PyObject *frame, const char *name) {
-    PyObject *loc = PyFrame_GetLocals(frame);
+    PyObject *loc = PyFrame_GetLocals(frame), *key = PyUnicode_FromString(name);
     PyObject *v = NULL;
-    if (loc) v = PyObject_CallMethod(loc, "get", "s", name); /* a dict, or 3.13's FrameLocalsProxy */
+    if (loc && key && IS_TYPE(loc, PyDict_Type)) {
+        v = PyDict_GetItemWithError(loc, key);
+        if (v) Py_IncRef(v);
+    } else if (loc && key) {
+        v = PyObject_CallMethod(loc, "get", "O", key);
+    }
     if (loc) Py_DecRef(loc);
+    if (key) Py_DecRef(key);
     if (v == Py_None) {
         Py_DecRef(v);
         v = NULL;
@@ -519,12 +533,12 @@ static int file_holds(const char *path, const char *data, Py_ssize_t n) {
 static int bytecode_proven(PyObject *frame, PyObject *audited) {
     int ok = 0;
     PyObject *g = PyFrame_GetGlobals(frame), *key = PyUnicode_FromString("marshal"), *m = NULL;
-    PyObject *loads = NULL, *data = NULL, *obj = NULL, *path = NULL;
-    if (!g || !key || !IS_TYPE(g, PyDict_Type) || !real_marshal) goto out;
+    PyObject *lkey = PyUnicode_FromString("loads"), *data = NULL, *obj = NULL, *path = NULL;
+    if (!g || !key || !lkey || !IS_TYPE(g, PyDict_Type) || !real_marshal) goto out;
     m = PyDict_GetItemWithError(g, key); /* borrowed */
     if (m != real_marshal || TYPE(m) != real_marshal_type) goto out;
-    loads = PyObject_GetAttrString(m, "loads");
-    if (loads != real_loads) goto out;
+    /* By the module's dict: a getattr could run a module __getattr__ of the code's. */
+    if (PyDict_GetItemWithError(real_marshal_dict, lkey) != real_loads) goto out;
     data = frame_local(frame, "data");
     if (!data) goto out;
     if (IS_TYPE(data, PyMemoryView_Type)) {
@@ -543,7 +557,7 @@ static int bytecode_proven(PyObject *frame, PyObject *audited) {
 out:
     if (g) Py_DecRef(g);
     if (key) Py_DecRef(key);
-    if (loads) Py_DecRef(loads);
+    if (lkey) Py_DecRef(lkey);
     if (data) Py_DecRef(data);
     if (obj) Py_DecRef(obj);
     if (path) Py_DecRef(path);
@@ -630,6 +644,8 @@ static int policy(const char *event, PyObject *args) {
              * is refused with an ImportError (zipimport then tries the archive's source, a
              * loader of a test's own fails its import); anything else is tampering (no honest
              * code unmarshals through the frozen-module path or marshal.load). */
+            if (!caller_in(&import_codes))
+                return tamper("traced code unmarshalled code (bytecode is not verified by CPython)");
             int compile_bytecode = event[12] == 's' && caller_is(&import_codes, "_compile_bytecode");
             if (compile_bytecode && bytecode_proven(PyEval_GetFrame(), PyTuple_GetItem(args, 0))) return 0;
             PyErr_Clear();
@@ -699,8 +715,9 @@ static PyObject *nd_install_audit(PyObject *self, PyObject *args) {
     real_marshal = PyImport_ImportModule("marshal");
     if (!real_marshal) return NULL;
     real_marshal_type = TYPE(real_marshal);
+    real_marshal_dict = PyModule_GetDict(real_marshal); /* borrowed: the module lives on */
     real_loads = PyObject_GetAttrString(real_marshal, "loads");
-    if (!real_loads) return NULL;
+    if (!real_marshal_dict || !real_loads) return NULL;
     Py_IncRef(deny);
     deny_imports = deny;
     Py_IncRef(tamper_mods);

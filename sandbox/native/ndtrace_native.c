@@ -344,13 +344,34 @@ static int str_in_tuple(const char *s, PyObject *tuple) {
     return 0;
 }
 
+/* Whether s (len bytes, no NUL inside) is an absolute path with no . or .. component and no
+ * empty one, strictly below one of the read-only roots bytecode may come from. */
+static int under_pyc_root(const char *s, Py_ssize_t len) {
+    int ok = 0;
+    if ((Py_ssize_t)strlen(s) == len && s[0] == '/' && !strstr(s, "/../") && !strstr(s, "/./") && !strstr(s, "//")) {
+        Py_ssize_t n = pyc_roots ? PyTuple_Size(pyc_roots) : 0;
+        for (Py_ssize_t i = 0; i < n && !ok; i++) {
+            Py_ssize_t rl = 0;
+            const char *r = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(pyc_roots, i), &rl);
+            if (r && rl > 0 && len > rl && strncmp(s, r, rl) == 0) ok = 1;
+        }
+        PyErr_Clear();
+    }
+    return ok;
+}
+
 /* A .pyc may be loaded only from under one of the read-only roots: traced code could craft
  * bytecode (CPython does not verify it) in a writable directory and import it. */
 static int pyc_allowed(PyObject *pathobj) {
+    /* Only str and bytes: no __fspath__ of the code's runs inside the hook (where its own audited
+     * operations would go unchecked). The open functions convert a path object before their
+     * audit event, and since the bytes unmarshalled are checked themselves (below), this rule
+     * only keeps honest imports on their source (a refused open makes the loader compile it). */
+    if (!IS_TYPE(pathobj, PyUnicode_Type) && !IS_TYPE(pathobj, PyBytes_Type)) return 1;
     PyObject *p = PyOS_FSPath(pathobj);
     if (!p) {
         PyErr_Clear();
-        return 1; /* an fd or something io.open will reject itself */
+        return 1;
     }
     const char *s = NULL;
     Py_ssize_t len = 0;
@@ -364,16 +385,7 @@ static int pyc_allowed(PyObject *pathobj) {
     if (!s) {
         PyErr_Clear();
     } else if (len >= 4 && memcmp(s + len - 4, ".pyc", 4) == 0) {
-        ok = 0;
-        if (s[0] == '/' && !strstr(s, "/../") && !strstr(s, "/./") && !strstr(s, "//")) {
-            Py_ssize_t n = pyc_roots ? PyTuple_Size(pyc_roots) : 0;
-            for (Py_ssize_t i = 0; i < n && !ok; i++) {
-                Py_ssize_t rl = 0;
-                const char *r = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(pyc_roots, i), &rl);
-                if (r && rl > 0 && len > rl && strncmp(s, r, rl) == 0) ok = 1;
-            }
-            PyErr_Clear();
-        }
+        ok = under_pyc_root(s, len);
     }
     Py_DecRef(p);
     return ok;
@@ -429,6 +441,127 @@ static int caller_in(const codeset *s) {
     PyObject *code = cur ? PyFrame_GetCode(cur) : NULL;
     int ok = codeset_has(s, code);
     if (code) Py_DecRef(code);
+    return ok;
+}
+
+/* Whether the Python code running now (the caller of the audited operation) is the code of set s
+ * named name (the set makes it the standard library's very function; the name tells which). */
+static int caller_is(const codeset *s, const char *name) {
+    PyObject *cur = PyEval_GetFrame();
+    PyObject *code = cur ? PyFrame_GetCode(cur) : NULL;
+    int ok = 0;
+    if (codeset_has(s, code)) {
+        PyObject *n = PyObject_GetAttrString(code, "co_name");
+        ok = n && IS_TYPE(n, PyUnicode_Type) && PyUnicode_CompareWithASCIIString(n, name) == 0;
+        if (n) Py_DecRef(n);
+        PyErr_Clear();
+    }
+    if (code) Py_DecRef(code);
+    return ok;
+}
+
+/* ------------------------------------------------------------------ unmarshalled bytecode
+ *
+ * CPython does not verify bytecode, and the import system's functions are traced code's to call
+ * (importlib._bootstrap_external._compile_bytecode(crafted)), to subclass (a loader whose
+ * get_data returns crafted bytes) and to patch (their module globals, their classes' methods,
+ * zipimport's table of contents): that marshal.loads is called by import code proves nothing of
+ * where its bytes came from. So the bytes themselves are checked: marshal.loads unmarshals only
+ * in importlib's _compile_bytecode, when its bytecode_path names a file under a read-only root
+ * (the .pyc rule's roots, by the same textual rule) whose contents past the 16-byte header are
+ * exactly the bytes being unmarshalled, read again here (by C calls: nothing of traced code runs),
+ * and when what marshal reads is those very bytes: the frame's globals an exact dict whose
+ * `marshal` is the real module (its type unchanged, its `loads` the real function, as they were
+ * when the hook was installed), and its `data` immutable (bytes, or a memoryview of bytes: a
+ * bytearray could be changed by a finalizer while marshal reads it). Everything else is refused:
+ * zipimport's bytecode (zipimport then falls back to the archive's source, as it does for stale
+ * bytecode), marshal.load, the frozen-module path. Honest imports are unchanged: every .pyc of
+ * the standard library, dist-packages and environments loads through _compile_bytecode from its
+ * own path, and a .pyc anywhere else is refused at its open (the loader compiles the source). */
+extern PyObject *PyImport_ImportModule(const char *);
+extern PyObject *PyModule_GetDict(PyObject *);
+extern char PyMemoryView_Type[];
+/* Taken at install_audit, before any traced code: the module, its type, its dict, its loads. */
+static PyObject *real_marshal, *real_marshal_dict, *real_loads;
+static void *real_marshal_type;
+
+/* frame's local name (a new reference), or NULL. Runs none of the code's Python: the locals are
+ * a dict of str keys (3.13: a FrameLocalsProxy, whose get is C). */
+static PyObject *frame_local(PyObject *frame, const char *name) {
+    PyObject *loc = PyFrame_GetLocals(frame), *key = PyUnicode_FromString(name);
+    PyObject *v = NULL;
+    if (loc && key && IS_TYPE(loc, PyDict_Type)) {
+        v = PyDict_GetItemWithError(loc, key);
+        if (v) Py_IncRef(v);
+    } else if (loc && key) {
+        v = PyObject_CallMethod(loc, "get", "O", key);
+    }
+    if (loc) Py_DecRef(loc);
+    if (key) Py_DecRef(key);
+    if (v == Py_None) {
+        Py_DecRef(v);
+        v = NULL;
+    }
+    PyErr_Clear();
+    return v;
+}
+
+/* Whether the regular file at path holds exactly 16 bytes (a .pyc header) and then data. */
+static int file_holds(const char *path, const char *data, Py_ssize_t n) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) return 0;
+    struct stat st;
+    int ok = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t)n + 16) {
+        size_t want = (size_t)n + 16, got = 0;
+        char *buf = malloc(want);
+        while (buf && got < want) {
+            ssize_t r = read(fd, buf + got, want - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        ok = buf && got == want && memcmp(buf + 16, data, (size_t)n) == 0;
+        free(buf);
+    }
+    close(fd);
+    return ok;
+}
+
+/* Whether marshal.loads, called from _compile_bytecode's frame with bytes audited, reads the
+ * contents of a .pyc file under a read-only root (see above). */
+static int bytecode_proven(PyObject *frame, PyObject *audited) {
+    int ok = 0;
+    PyObject *g = PyFrame_GetGlobals(frame), *key = PyUnicode_FromString("marshal"), *m = NULL;
+    PyObject *lkey = PyUnicode_FromString("loads"), *data = NULL, *obj = NULL, *path = NULL;
+    if (!g || !key || !lkey || !IS_TYPE(g, PyDict_Type) || !real_marshal) goto out;
+    m = PyDict_GetItemWithError(g, key); /* borrowed */
+    if (m != real_marshal || TYPE(m) != real_marshal_type) goto out;
+    /* By the module's dict: a getattr could run a module __getattr__ of the code's. */
+    if (PyDict_GetItemWithError(real_marshal_dict, lkey) != real_loads) goto out;
+    data = frame_local(frame, "data");
+    if (!data) goto out;
+    if (IS_TYPE(data, PyMemoryView_Type)) {
+        obj = PyObject_GetAttrString(data, "obj");
+        if (!obj || !IS_TYPE(obj, PyBytes_Type)) goto out;
+    } else if (!IS_TYPE(data, PyBytes_Type)) {
+        goto out;
+    }
+    path = frame_local(frame, "bytecode_path");
+    Py_ssize_t pl = 0, an = 0;
+    const char *ps = path && IS_TYPE(path, PyUnicode_Type) ? PyUnicode_AsUTF8AndSize(path, &pl) : NULL;
+    char *ab = NULL;
+    if (!ps || !under_pyc_root(ps, pl)) goto out;
+    if (!audited || !IS_TYPE(audited, PyBytes_Type) || PyBytes_AsStringAndSize(audited, &ab, &an) < 0) goto out;
+    ok = file_holds(ps, ab, an);
+out:
+    if (g) Py_DecRef(g);
+    if (key) Py_DecRef(key);
+    if (lkey) Py_DecRef(lkey);
+    if (data) Py_DecRef(data);
+    if (obj) Py_DecRef(obj);
+    if (path) Py_DecRef(path);
+    PyErr_Clear();
     return ok;
 }
 
@@ -498,13 +631,29 @@ static int policy(const char *event, PyObject *args) {
     case 'c':
         if (strncmp(event, "ctypes.", 7) == 0) return tamper("traced code used ctypes");
         if (strcmp(event, "code.__new__") == 0) {
-            /* The standard library's own uses (types.coroutine sets a flag) are allowed. */
-            return caller_in(&import_codes) ? 0 : tamper("traced code built a code object (bytecode is not verified by CPython)");
+            /* The standard library's one use (types.coroutine sets a flag on a function's own
+             * code) is allowed; the import system builds none (it unmarshals, checked below). */
+            return caller_is(&import_codes, "coroutine") ? 0
+                   : tamper("traced code built a code object (bytecode is not verified by CPython)");
         }
         return 0;
     case 'm':
         if (strcmp(event, "marshal.loads") == 0 || strcmp(event, "marshal.load") == 0) {
-            return caller_in(&import_codes) ? 0 : tamper("traced code unmarshalled code (bytecode is not verified by CPython)");
+            /* Only the bytes of a .pyc under a read-only root, as importlib reads them (see
+             * "unmarshalled bytecode"). importlib's and zipimport's unmarshalling of other bytes
+             * is refused with an ImportError (zipimport then tries the archive's source, a
+             * loader of a test's own fails its import); anything else is tampering (no honest
+             * code unmarshals through the frozen-module path or marshal.load). */
+            if (!caller_in(&import_codes))
+                return tamper("traced code unmarshalled code (bytecode is not verified by CPython)");
+            int compile_bytecode = event[12] == 's' && caller_is(&import_codes, "_compile_bytecode");
+            if (compile_bytecode && bytecode_proven(PyEval_GetFrame(), PyTuple_GetItem(args, 0))) return 0;
+            PyErr_Clear();
+            if (!compile_bytecode && !(event[12] == 's' && caller_is(&import_codes, "_unmarshal_code")))
+                return tamper("traced code unmarshalled code (bytecode is not verified by CPython)");
+            PyErr_SetString(PyExc_ImportError, "ndtrace: bytecode is loaded only from .pyc files under read-only "
+                                               "directories (the interpreter's and the sandbox's configured packages)");
+            return -1;
         }
         return 0;
     case 'i':
@@ -563,6 +712,12 @@ static PyObject *nd_install_audit(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (codeset_fill(&trusted_codes, trusted) < 0 || codeset_fill(&import_codes, imports) < 0) return NULL;
+    real_marshal = PyImport_ImportModule("marshal");
+    if (!real_marshal) return NULL;
+    real_marshal_type = TYPE(real_marshal);
+    real_marshal_dict = PyModule_GetDict(real_marshal); /* borrowed: the module lives on */
+    real_loads = PyObject_GetAttrString(real_marshal, "loads");
+    if (!real_marshal_dict || !real_loads) return NULL;
     Py_IncRef(deny);
     deny_imports = deny;
     Py_IncRef(tamper_mods);

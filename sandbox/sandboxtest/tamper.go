@@ -733,6 +733,31 @@ def f():
 `, "f()", sandbox.Limits{})
 		e.want(res, schemas.StatusTampered)
 	}},
+	{"crafted_bytecode_import_code", func(e *Env) {
+		// Import code unmarshals only a read-only .pyc's own bytes (issue 29): called directly,
+		// or given a zip archive of the code's, it refuses crafted bytes (TestCraftedBytecodeRoutes
+		// has the other routes).
+		for _, code := range []string{`import importlib._bootstrap_external as be, marshal
+def f():
+    ns = {}
+    exec(be._compile_bytecode(marshal.dumps(compile("X = 42\n", "x", "exec"))), ns)
+    return ns["X"]
+`, `import importlib.util, marshal, sys, zipfile
+def f():
+    data = importlib.util.MAGIC_NUMBER + b"\0" * 12 + marshal.dumps(compile("X = 42\n", "zz.py", "exec"))
+    with zipfile.ZipFile("/tmp/z.zip", "w") as z:
+        z.writestr("zz.pyc", data)
+    sys.path.insert(0, "/tmp/z.zip")
+    import zz
+    return zz.X
+`} {
+			res := e.Trace(code, "f()", sandbox.Limits{})
+			e.want(res, schemas.StatusException, schemas.StatusTampered)
+			if res.Status == schemas.StatusException && !strings.Contains(res.ExcMessage, "ndtrace: bytecode") {
+				e.T.Fatalf("crafted bytecode through import code: %s %s %s", res.Status, res.ExcType, res.ExcMessage)
+			}
+		}
+	}},
 	{"pyc_from_tmp", func(e *Env) {
 		// Bytecode from a writable directory is never loaded (CPython does not verify it).
 		res := e.Trace(`import importlib.util, marshal, sys

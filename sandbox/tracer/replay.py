@@ -25,7 +25,7 @@ _REPLAY_DENIED_IMPORTS = DENIED_IMPORTS + TAMPER_IMPORTS
 _REPLAY_IMPORT_EVENTS = ("marshal.loads", "code.__new__")   # allowed from the import system only
 _REPLAY_DENIED = ("sys.settrace", "sys.setprofile", "sys._getframe", "gc.get_objects",
                   "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.addaudithook",
-                  "function.__new__", "code.__new__", "marshal.loads", "ctypes.dlopen")
+                  "function.__new__", "code.__new__", "marshal.loads", "marshal.load", "ctypes.dlopen")
 
 
 # The C tracer's value rendering (tracer.c: render, into, obj_into; docs/tracer-protocol.md,
@@ -273,10 +273,15 @@ def _run_replay(req):
             collections.namedtuple, getattr(typing, "_caller", None),
             getattr(enum.EnumType, "_create_", None), warnings.warn)) if c is not None)
     import_codes = frozenset(_import_codes())   # the import system unmarshals .pyc files
+    import marshal
+    real_marshal, real_marshal_type, real_loads = marshal, type(marshal), marshal.loads
+    marshal_dict, _dict, _memoryview = vars(marshal), dict, memoryview
+    _os_open, _os_read, _os_close, _os_fstat = os.open, os.read, os.close, os.fstat
 
     import stat
     pyc_roots, ext_roots = _tuple(req["pyc_roots"]), _tuple(req["ext_roots"])
     _lstat, _islnk, _bytes, _fsdecode = os.lstat, stat.S_ISLNK, bytes, os.fsdecode
+    _isreg, _rdonly = stat.S_ISREG, os.O_RDONLY | os.O_CLOEXEC
 
     def fs_str(p):
         """p as a str when it is a str or bytes path; None otherwise (no user code runs here)."""
@@ -292,8 +297,49 @@ def _run_replay(req):
         s = fs_str(p)
         if s is None or not s.endswith(".pyc"):
             return True      # a path object's .pyc: the import system passes str paths only
-        return (s.startswith("/") and "/../" not in s and "/./" not in s and "//" not in s
+        return under_pyc_root(s)
+
+    def under_pyc_root(s):
+        return (s.startswith("/") and "\0" not in s and "/../" not in s and "/./" not in s and "//" not in s
                 and any(_len(s) > _len(r) and s.startswith(r) for r in pyc_roots))
+
+    def bytecode_proven(frame, audited):
+        """As the C hook's (ndtrace_native.c, "unmarshalled bytecode"): marshal.loads, called by
+        importlib's _compile_bytecode, reads the contents past the 16-byte header of the file its
+        bytecode_path names under a read-only root (read again here), through the real marshal
+        module and function, from immutable data. Runs with the hook's guard set."""
+        g = frame.f_globals
+        if _type(g) is not _dict or _dict.get(g, "marshal") is not real_marshal or \
+                _type(real_marshal) is not real_marshal_type or _dict.get(marshal_dict, "loads") is not real_loads:
+            return False
+        loc = frame.f_locals
+        get = _dict.get if _type(loc) is _dict else _type(loc).get     # 3.13: a FrameLocalsProxy
+        data, path = get(loc, "data"), get(loc, "bytecode_path")
+        if _type(data) is _memoryview:
+            data = data.obj
+        if _type(data) is not _bytes or _type(path) is not _str or _type(audited) is not _bytes \
+                or not under_pyc_root(path):
+            return False
+        try:
+            fd = _os_open(path, _rdonly)
+        except OSError:
+            return False
+        try:
+            st = _os_fstat(fd)
+            if not _isreg(st.st_mode) or st.st_size != _len(audited) + 16:
+                return False
+            chunks, left = [], st.st_size
+            while left > 0:
+                b = _os_read(fd, left)
+                if not b:
+                    return False
+                chunks.append(b)
+                left -= _len(b)
+            return _bytes().join(chunks)[16:] == audited
+        except OSError:
+            return False
+        finally:
+            _os_close(fd)
 
     def ext_allowed(p):
         """As the C hook's: an extension module loads only from a canonical path (no symbolic
@@ -322,12 +368,32 @@ def _run_replay(req):
             return
         what = None
         if event == "sys._getframe" or event in _REPLAY_IMPORT_EVENTS:
+            # As the C hook's: sys._getframe from frame_users; code.__new__ from types.coroutine;
+            # marshal.loads of a .pyc's bytes proven in _compile_bytecode, importlib's and
+            # zipimport's other unmarshalling refused (ImportError: zipimport falls back to the
+            # archive's source), any other tampering.
+            refuse = False
             state["guard"] = True
             try:
-                caller = _getframe(1).f_code
+                frame = _getframe(1)
+                caller = frame.f_code
+                if event == "sys._getframe":
+                    ok = caller in frame_users
+                elif caller not in import_codes:
+                    ok = False
+                elif event == "code.__new__":
+                    ok = caller.co_name == "coroutine"
+                else:
+                    ok = caller.co_name == "_compile_bytecode" and \
+                        bytecode_proven(frame, args[0] if _len(args) == 1 else None)
+                    refuse = not ok and caller.co_name in ("_compile_bytecode", "_unmarshal_code")
             finally:
+                frame = None
                 state["guard"] = False
-            if caller not in (frame_users if event == "sys._getframe" else import_codes):
+            if refuse:
+                raise ImportError("ndtrace: bytecode is loaded only from .pyc files under read-only directories "
+                                  "(the interpreter's and the sandbox's configured packages)")
+            if not ok:
                 what = event
         elif event in _REPLAY_DENIED or event.startswith("sys.monitoring") or event.startswith("ctypes."):
             what = event

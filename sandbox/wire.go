@@ -30,6 +30,8 @@ type wireEvent struct {
 	Runner, Outcome, MissingModule, When, Writable string
 	Tests, Errors, Neutralised                     []string
 	OriginalRunnable, Fallback                     bool
+	// end records of a tampered run: the traced files on the stack, outermost first
+	Files []string
 	// consume records (Start, Limit) and end records (Consumed, HasConsumed)
 	Start, Limit, Consumed int
 	HasConsumed            bool
@@ -156,6 +158,8 @@ func parseInto(s *scanner, b []byte, w *wireEvent) error {
 			w.Errors, ok = s.strList(nil)
 		case "neutralised":
 			w.Neutralised, ok = s.strList(nil)
+		case "files":
+			w.Files, ok = s.strList(nil)
 		case "original_runnable":
 			w.OriginalRunnable, ok = s.boolOrSkip()
 		case "fallback":

@@ -57,6 +57,7 @@ func Run(t *testing.T, cfg sandbox.Config) {
 	}
 	// Repository test suites need their checkouts mounted: a sandbox of their own.
 	t.Run("test_runs", func(t *testing.T) { testRunCases(t, cfg) })
+	t.Run("verdict_test_runs", func(t *testing.T) { verdictTestRuns(t, cfg) })
 }
 
 // Env is what one conformance case gets.

@@ -5,11 +5,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ndtrace/ndtrace/debugger"
 	"github.com/ndtrace/ndtrace/execute"
 	"github.com/ndtrace/ndtrace/internal/testrepos"
+	"github.com/ndtrace/ndtrace/replay"
+	"github.com/ndtrace/ndtrace/rows"
+	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/sandbox/sandboxtest"
 	"github.com/ndtrace/ndtrace/schemas"
+	"github.com/ndtrace/ndtrace/tokenize"
 )
 
 // fixtureFiles is repository name of internal/testrepos, plus extra files (which may replace its
@@ -126,4 +132,55 @@ func TestCollectionExclusionsAreBounded(t *testing.T) {
 	if tr.Repo != nil || tr.Stage != schemas.YieldCollection || !strings.Contains(tr.Detail, "tampered") {
 		t.Errorf("%s %s %s, want a collection that ended tampered", tr.Status, tr.Stage, tr.Detail)
 	}
+}
+
+// TestReplayDoctestRows (issue 29): the rows of doctests replay on bdb. The replay's driver shows
+// the replayed code no trace function (sys.gettrace() is None there) and doctest ends with
+// sys.settrace(saved): that restores nothing and changes nothing, where it ended every replay of a
+// doctest's row as tampered.
+func TestReplayDoctestRows(t *testing.T) {
+	ctx := context.Background()
+	f, it, pool := repoFixture(t, "doctests", fixtureFiles(t, "doctests", nil))
+	it.Key = "doctests"
+	spec := schemas.Spec{Name: "replay-doctests", Sources: []schemas.SourceSpec{{Kind: "examples"}}, TrajectoriesPerTrace: 8}.WithDefaults()
+	p, err := debugger.PolicyByName(spec.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := rows.Options{Tokenizer: tokenize.Bytes(), CreatedAt: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), TracerVersion: sandbox.TracerVersion}
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
+	counts := map[string]int{}
+	within := func(tr execute.TracedItem, rep execute.RowReplayer) error {
+		got, rej, err := rows.Of(tr, spec, p, opts, schemas.Counts{})
+		if rej != nil || err != nil {
+			t.Fatalf("no rows: %+v %v", rej, err)
+		}
+		for _, row := range got {
+			if row.Direction != "forward" || row.Level != "repository" {
+				continue
+			}
+			out, err := rep.Replay(ctx, it, row, spec)
+			if err != nil {
+				t.Fatalf("row %s: %v", row.ID, err)
+			}
+			doctest := strings.HasPrefix(row.SourceID, "textfmt.py::") || strings.Contains(row.SourceID, "::test_testmod") ||
+				strings.Contains(row.SourceID, "::test_run_docstring_examples")
+			switch {
+			case !out.Replayed:
+				t.Errorf("row %s (%s) not replayed: %s", row.ID, row.SourceID, out.Detail)
+			case out.Kind == replay.Mismatch || out.Kind == replay.Tampered:
+				t.Errorf("row %s (%s of %s): %s: %s", row.ID, row.QualName, row.SourceID, out.Kind, out.Detail)
+			case out.Agreed && doctest:
+				counts["doctest agreed"]++
+			}
+		}
+		return nil
+	}
+	if _, err := trc.TraceRepo(ctx, it, spec, func() {}, within); err != nil {
+		t.Fatal(err)
+	}
+	if counts["doctest agreed"] == 0 {
+		t.Errorf("no row of a doctest agreed: %v", counts)
+	}
+	t.Logf("%v", counts)
 }

@@ -52,6 +52,10 @@ type RepoTrace struct {
 	// (sandbox.Collection.Neutralised): each is also counted once by class, as
 	// "neutralised:CLASS" (neutralisedClass).
 	Neutralised []string `json:"neutralised,omitempty"`
+	// Excluded lists the files the test collection left out, each with the reason ("path:
+	// tampering: why"): a file whose import ended a collection tampered is left out and the rest
+	// collected (collectExcluding); each is counted as "collection_excluded:tampered".
+	Excluded []string `json:"excluded,omitempty"`
 	// MissingModule names the module some of the repository's test files could not import (the
 	// others ran); it is counted as "missing_module", without its name, which the repository
 	// writes: counters keyed by it would grow with every name repositories invent.
@@ -221,13 +225,14 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		defer second.Close()
 	}
 
-	// A second collection follows a usage error, and the other runner's one(s) a runner that
-	// finds no test.
-	wd.begin("collecting tests", 3*collectTimeout)
-	col, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
+	col, excluded, err := collectExcluding(ctx, sb, wd, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
 		Limits: sandbox.Limits{WallTime: collectTimeout, CPUTime: collectTimeout}})
 	if err != nil {
 		return t, fmt.Errorf("collect tests of %s: %w", it.Key, err)
+	}
+	if len(excluded) > 0 {
+		slog.Info("files left out of a repository's collection: they ended it tampered", "repo", it.Key,
+			"excluded", excluded)
 	}
 	switch {
 	case col.MissingModule != "" && len(col.Tests) == 0:
@@ -239,7 +244,11 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	case len(col.Tests) == 0:
 		return bad(schemas.YieldNoTests, "no tests found")
 	}
-	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: schemas.Counts{}, Neutralised: col.Neutralised}
+	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: schemas.Counts{}, Neutralised: col.Neutralised,
+		Excluded: excluded}
+	if len(excluded) > 0 {
+		rt.Counts[schemas.CountCollectionExcluded("tampered")] = int64(len(excluded))
+	}
 	for _, n := range col.Neutralised {
 		rt.Counts[schemas.CountNeutralised(neutralisedClass(n))] = 1
 	}
@@ -342,9 +351,11 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			rt.Quarantined = append(rt.Quarantined, test)
 			continue
 		}
-		if outcomeKey(plain) != outcomeKey(tr) && tr.Result.Status != schemas.StatusEventLimit {
+		if outcomeKey(plain) != outcomeKey(tr) && tr.Result.Status != schemas.StatusEventLimit ||
+			tr.Result.Status == schemas.StatusTampered {
 			// The outcome changed under tracing (repr side effects, reference counts, timing):
-			// the trace does not show what the test does.
+			// the trace does not show what the test does. A traced run that tampered is never
+			// data, whatever its untraced run did: the test alone is lost (issue 29).
 			rt.Quarantined = append(rt.Quarantined, test)
 			continue
 		}

@@ -481,6 +481,9 @@ func (d *decoder) decode(line []byte) (decodeOutcome, string) {
 		return outcomeOK, ""
 	case "end":
 		e := &endRecord{status: schemas.Status(w.Status), excType: w.ExcType, excMessage: w.ExcMessage}
+		if e.status == schemas.StatusTampered {
+			e.files = w.Files
+		}
 		if w.Value != nil {
 			e.value = *w.Value
 		}

@@ -62,7 +62,11 @@ func TestReplayHostile(t *testing.T) {
 	steps := [][2]string{{"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}, {"step_into", ""}}
 	wrapper := "def main():\n    return f(2)\n"
 	tampered := []struct{ name, code string }{
-		{"settrace", "import sys\ndef f(x):\n    sys.settrace(None)\n    return x\n"},
+		// (sys.settrace(None) restores what sys.gettrace() shows the replayed code: no change, as
+		// doctest does it; issue 29)
+		{"settrace", "import sys\ndef f(x):\n    sys.settrace(lambda *a: None)\n    return x\n"},
+		{"settrace getter", "import sys\ndef f(x):\n    sys.settrace(sys.gettrace)\n    return x\n"},
+		{"settrace threads", "import sys, threading\ndef f(x):\n    threading.settrace(lambda *a: None)\n    t = threading.Thread(target=print)\n    t.start()\n    t.join()\n    return x\n"},
 		{"getframe", "import sys\ndef f(x):\n    fr = sys._getframe(3)\n    return x\n"},
 		{"traceback frame", "def f(x):\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n        fr = e.__traceback__.tb_frame\n    return x\n"},
 		{"generator frame", "def g():\n    yield 1\n\ndef f(x):\n    fr = g().gi_frame\n    return x\n"},
@@ -314,7 +318,7 @@ func TestReplayTestHostile(t *testing.T) {
 	root := sandboxtest.HostDir(t)
 	lib := "def f(x):\n    y = x + 1\n    return y\n"
 	cases := []struct{ name, conftest, lib string }{
-		{"conftest settrace", "import sys\nsys.settrace(None)\n", lib},
+		{"conftest settrace", "import sys\nsys.settrace(lambda *a: None)\n", lib},
 		{"conftest getframe", "import sys\nfr = sys._getframe(0)\n", lib},
 		{"fixture frame", "import pytest\n\n@pytest.fixture(autouse=True)\ndef fx():\n    def g():\n        yield 1\n    fr = g().gi_frame\n    yield\n", lib},
 		{"entry getframe", "", "import sys\n\ndef f(x):\n    fr = sys._getframe(1)\n    return x\n"},

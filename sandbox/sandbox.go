@@ -263,6 +263,7 @@ type runBody struct {
 	Exclude    []string `json:"exclude,omitempty"`
 	Options    string   `json:"options,omitempty"`
 	Paths      []string `json:"paths,omitempty"`
+	Ignore     []string `json:"ignore,omitempty"`
 	// Wrapper and Actions are a replay's (kind "replay", see Replay).
 	Wrapper string      `json:"wrapper,omitempty"`
 	Actions [][2]string `json:"actions,omitempty"`
@@ -673,6 +674,8 @@ func (s *Sandbox) backendDropsPrivileges() bool {
 type endRecord struct {
 	status                     schemas.Status
 	value, excType, excMessage string
+	// files are the traced files on the stack when the run ended tampered, outermost first.
+	files []string
 }
 
 // Caps of the Go side's decoding, beyond the run's own TraceEvents and TraceBytes: how many local

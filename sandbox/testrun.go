@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -82,6 +83,11 @@ type CollectRequest struct {
 	// NoFallback keeps the collection to its runner: by default a runner that finds no test
 	// (nothing collected, or only errors) is followed by the other one (Collection.RunnerFallback).
 	NoFallback bool
+	// Ignore are files or folders of Dir (relative, slash-separated) the collection leaves out:
+	// pytest does not collect them (--ignore), unittest discovery does not import them. The
+	// execution of a repository leaves out the files its collections ended tampered in
+	// (Collection.TamperedFiles).
+	Ignore []string
 }
 
 // Collection is the test suite of a checkout.
@@ -127,9 +133,17 @@ type Collection struct {
 	// path outside the checkout (absolute, "..", a link out), one entry per path refused, by kind:
 	// RefusedArgs, RefusedTestpaths, or the option (--ignore, --ignore-glob, --deselect).
 	Refused []string
+	// TamperedFiles are, when Status is tampered, the checkout's files (relative to Dir,
+	// slash-separated) that were running when the tampering was seen, outermost first: the test
+	// module whose import led to it, then what that module was importing or calling. At most
+	// maxTamperedFiles.
+	TamperedFiles []string
 	// Result is the raw run (output, resources).
 	Result *Result
 }
+
+// maxTamperedFiles bounds Collection.TamperedFiles (the tracer reports at most 16).
+const maxTamperedFiles = 16
 
 // How a test run saw its checkout (Collection.Writable, TestResult.Writable).
 const (
@@ -230,8 +244,12 @@ func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (
 	if err != nil {
 		return nil, false, err
 	}
+	ignore, err := checkIgnore(dir, req.Ignore)
+	if err != nil {
+		return nil, false, err
+	}
 	msg := runMsg{Kind: "collect", Runner: req.Runner, runBody: runBody{Dir: dir, Targets: []string{dir + "/"},
-		Exclude: s.excluded(), PythonPath: s.in.PythonPath, Options: string(req.Options), Paths: paths}}
+		Exclude: s.excluded(), PythonPath: s.in.PythonPath, Options: string(req.Options), Paths: paths, Ignore: ignore}}
 	msg.Writable, msg.WritableBytes = s.writable(dir)
 	res, dec, err := s.exec(ctx, msg, mergeLimits(s.cfg.Limits, req.Limits))
 	if res == nil {
@@ -266,8 +284,43 @@ func (s *Sandbox) collect(ctx context.Context, req CollectRequest, dir string) (
 	if c.Status == schemas.StatusException && len(res.Stderr) > 0 {
 		c.Detail += " (stderr: " + lastLine(res.Stderr) + ")"
 	}
+	if c.Status == schemas.StatusTampered && dec.end != nil {
+		c.TamperedFiles = relativeFiles(dir, dec.end.files, maxTamperedFiles)
+	}
 	boundCollection(c)
 	return c, fallback, err
+}
+
+// checkIgnore checks a collection's Ignore (relative paths inside dir, without . or ..) and returns
+// them as absolute paths.
+func checkIgnore(dir string, ignore []string) ([]string, error) {
+	out := make([]string, 0, len(ignore))
+	for _, p := range ignore {
+		if p == "" || strings.ContainsRune(p, 0) || path.IsAbs(p) || path.Clean(p) != p || p == "." || p == ".." ||
+			strings.HasPrefix(p, "../") {
+			return nil, fmt.Errorf("sandbox: ignored path %q is not a clean relative path inside %s", p, dir)
+		}
+		out = append(out, filepath.Join(dir, filepath.FromSlash(p)))
+	}
+	return out, nil
+}
+
+// relativeFiles is files (absolute) that lie inside dir, relative to it and slash-separated, in
+// their order, at most max of them.
+func relativeFiles(dir string, files []string, max int) []string {
+	var out []string
+	for _, f := range files {
+		if len(out) == max {
+			break
+		}
+		r, ok := strings.CutPrefix(f, dir+"/")
+		if !ok || r == "" || len(r) > 4096 || strings.ContainsRune(r, 0) || path.Clean(filepath.ToSlash(r)) != filepath.ToSlash(r) ||
+			strings.HasPrefix(r, "../") {
+			continue
+		}
+		out = append(out, filepath.ToSlash(r))
+	}
+	return out
 }
 
 // checkOptions checks a request's RunnerOptions.

@@ -31,6 +31,8 @@ type wireEvent struct {
 	Tests, Errors, Neutralised                     []string
 	OriginalRunnable, Fallback                     bool
 	Refused                                        []string // test selection refused (collection)
+	// end records of a tampered run: the traced files on the stack, outermost first
+	Files []string
 	// consume records (Start, Limit) and end records (Consumed, HasConsumed)
 	Start, Limit, Consumed int
 	HasConsumed            bool
@@ -157,6 +159,8 @@ func parseInto(s *scanner, b []byte, w *wireEvent) error {
 			w.Errors, ok = s.strList(nil)
 		case "neutralised":
 			w.Neutralised, ok = s.strList(nil)
+		case "files":
+			w.Files, ok = s.strList(nil)
 		case "original_runnable":
 			w.OriginalRunnable, ok = s.boolOrSkip()
 		case "fallback":

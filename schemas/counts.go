@@ -99,6 +99,14 @@ func CountDropped(reason string) CountKey { return CountKey("dropped:" + reason)
 // function-level item, by reason.
 func CountFunctionSkipped(reason string) CountKey { return CountKey("functions_skipped:" + reason) }
 
+// CountCollectionExcluded counts the files of repositories that their test collection left out,
+// by reason: "tampered" for a file whose import (or what it ran) ended a collection as tampered
+// (gc introspection at import time, say); the collection is then made again without it, and the
+// rest of the repository is traced.
+func CountCollectionExcluded(reason string) CountKey {
+	return CountKey("collection_excluded:" + reason)
+}
+
 // CountNeutralised counts the repositories whose runner options of class were neutralised.
 func CountNeutralised(class string) CountKey { return CountKey("neutralised:" + class) }
 

@@ -86,6 +86,15 @@
 //     slow-marked one that sleeps an hour, and benchmarks/test_bench.py (outside testpaths) sleeps
 //     an hour too. Only the three quick tests are collected. Exercises the repository's own test
 //     selection.
+//   - doctests: textfmt.py whose module docstring and functions (shout, pad) hold doctests, run by
+//     pytest as items of their own (pytest.ini: addopts = --doctest-modules: three doctest items);
+//     tests/test_textfmt.py runs them again with doctest.testmod and doctest.run_docstring_examples
+//     (three tests). All six pass. doctest saves and restores the trace function
+//     (sys.settrace(sys.gettrace())): exercises the tracer's verdict on that (issue 29).
+//   - gc_at_import: calc.py (add, scale); tests/test_gc.py calls gc.get_objects() when it is
+//     imported (during collection), tests/test_calc.py and tests/test_more.py are ordinary. All four
+//     tests pass natively. Exercises a collection that leaves out the module whose import tampered
+//     and traces the rest (issue 29).
 //   - symlink_escape: made by [SymlinkEscape], not embedded (go:embed cannot hold symlinks): a git
 //     repository with README.md and a symlink data -> /etc/passwd. Exercises the checkout's refusal of
 //     links that leave the tree.

@@ -108,6 +108,14 @@ func TestOutcomes(t *testing.T) {
 			"tests.test_registry::test_weak_name": "passed", "tests.test_registry::test_roll": "passed",
 			"tests.test_registry::test_total": "passed", "tests.test_registry::test_wander": "passed",
 		}},
+		{name: "doctests", want: map[string]string{
+			"tests.test_textfmt::test_testmod": "passed", "tests.test_textfmt::test_run_docstring_examples": "passed",
+			"tests.test_textfmt::test_shout": "passed",
+		}},
+		{name: "gc_at_import", want: map[string]string{
+			"tests.test_calc::test_add": "passed", "tests.test_calc::test_scale": "passed",
+			"tests.test_gc::test_live": "passed", "tests.test_more::test_add_negative": "passed",
+		}},
 		{name: "missing_module", want: map[string]string{
 			"tests.test_properties": "collect-error:ModuleNotFoundError",
 		}},
@@ -150,7 +158,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestNamesAndFiles(t *testing.T) {
-	want := []string{"failing", "forking", "generators", "hanging", "lib_layout", "linked_list", "missing_module", "nondeterministic", "ns_layout", "passing", "runner_options", "selection", "src_layout", "tests_py_unittest", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
+	want := []string{"doctests", "failing", "forking", "gc_at_import", "generators", "hanging", "lib_layout", "linked_list", "missing_module", "nondeterministic", "ns_layout", "passing", "runner_options", "selection", "src_layout", "tests_py_unittest", "trace_sensitive", "unittest_only", "with_dependency", "writes_files"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

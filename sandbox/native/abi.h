@@ -123,6 +123,7 @@ extern long PyLong_AsLong(PyObject *);
 extern long long PyLong_AsLongLongAndOverflow(PyObject *, int *);
 extern double PyFloat_AsDouble(PyObject *);
 extern PyObject *PyCFunction_NewEx(PyMethodDef *, PyObject *, PyObject *);
+extern PyObject *PyImport_ImportModule(const char *);
 
 /* Errors */
 extern PyObject *PyErr_SetFromErrno(PyObject *);

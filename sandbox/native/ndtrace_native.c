@@ -698,6 +698,43 @@ static int audit_hook(const char *event, PyObject *args, void *data) {
     return r;
 }
 
+/* sys.settrace as the traced code sees it (issue 29). Restoring the trace function sys.gettrace()
+ * returned is no change at all, and the standard library does it: doctest's DocTestRunner.run saves
+ * sys.gettrace() and ends with sys.settrace(saved). The audit event "sys.settrace" carries no
+ * argument, so the hook cannot tell that call from one that installs another function: this
+ * replacement does nothing when its argument is (by identity) the object sys.gettrace() returns
+ * now on this thread (the tracer's stand-in in a traced run, None in an untraced one), and calls
+ * CPython's own sys.settrace otherwise, whose audit event is tampering as before. Nothing here
+ * changes tracing state, so reaching CPython's original (kept by a module that imported it before)
+ * gains nothing: it is audited. threading.settrace and sys.setprofile are untouched (audited). */
+static PyObject *orig_settrace, *orig_gettrace;
+
+static PyObject *nd_settrace(PyObject *self, PyObject *func) {
+    PyObject *cur = PyObject_CallFunctionObjArgs(orig_gettrace, NULL);
+    if (!cur) return NULL;
+    int same = cur == func;
+    Py_DecRef(cur);
+    if (same) return none();
+    return PyObject_CallFunctionObjArgs(orig_settrace, func, NULL);
+}
+
+static PyMethodDef settrace_def = {"settrace", nd_settrace, METH_O,
+                                   "settrace(function)\n--\n\nSet the global debug tracing function."};
+
+/* Put nd_settrace in place of sys.settrace (once per process, before any of the item's code). */
+static int guard_settrace(void) {
+    if (orig_settrace) return 0;
+    PyObject *sys = PyImport_ImportModule("sys");
+    if (!sys) return -1;
+    orig_settrace = PyObject_GetAttrString(sys, "settrace");
+    orig_gettrace = orig_settrace ? PyObject_GetAttrString(sys, "gettrace") : NULL;
+    PyObject *fn = orig_gettrace ? PyCFunction_NewEx(&settrace_def, NULL, NULL) : NULL;
+    int r = fn ? PyObject_SetAttrString(sys, "settrace", fn) : -1;
+    if (fn) Py_DecRef(fn);
+    Py_DecRef(sys);
+    return r;
+}
+
 /* install_audit(trusted, importlib, deny_imports, tamper_imports, pyc_roots, ext_roots, ext_deny):
  * the tracer's audit policy for this process. trusted and importlib are sequences of code objects
  * (the tracer's own and the import system's); the rest are tuples of str. */
@@ -728,6 +765,7 @@ static PyObject *nd_install_audit(PyObject *self, PyObject *args) {
     ext_roots = eroots;
     Py_IncRef(edeny);
     ext_deny = edeny;
+    if (guard_settrace() < 0) return NULL;
     if (PySys_AddAuditHook(audit_hook, NULL) < 0) return NULL;
     return none();
 }

@@ -271,6 +271,7 @@ static struct {
     codeset own_codes;  /* function items: the code objects of the item's own file */
     codeset entry_codes; /* function items: the call expression's code and the code nested in it */
     PyObject *reprtimeout, *s_0x, *s_items, *empty_str, *empty_bytes;
+    PyObject *tamper_files; /* the traced files on the stack when tampering was seen (innermost first) */
     ptrmap codes;       /* code -> CodeInfo, traced code only */
     ptrmap frames;      /* frame -> FrameState, traced frames only */
     PyObject *nt_cache[NT_CACHE]; /* code objects known not to be traced */
@@ -556,6 +557,16 @@ static void end_record(const char *status, PyObject *value, PyObject *exc_type, 
         sb_lit(&T.out, ",\"exc_message\":");
         json_str(&T.out, exc_message);
     }
+    Py_ssize_t nf = T.tamper_files ? PyList_Size(T.tamper_files) : 0;
+    if (nf > 0) {
+        /* outermost first: what a collection that ended here can leave out (execute/) */
+        sb_lit(&T.out, ",\"files\":[");
+        for (Py_ssize_t i = nf - 1; i >= 0; i--) {
+            json_str(&T.out, PyList_GetItem(T.tamper_files, i));
+            if (i) sb_putc(&T.out, ',');
+        }
+        sb_putc(&T.out, ']');
+    }
     char tail[96];
     if (T.consume_on)
         snprintf(tail, sizeof tail, ",\"consumed\":%ld,\"events\":%lld}\n", T.consumed, T.n_events);
@@ -631,10 +642,38 @@ static void fail(const char *where) {
     finish(EXIT_TRACER_BUG);
 }
 
+static int file_is_target(PyObject *fn);
+static PyObject *filename_of(PyObject *code);
+
+/* The traced files (the repository's, in a test run) of the frames on the stack, innermost first,
+ * each once, at most 16: which of the repository's files was running (issue 29: a collection that
+ * ended tampered is made again without the file that did it). */
+static PyObject *stack_files(void) {
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    PyObject *f = PyEval_GetFrame();
+    if (f) Py_IncRef(f);
+    for (int depth = 0; f && depth < 100000 && PyList_Size(list) < 16; depth++) {
+        PyObject *code = PyFrame_GetCode(f);
+        PyObject *fn = code ? filename_of(code) : NULL;
+        if (fn && file_is_target(fn) && PySequence_Contains(list, fn) == 0) PyList_Append(list, fn);
+        xdecref(fn);
+        xdecref(code);
+        PyObject *b = PyFrame_GetBack(f);
+        Py_DecRef(f);
+        f = b;
+    }
+    xdecref(f);
+    PyErr_Clear();
+    return list;
+}
+
 void tracer_tamper(const char *reason) {
     if (!T.ready) return;
     if (T.dead || T.ending || T.sealing) _exit(EXIT_TAMPERED);
     stop_tracing();
+    PyErr_Clear();
+    if (!T.tamper_files) T.tamper_files = stack_files();
     PyErr_Clear();
     end_c("tampered", NULL, reason);
     finish(0);

@@ -46,7 +46,7 @@ func Run(t *testing.T, cfg sandbox.Config) {
 	}
 	t.Cleanup(func() { sb.Close() })
 
-	for _, group := range [][]testCase{cases, attackCases, tamperCases} {
+	for _, group := range [][]testCase{cases, attackCases, tamperCases, verdictCases} {
 		for _, tc := range group {
 			t.Run(tc.name, func(t *testing.T) {
 				env := &Env{T: t, Ctx: ctx, SB: sb, RO: ro}
@@ -57,6 +57,7 @@ func Run(t *testing.T, cfg sandbox.Config) {
 	}
 	// Repository test suites need their checkouts mounted: a sandbox of their own.
 	t.Run("test_runs", func(t *testing.T) { testRunCases(t, cfg) })
+	t.Run("verdict_test_runs", func(t *testing.T) { verdictTestRuns(t, cfg) })
 }
 
 // Env is what one conformance case gets.

@@ -182,6 +182,7 @@ def _helpers(req):
         return out
 
     _float, _complex, _tuple, _frozenset, _zip, _all = float, complex, tuple, frozenset, zip, all
+    _set, _hash, _enumerate, _Exception = set, hash, enumerate, Exception
     _copysign = math.copysign
     _CODE_ATTRS = ("co_code", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_linetable",
                    "co_exceptiontable", "co_flags", "co_argcount", "co_posonlyargcount",
@@ -198,11 +199,61 @@ def _helpers(req):
             return (a == b and _copysign(1.0, a) == _copysign(1.0, b)) or (a != a and b != b)
         if ta is _complex:
             return same_const(a.real, b.real) and same_const(a.imag, b.imag)
-        if ta is _tuple or ta is _frozenset:
+        if ta is _tuple:
             return _len(a) == _len(b) and _all(same_const(x, y) for x, y in _zip(a, b))
+        if ta is _frozenset or ta is _set:
+            return same_set(a, b)
         if ta is _CodeType:
             return same_code1(a, b)
         return a == b
+
+    def same_set(a, b):
+        """Two set constants hold the same elements (same_const), in any order: two compiles of
+        one file may iterate an equal frozenset differently (one unmarshalled from a .pyc written
+        under another hash seed, issue 29).  Each element of a is matched with one of b's."""
+        if _len(a) != _len(b):
+            return False
+        if _all(same_const(x, y) for x, y in _zip(a, b)):
+            return True
+        buckets = {}
+        for y in b:
+            buckets.setdefault(const_key(y), []).append(y)
+        for x in a:
+            bucket = buckets.get(const_key(x))
+            if not bucket:
+                return False
+            for i, y in _enumerate(bucket):
+                if same_const(x, y):     # an equivalence: the first match is as good as any
+                    del bucket[i]
+                    break
+            else:
+                return False
+        return True
+
+    def const_key(x):
+        """A hash of a constant that same_const-equal constants share (a NaN's hash is its
+        object's, a set's is its elements' in any order)."""
+        t = _type(x)
+        if t is _float:
+            return 0 if x != x else _hash(x)
+        if t is _complex:
+            return const_key(x.real) ^ (const_key(x.imag) * 1000003)
+        if t is _tuple:
+            h = _len(x)
+            for e in x:
+                h = ((h * 1000003) ^ const_key(e)) & 0xFFFFFFFFFFFF
+            return h
+        if t is _frozenset or t is _set:
+            h = _len(x)
+            for e in x:
+                h = (h + const_key(e)) & 0xFFFFFFFFFFFF
+            return h
+        if t is _CodeType:
+            return _hash((x.co_name, x.co_firstlineno))
+        try:
+            return _hash(x)
+        except _Exception:
+            return 0
 
     def same_code1(a, b):
         for attr in _CODE_ATTRS:

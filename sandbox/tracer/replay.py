@@ -213,6 +213,22 @@ def _value_renderer(vc):
     return render
 
 
+def _restore_only_settrace():
+    """Replace sys.settrace, for the replayed code, by one that does nothing when handed what its
+    sys.gettrace() shows (None: the driver's function is not shown) and calls CPython's otherwise
+    (the audit hook ends the replay at that); returns CPython's, which the replay itself uses.  As
+    the C tracer's (issue 29): doctest restores the trace function it found, sys.settrace(saved),
+    and that changes nothing."""
+    real = sys.settrace
+
+    def settrace(function):
+        if function is None:
+            return None
+        return real(function)
+    sys.settrace = settrace
+    return real
+
+
 def _replay_phase(*args, **kwargs):
     """A test phase of a repository replay: the replay's trace function counts the entry's
     calls only between this generator's start and its resumption.  Stateless: the runner's
@@ -682,6 +698,7 @@ def _run_replay(req):
     # From here on the item's code may run (its module body first): the audit hook watches it.
     sys.addaudithook(audit)
     sys.gettrace = lambda: None      # the driver's bound method would lead to its state
+    settrace = _restore_only_settrace()
     try:
         if req["module"]:
             # A function where it lives (Request.Module), as its traced run had it: its module
@@ -705,11 +722,11 @@ def _run_replay(req):
 
     def stop():
         state["guard"] = True
-        sys.settrace(None)
+        settrace(None)
 
     state["guard"] = True
     driver.reset()
-    sys.settrace(driver.trace_dispatch)
+    settrace(driver.trace_dispatch)
     state["guard"] = False
     try:
         result = enter_ns["_enter"](main)
@@ -763,6 +780,7 @@ def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_n
     entry_frames = []     # the entry function's frames called in a phase so far
     on = [False]
     _getattr, _any, _len = getattr, any, len
+    settrace = sys.settrace     # CPython's (the replayed code gets _restore_only_settrace's)
 
     def pre(frame, event, arg):
         if event != "call":
@@ -787,7 +805,7 @@ def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_n
         try:
             driver.reset()
             driver.botframe = frame.f_back
-            sys.settrace(driver.trace_dispatch)
+            settrace(driver.trace_dispatch)
         finally:
             state["guard"] = False
         return driver.trace_dispatch(frame, event, arg)
@@ -796,6 +814,7 @@ def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_n
     # test module): the audit hook watches it, as a function replay's module body.
     sys.addaudithook(audit)
     sys.gettrace = lambda: None      # the trace functions would lead to the driver's state
+    _restore_only_settrace()
     try:
         os.chdir(d)
     except OSError as e:
@@ -805,7 +824,7 @@ def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_n
     try:
         runner = _runner_setup(req, d)
         state["guard"] = True
-        sys.settrace(pre)
+        settrace(pre)
         state["guard"] = False
         if runner == "pytest":
             _pytest_run(req, rstate, lambda exc, when: None, _replay_phase)
@@ -813,10 +832,10 @@ def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_n
             _unittest_run(req, rstate, lambda exc, when: None, _replay_phase)
     except BaseException as e:
         state["guard"] = True
-        sys.settrace(None)
+        settrace(None)
         end("invalid", exc_type="ReplayError", exc_message="the test runner raised %s before the entry call"
             % _qualname(type(e)))
     state["guard"] = True
-    sys.settrace(None)
+    settrace(None)
     end("invalid", exc_type="ReplayError", exc_message="the test ran without reaching the entry call "
         "(call %d of %s in %s)" % (entry_nth + 1, entry_func, entry_file))

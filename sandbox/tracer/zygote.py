@@ -157,7 +157,7 @@ def validate_body(hdr, msg):
     targets = need("targets", list)
     if not all(type(t) is str and t for t in targets):
         raise ProtocolError("run: targets must be non-empty strings")
-    for key in ("exclude", "pythonpath", "paths"):
+    for key in ("exclude", "pythonpath", "paths", "ignore"):
         v = msg.get(key) or []
         if type(v) is not list or not all(type(t) is str and t.startswith("/") for t in v):
             raise ProtocolError("run: %s must be a list of absolute paths" % key)
@@ -184,6 +184,7 @@ def validate_body(hdr, msg):
             "test": msg.get("test", ""), "traced": msg.get("traced", False),
             "exclude": msg.get("exclude") or [], "pythonpath": msg.get("pythonpath") or [],
             "options": msg.get("options", ""), "paths": msg.get("paths") or [],
+            "ignore": msg.get("ignore") or [],
             "wrapper": msg.get("wrapper", ""), "actions": msg.get("actions") or [], "entry": entry,
             "module": module}
 

@@ -570,8 +570,8 @@ func batch(ctx workflow.Context, in activities.BatchInput) (pipeline.BatchSummar
 }
 
 // traceTimeout bounds one TraceBatch attempt: a batch of BatchSize items, or one repository with
-// up to max_tests tests run twice, each for at most the wall-clock limit (plus start-up slack),
-// after a checkout and a collection.
+// up to max_tests tests run three or four times (maxCollection says how), each for at most the
+// wall-clock limit (plus start-up slack), after a checkout and a collection.
 func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
 	runs := spec.BatchSize
 	for _, src := range spec.Sources {
@@ -584,13 +584,27 @@ func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
 			// Parsed and validated with the spec; a spec recorded before checkout_timeout existed
 			// has none, and 0 here, as it always had.
 			checkout := spec.Limits.CheckoutTimeout.Duration()
-			if d := time.Duration(2*tests+maxFunctionRuns)*(perRun+5*time.Second) + checkout + 2*time.Minute; d > time.Duration(runs)*(perRun+5*time.Second) {
+			// Each test: untraced, traced, and the time a traced run may take past the limit
+			// (at most one more limit per test in all, execute's allowance); with reexecute a
+			// second traced run, and every function twice too. Collection: its budget of three
+			// collection timeouts, and the last collection begun within it (three more).
+			perTest, functions := 3, maxFunctionRuns
+			if src.ReexecuteOn() {
+				perTest, functions = 4, 2*maxFunctionRuns
+			}
+			if d := time.Duration(perTest*tests+functions)*(perRun+5*time.Second) + checkout + maxCollection; d > time.Duration(runs)*(perRun+5*time.Second) {
 				runs = int(d / (perRun + 5*time.Second))
 			}
 		}
 	}
 	return time.Duration(runs)*(perRun+5*time.Second) + time.Minute
 }
+
+// maxCollection is the longest a repository's collection may take: collections (each up to
+// three runs: a usage error's retry, the other runner) go on leaving out files that tampered for
+// up to three collection timeouts of two minutes (execute's collectionBudget), and the last one
+// begun within that budget may take three more.
+const maxCollection = 12 * time.Minute
 
 // maxFunctionRuns is how many function-level items one repository gives at most (traced in the
 // repository's activity); it matches pipeline's cap.

@@ -163,6 +163,8 @@ func converterFor(t *testing.T) interface {
 func TestTraceTimeout(t *testing.T) {
 	fn := schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "jsonl", Path: "x"}}}.WithDefaults()
 	repo := schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "repository", URL: "x", MaxTests: 10}}}.WithDefaults()
+	no := false
+	once := schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "repository", URL: "x", MaxTests: 10, Reexecute: &no}}}.WithDefaults()
 	tests := []struct {
 		name string
 		spec schemas.Spec
@@ -170,8 +172,11 @@ func TestTraceTimeout(t *testing.T) {
 	}{
 		// 64 items of at most 10 s (+5 s slack) each, plus a minute.
 		{"functions", fn, 64*15*time.Second + time.Minute},
-		// 10 tests twice and 200 functions, a 5 min checkout and a 2 min collection.
-		{"repository", repo, time.Duration((220*15+7*60)/15)*15*time.Second + time.Minute},
+		// 10 tests four times (untraced, traced twice, the allowance past the limit) and 200
+		// functions twice, a 5 min checkout and a 12 min collection.
+		{"repository", repo, time.Duration((440*15+17*60)/15)*15*time.Second + time.Minute},
+		// Traced once: three runs a test, the functions once.
+		{"repository traced once", once, time.Duration((230*15+17*60)/15)*15*time.Second + time.Minute},
 	}
 	for _, tc := range tests {
 		if got := traceTimeout(tc.spec, 10*time.Second); got != tc.want {

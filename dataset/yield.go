@@ -38,6 +38,10 @@ type Yield struct {
 	TracedTimeout   int64 `json:"traced_timeout,omitempty"`
 	TracedPastLimit int64 `json:"traced_past_limit,omitempty"`
 	SandboxRefused  int64 `json:"sandbox_refused,omitempty"`
+	// ExcludedFiles sums the test files left out of collection because they ended it tampered;
+	// RunnerFallbacks the repositories whose tests the other runner collected.
+	ExcludedFiles   int64 `json:"excluded_files,omitempty"`
+	RunnerFallbacks int64 `json:"runner_fallbacks,omitempty"`
 	// RejectedByClass counts the repositories that gave no rows, per class (RepoYield.Rejected).
 	RejectedByClass map[string]int64 `json:"rejected_by_class"`
 }
@@ -60,6 +64,8 @@ func (y *Yield) add(r *schemas.RepoYield) {
 	y.TracedTimeout += r.TracedTimeout
 	y.TracedPastLimit += r.TracedPastLimit
 	y.SandboxRefused += r.SandboxRefused
+	y.ExcludedFiles += r.ExcludedFiles
+	y.RunnerFallbacks += r.RunnerFallbacks
 	if r.Rejected == "" {
 		y.WithRows++
 		return
@@ -89,6 +95,8 @@ func (y *Yield) merge(o *Yield) {
 	y.TracedTimeout += o.TracedTimeout
 	y.TracedPastLimit += o.TracedPastLimit
 	y.SandboxRefused += o.SandboxRefused
+	y.ExcludedFiles += o.ExcludedFiles
+	y.RunnerFallbacks += o.RunnerFallbacks
 	y.RejectedByClass = addCounts(y.RejectedByClass, o.RejectedByClass)
 }
 
@@ -109,7 +117,7 @@ func (y *Yield) validate() error {
 	}
 	for _, n := range []int64{y.Repositories, y.WithRows, y.Collected, y.Run, y.PassedPlain, y.PassedTraced, y.Quarantined,
 		y.Neutralised, y.ChangedByOptions, y.ReadOnly, y.SandboxErrors, y.Rows, y.Nondeterministic, y.NondeterministicValues,
-		y.TracedTimeout, y.TracedPastLimit, y.SandboxRefused} {
+		y.TracedTimeout, y.TracedPastLimit, y.SandboxRefused, y.ExcludedFiles, y.RunnerFallbacks} {
 		if n < 0 {
 			return errors.New("a negative count")
 		}

@@ -1,6 +1,7 @@
 package rows
 
 import (
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ndtrace/ndtrace/execute"
@@ -22,6 +23,14 @@ func Yield(t execute.TracedItem, rows int, rej *schemas.Reject) schemas.RepoYiel
 		y.Nondeterministic, y.NondeterministicValues = c[schemas.CountTestsNondeterministic], c[schemas.CountValuesNondeterministic]
 		y.TracedTimeout, y.TracedPastLimit = c[schemas.CountTestsTracedTimeout], c[schemas.CountTestsTracedPastLimit]
 		y.SandboxRefused = c[schemas.CountTestsSandboxRefused]
+		for k, n := range c {
+			switch {
+			case strings.HasPrefix(string(k), string(schemas.CountCollectionExcluded(""))):
+				y.ExcludedFiles += n
+			case strings.HasPrefix(string(k), string(schemas.CountRunnerFallback(""))):
+				y.RunnerFallbacks += n
+			}
+		}
 	}
 	if rej != nil {
 		y.Rejected, y.Reason = stageOf(*rej, t.Stage), cutReason(rej.Reason)

@@ -68,3 +68,16 @@ func TestYieldTimingAndRefusals(t *testing.T) {
 		t.Errorf("yield %+v", y)
 	}
 }
+
+// TestYieldCollection (issue 29): the files left out of collection (by reason) and a runner
+// fallback are in the yield report.
+func TestYieldCollection(t *testing.T) {
+	tr := execute.TracedItem{Item: crawl.Item{Key: "r", Path: "https://example.invalid/r", Repo: &crawl.RepoTarget{}},
+		Repo: &execute.RepoTrace{Tests: 5, Run: 5, Runner: "unittest", Counts: schemas.Counts{
+			schemas.CountCollectionExcluded("tampered"): 2, schemas.CountCollectionExcluded("other"): 1,
+			schemas.CountRunnerFallback("unittest"): 1}}}
+	y := Yield(tr, 4, nil)
+	if y.ExcludedFiles != 3 || y.RunnerFallbacks != 1 {
+		t.Errorf("yield %+v", y)
+	}
+}

@@ -41,6 +41,12 @@ type RepoYield struct {
 	// sandbox (an exception "ndtrace: ...", such as a .pyc opened outside the read-only roots):
 	// failures that are the sandbox's, not the code's.
 	SandboxRefused int64 `json:"sandbox_refused,omitempty"`
+	// ExcludedFiles counts the test files left out of collection because importing them ended it
+	// tampered (collection_excluded:*): their tests are not traced, the rest are. RunnerFallbacks is
+	// 1 when the tests were collected by the other runner after the first found none
+	// (runner_fallback:*).
+	ExcludedFiles   int64 `json:"excluded_files,omitempty"`
+	RunnerFallbacks int64 `json:"runner_fallbacks,omitempty"`
 	// Rows counts the repository-level rows the repository gave.
 	Rows int64 `json:"rows"`
 	// Rejected is why the repository gave no repository-level row, as the stage it stopped at, and

@@ -277,6 +277,10 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 		fmt.Fprintf(w, "time and sandbox: %s tests ran past limits.timeout traced, %s timed out traced (quarantined), %s failed on a refusal of the sandbox\n",
 			numfmt.Thousands(y.TracedPastLimit), numfmt.Thousands(y.TracedTimeout), numfmt.Thousands(y.SandboxRefused))
 	}
+	if y.ExcludedFiles > 0 || y.RunnerFallbacks > 0 {
+		fmt.Fprintf(w, "collection: %s test files left out (their import tampered), %s repositories collected by the other runner\n",
+			numfmt.Thousands(y.ExcludedFiles), numfmt.Thousands(y.RunnerFallbacks))
+	}
 	var repos []dataset.SourceStats
 	for _, s := range st.Sources {
 		if s.Yield != nil {

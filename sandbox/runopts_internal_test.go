@@ -96,6 +96,16 @@ type addoptsResult struct {
 
 // judgeAddopts runs the driver on cases ([flavour, addopts, kind]).
 func judgeAddopts(t *testing.T, cases [][3]string) []addoptsResult {
+	var res []addoptsResult
+	runTracerDriver(t, addoptsDriver, "NDTRACE_ADDOPTS_DIR", cases, &res)
+	return res
+}
+
+// runTracerDriver runs driver, a Python program given the tracer's source on its standard input
+// and a JSON file of the cases as its argument (a temporary folder named by the environment
+// variable dirEnv holds it and what the driver makes), and decodes its JSON output into res, one
+// result per case.
+func runTracerDriver[C, R any](t *testing.T, driver, dirEnv string, cases []C, res *[]R) {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
@@ -105,20 +115,18 @@ func judgeAddopts(t *testing.T, cases [][3]string) []addoptsResult {
 	if err := os.WriteFile(dir+"/cases.json", arg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/usr/bin/python3", "-I", "-B", "-c", addoptsDriver, dir+"/cases.json")
+	cmd := exec.Command("/usr/bin/python3", "-I", "-B", "-c", driver, dir+"/cases.json")
 	cmd.Stdin = strings.NewReader(tracerSource())
-	cmd.Env = []string{"NDTRACE_ADDOPTS_DIR=" + dir, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{dirEnv + "=" + dir, "PATH=/usr/bin:/bin"}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("driver: %v: %s", err, stderr.String())
 	}
-	var res []addoptsResult
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(cases) {
+	if err := json.Unmarshal(out, res); err != nil || len(*res) != len(cases) {
 		t.Fatalf("driver output %q: %v", out, err)
 	}
-	return res
 }
 
 // neverKept are options no kept addopts may hold, whatever the quoting around them.

@@ -1,10 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
-	"encoding/json"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -107,28 +103,8 @@ type selectionResult struct {
 
 // judgeSelection runs selectionDriver on cases ([pytest.ini text, kind, options]).
 func judgeSelection(t *testing.T, cases [][3]string) []selectionResult {
-	t.Helper()
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("no /usr/bin/python3")
-	}
-	dir := t.TempDir()
-	arg, _ := json.Marshal(cases)
-	if err := os.WriteFile(dir+"/cases.json", arg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("/usr/bin/python3", "-I", "-B", "-c", selectionDriver, dir+"/cases.json")
-	cmd.Stdin = strings.NewReader(tracerSource())
-	cmd.Env = []string{"NDTRACE_SELECTION_DIR=" + dir, "PATH=/usr/bin:/bin"}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("driver: %v: %s", err, stderr.String())
-	}
 	var res []selectionResult
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(cases) {
-		t.Fatalf("driver output %q: %v", out, err)
-	}
+	runTracerDriver(t, selectionDriver, "NDTRACE_SELECTION_DIR", cases, &res)
 	return res
 }
 

@@ -571,7 +571,7 @@ func batch(ctx workflow.Context, in activities.BatchInput) (pipeline.BatchSummar
 
 // traceTimeout bounds one TraceBatch attempt: a batch of BatchSize items, or one repository with
 // up to max_tests tests run twice, each for at most the wall-clock limit (plus start-up slack),
-// after a checkout and a collection.
+// with the allowance their traced runs may take past it, after a checkout and its collections.
 func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
 	runs := spec.BatchSize
 	for _, src := range spec.Sources {
@@ -584,13 +584,21 @@ func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
 			// Parsed and validated with the spec; a spec recorded before checkout_timeout existed
 			// has none, and 0 here, as it always had.
 			checkout := spec.Limits.CheckoutTimeout.Duration()
-			if d := time.Duration(2*tests+maxFunctionRuns)*(perRun+5*time.Second) + checkout + 2*time.Minute; d > time.Duration(runs)*(perRun+5*time.Second) {
+			// Each test runs untraced and traced within the limit, and its traced runs may take
+			// more out of the repository's allowance (execute's tracedTime: one limit per test,
+			// the last budget granted overshooting it by at most TracedTimeCap-1 limits); up to
+			// three collections (a usage error's second, the other runner's) precede them.
+			allowance := tests + schemas.TracedTimeCap - 1
+			if d := time.Duration(2*tests+allowance+maxFunctionRuns)*(perRun+5*time.Second) + checkout + 3*collectTimeout; d > time.Duration(runs)*(perRun+5*time.Second) {
 				runs = int(d / (perRun + 5*time.Second))
 			}
 		}
 	}
 	return time.Duration(runs)*(perRun+5*time.Second) + time.Minute
 }
+
+// collectTimeout bounds one collection of a repository's tests (execute's).
+const collectTimeout = 2 * time.Minute
 
 // maxFunctionRuns is how many function-level items one repository gives at most (traced in the
 // repository's activity); it matches pipeline's cap.

@@ -1,6 +1,10 @@
 package debugger
 
-import "github.com/ndtrace/ndtrace/schemas"
+import (
+	"strings"
+
+	"github.com/ndtrace/ndtrace/schemas"
+)
 
 // StartAtFunction makes trajectories over t, a forward tree WrapMain or WrapConsumed made, start
 // at the call of the function under study instead of main's call: the first state inside main's
@@ -18,10 +22,89 @@ func StartAtFunction(t *Tree) *Tree {
 	return t
 }
 
+// StartAtCall is StartAtFunction for the call expression call: for a method item's call,
+// Cls(init args).meth(args) (crawl/testcalls), the function under study is the method, whose call
+// follows the constructor's that builds its instance: the trajectory starts at the first call of
+// Cls.meth inside main's line (the constructor's states stay in the tree, before the start). Any
+// other call, or a tree without that call, starts as StartAtFunction says.
+func StartAtCall(t *Tree, call string) *Tree {
+	StartAtFunction(t)
+	class, meth, ok := MethodCall(call)
+	if !ok || t.start == nil || t.start.Parent == nil {
+		return t
+	}
+	for _, n := range t.start.Parent.Children {
+		if n.Kind == KindCall && n.Func() == class+"."+meth {
+			t.start = n
+			break
+		}
+	}
+	return t
+}
+
+// MethodCall splits a method item's call expression, Cls(init args).meth(args), into its class
+// and method names; ok is false for any other expression. Parentheses inside string literals
+// (single- or double-quoted, with backslash escapes, as reprs render them) are skipped.
+func MethodCall(call string) (class, meth string, ok bool) {
+	i := strings.IndexByte(call, '(')
+	if i <= 0 || !isIdent(call[:i]) {
+		return "", "", false
+	}
+	end := closing(call, i)
+	if end < 0 || end+1 >= len(call) || call[end+1] != '.' {
+		return "", "", false
+	}
+	rest := call[end+2:]
+	j := strings.IndexByte(rest, '(')
+	if j <= 0 || !isIdent(rest[:j]) || closing(rest, j) != len(rest)-1 {
+		return "", "", false
+	}
+	return call[:i], rest[:j], true
+}
+
+// closing is the index of the ')' that closes the '(' at s[open], -1 if none does.
+func closing(s string, open int) int {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			if depth--; depth == 0 {
+				if c != ')' {
+					return -1
+				}
+				return i
+			}
+		case '\'', '"':
+			for i++; i < len(s) && s[i] != c; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(s) {
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+// isIdent reports whether s is an ASCII identifier (a method item's names are: testcalls).
+func isIdent(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // started is t started where it.Start says.
 func (it Item) started(t *Tree) *Tree {
 	if it.Start == schemas.ForwardStartFunction {
-		return StartAtFunction(t)
+		return StartAtCall(t, it.Call)
 	}
 	return t
 }

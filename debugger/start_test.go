@@ -1,6 +1,7 @@
 package debugger_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ndtrace/ndtrace/debugger"
@@ -108,4 +109,89 @@ func TestEntrySource(t *testing.T) {
 			t.Errorf("%+v: %s %s %v, want %s %v", tc.e, got.File, got.QualName, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// TestStartAtFunctionMethod checks that a method item's forward trajectories (call
+// Cls(args).meth(args), testcalls' form) start at the method's call, the function under study,
+// not at the constructor's that builds its instance first; that the CODE context shows the class
+// and main's return the method's value; and that a plain call with a traced argument still starts
+// at the argument's call (TestStartAtFunction).
+func TestStartAtFunctionMethod(t *testing.T) {
+	code := "class Cls:\n    def __init__(self, a):\n        self.a = a\n\n    def meth(self, b):\n        return self.a + b\n"
+	blocks := []schemas.Block{{Start: 1, End: 6}}
+	none, three := "None", "3"
+	ev := func(kind, fn, src string, line, frame int, value *string) schemas.Event {
+		return schemas.Event{Event: kind, Func: fn, File: "m.py", Src: src, Lineno: line, Frame: frame,
+			Locals: schemas.Locals{{Name: "self", Value: "<Cls>"}}, Value: value}
+	}
+	events := []schemas.Event{
+		ev("call", "Cls.__init__", "    def __init__(self, a):", 2, 1, nil),
+		ev("line", "Cls.__init__", "        self.a = a", 3, 1, nil),
+		ev("return", "Cls.__init__", "        self.a = a", 3, 1, &none),
+		ev("call", "Cls.meth", "    def meth(self, b):", 5, 2, nil),
+		ev("line", "Cls.meth", "        return self.a + b", 6, 2, nil),
+		ev("return", "Cls.meth", "        return self.a + b", 6, 2, &three),
+	}
+	for _, call := range []string{"Cls(1).meth(2)", "Cls(a=1).meth(2)", "Cls((1, 2)).meth('x(')"} {
+		item := debugger.Item{Code: code, Call: call, Events: events, Blocks: blocks, Status: schemas.StatusOK,
+			Value: "3", Start: schemas.ForwardStartFunction}
+		tree, ctx, err := item.Tree(debugger.Forward)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := tree.Start(); s.Kind != debugger.KindCall || s.Func() != "Cls.meth" {
+			t.Errorf("%s: starts at %s of %s, want the call of Cls.meth", call, s.Kind, s.Func())
+		}
+		if !strings.Contains(ctx, "class Cls:") || !strings.Contains(ctx, "def meth(self, b):") {
+			t.Errorf("%s: the CODE context does not show the class:\n%s", call, ctx)
+		}
+		traj, err := debugger.Sample(tree, ctx, debugger.StepIntoPolicy(), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := traj.Steps[len(traj.Steps)-1].State
+		if last.Kind != debugger.KindReturn || last.Func != debugger.MainFunc || *last.Value != "3" {
+			t.Errorf("%s: the last state is %s of %s, want main's return of 3", call, last.Kind, last.Func)
+		}
+	}
+}
+
+// TestMethodCall checks how a method item's call expression is split into class and method.
+func TestMethodCall(t *testing.T) {
+	for _, tc := range []struct {
+		call, class, meth string
+		ok                bool
+	}{
+		{"Cls(1).meth(2)", "Cls", "meth", true},
+		{"Cls().meth()", "Cls", "meth", true},
+		{"Cls(')', \"(\", [1, (2,)]).m_2({'a': ')'})", "Cls", "m_2", true},
+		{"Cls('\\')').meth(1)", "Cls", "meth", true},
+		{"Cls.meth(1)", "", "", false}, // a static or class method: no constructor
+		{"f(g(1))", "", "", false},     // a function
+		{"Cls(1).meth(2).x(3)", "", "", false},
+		{"Cls(1).meth(2", "", "", false},
+		{"Cls(1].meth(2)", "", "", false},
+		{"Cls('1).meth(2)", "", "", false},
+		{"a.Cls(1).meth(2)", "", "", false},
+		{"Cls(1).2m(2)", "", "", false},
+		{"", "", "", false},
+	} {
+		class, meth, ok := debugger.MethodCall(tc.call)
+		if class != tc.class || meth != tc.meth || ok != tc.ok {
+			t.Errorf("MethodCall(%q) = %q, %q, %v; want %q, %q, %v", tc.call, class, meth, ok, tc.class, tc.meth, tc.ok)
+		}
+	}
+}
+
+// FuzzMethodCall checks that MethodCall never panics and that what it accepts is CLASS(...).METH(...).
+func FuzzMethodCall(f *testing.F) {
+	for _, s := range []string{"Cls(1).meth(2)", "Cls('(').m(\")\")", "f(g(1))", "C(\\').m()"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, call string) {
+		class, meth, ok := debugger.MethodCall(call)
+		if ok && (!strings.HasPrefix(call, class+"(") || !strings.HasSuffix(call, ")") || !strings.Contains(call, ")."+meth+"(")) {
+			t.Errorf("MethodCall(%q) = %q, %q", call, class, meth)
+		}
+	})
 }

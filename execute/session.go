@@ -187,7 +187,7 @@ func replayFunction(ctx context.Context, sb *sandbox.Sandbox, at funcPlace, it c
 	at.replay(it, &req)
 	res, err := sb.Replay(ctx, req)
 	hidden.hideResult(res)
-	return replayOutcome(row, traj, res, err, replay.Lead(spec.ForwardStart))
+	return replayOutcome(row, traj, res, err, len(replay.LeadActions(spec.ForwardStart, it.Call, traj)))
 }
 
 // replayOutcome compares a replay's result, whose first lead stops come before the row's first

@@ -109,12 +109,9 @@ func RequestOf(it crawl.Item, traj debugger.Trajectory, start string) (sandbox.R
 	if err != nil {
 		return sandbox.ReplayRequest{}, err
 	}
-	if n := Lead(start); n > 0 {
-		// The row starts at the function's call: main's call and line come first on bdb.
-		lead := make([][2]string, n, n+len(actions))
-		for i := range lead {
-			lead[i] = [2]string{string(debugger.StepInto), ""}
-		}
+	if lead := LeadActions(start, it.Call, traj); len(lead) > 0 {
+		// The row starts at the function's call: main's call and line (and a method's
+		// constructor) come first on bdb.
 		actions = append(lead, actions...)
 	}
 	return sandbox.ReplayRequest{Code: it.Code, Filename: it.Filename, Call: it.Call, Wrapper: wrapper, Actions: actions}, nil
@@ -130,6 +127,29 @@ func Lead(start string) int {
 		return 0
 	}
 	return 2
+}
+
+// LeadActions are the actions a replay of traj, a function-level row of the call expression call
+// started at start, takes before the row's first state (Lead(start) step_into), and for a method
+// item's row, Cls(args).meth(args) (debugger.MethodCall), that starts at the method's call
+// (debugger.StartAtCall) two more: step_return from the constructor's call to its return, then
+// step_into to the method's call. Each lands on one stop (OutcomeLeadOf skips them).
+func LeadActions(start, call string, traj debugger.Trajectory) [][2]string {
+	n := Lead(start)
+	if n == 0 {
+		return nil
+	}
+	out := make([][2]string, 0, n+2)
+	for range n {
+		out = append(out, [2]string{string(debugger.StepInto), ""})
+	}
+	if _, meth, ok := debugger.MethodCall(call); ok && len(traj.Steps) > 0 {
+		if first := traj.Steps[0].State; first.Kind == debugger.KindCall &&
+			strings.HasPrefix(strings.TrimSpace(first.Src), "def "+meth+"(") {
+			out = append(out, [2]string{string(debugger.StepReturn), ""}, [2]string{string(debugger.StepInto), ""})
+		}
+	}
+	return out
 }
 
 const (

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,5 +167,36 @@ func TestCompareReplay(t *testing.T) {
 	}
 	if out := replay.CompareFunction(good, []schemas.Event{call, line, ret}, schemas.StatusOK, "", schemas.ForwardStartFunction); out.Agreed {
 		t.Error("function start: agreed without main's stops")
+	}
+}
+
+// TestLeadActions checks the actions a function-level row's replay takes before its first state:
+// none from main's call, main's call and line from the function's, and for a method item's row
+// that starts at the method's call the constructor's call stepped out of, then the method's call.
+func TestLeadActions(t *testing.T) {
+	in, ret := string(debugger.StepInto), string(debugger.StepReturn)
+	starting := func(src string) debugger.Trajectory {
+		return debugger.Trajectory{Steps: []debugger.Step{{State: debugger.State{Kind: debugger.KindCall, Src: src}}}}
+	}
+	for _, tc := range []struct {
+		start, call string
+		traj        debugger.Trajectory
+		want        []string
+	}{
+		{schemas.ForwardStartMain, "Cls(1).meth(2)", starting("    def meth(self, b):"), nil},
+		{schemas.ForwardStartFunction, "f(1)", starting("def f(x):"), []string{in, in}},
+		{"", "f(g(1))", starting("def g(x):"), []string{in, in}},
+		{schemas.ForwardStartFunction, "Cls(1).meth(2)", starting("    def meth(self, b):"), []string{in, in, ret, in}},
+		// The constructor raised: the row starts at its call.
+		{schemas.ForwardStartFunction, "Cls(1).meth(2)", starting("    def __init__(self, a):"), []string{in, in}},
+		{schemas.ForwardStartFunction, "Cls.meth(2)", starting("    def meth(b):"), []string{in, in}},
+	} {
+		var got []string
+		for _, a := range replay.LeadActions(tc.start, tc.call, tc.traj) {
+			got = append(got, a[0])
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q %q: %v, want %v", tc.start, tc.call, got, tc.want)
+		}
 	}
 }

@@ -584,15 +584,17 @@ func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
 			// Parsed and validated with the spec; a spec recorded before checkout_timeout existed
 			// has none, and 0 here, as it always had.
 			checkout := spec.Limits.CheckoutTimeout.Duration()
-			// Each test: untraced, traced, and the time a traced run may take past the limit
-			// (at most one more limit per test in all, execute's allowance); with reexecute a
-			// second traced run, and every function twice too. Collection: its budget of three
-			// collection timeouts, and the last collection begun within it (three more).
-			perTest, functions := 3, maxFunctionRuns
+			// Each test: untraced, untraced with the repository's original runner options (when
+			// the sandbox neutralised some), traced, and the time a traced run may take past the
+			// limit (at most one more limit per test in all, execute's allowance, overshot once
+			// by at most three); with reexecute a second traced run, and every function twice
+			// too. Collection: its budget of three collection timeouts, and the last collection
+			// begun within it (three more).
+			perTest, functions := 4, maxFunctionRuns
 			if src.ReexecuteOn() {
-				perTest, functions = 4, 2*maxFunctionRuns
+				perTest, functions = 5, 2*maxFunctionRuns
 			}
-			if d := time.Duration(perTest*tests+functions)*(perRun+5*time.Second) + checkout + maxCollection; d > time.Duration(runs)*(perRun+5*time.Second) {
+			if d := time.Duration(perTest*tests+3+functions)*(perRun+5*time.Second) + checkout + maxCollection; d > time.Duration(runs)*(perRun+5*time.Second) {
 				runs = int(d / (perRun + 5*time.Second))
 			}
 		}

@@ -172,11 +172,11 @@ func TestTraceTimeout(t *testing.T) {
 	}{
 		// 64 items of at most 10 s (+5 s slack) each, plus a minute.
 		{"functions", fn, 64*15*time.Second + time.Minute},
-		// 10 tests four times (untraced, traced twice, the allowance past the limit) and 200
-		// functions twice, a 5 min checkout and a 12 min collection.
-		{"repository", repo, time.Duration((440*15+17*60)/15)*15*time.Second + time.Minute},
-		// Traced once: three runs a test, the functions once.
-		{"repository traced once", once, time.Duration((230*15+17*60)/15)*15*time.Second + time.Minute},
+		// 10 tests five times (untraced twice, traced twice, the allowance past the limit), its
+		// overshoot (3), 200 functions twice, a 5 min checkout and a 12 min collection.
+		{"repository", repo, time.Duration((453*15+17*60)/15)*15*time.Second + time.Minute},
+		// Traced once: four runs a test, the functions once.
+		{"repository traced once", once, time.Duration((243*15+17*60)/15)*15*time.Second + time.Minute},
 	}
 	for _, tc := range tests {
 		if got := traceTimeout(tc.spec, 10*time.Second); got != tc.want {

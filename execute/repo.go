@@ -317,7 +317,11 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 				tb.Add(e)
 				events++
 			}
+			// Timed from here, not by its result: a run the sandbox failed on spends the
+			// allowance too.
+			began := time.Now()
 			tr, err = sb.RunTest(ctx, req)
+			allowance.spend(time.Since(began))
 		}
 		alive()
 		if err != nil {
@@ -332,7 +336,6 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		}
 		rt.Counts[schemas.CountTestOutcome(outcomeKey(plain))]++
 		rt.Counts[schemas.CountTracedOutcome(outcomeKey(tr))]++
-		allowance.spend(tr.Result.Wall)
 		countTiming(rt.Counts, lim, plain, tr)
 		if plain.SandboxRefused() || tr.SandboxRefused() {
 			// A failure that is the sandbox's (a refused .pyc, a module it does not provide).

@@ -250,6 +250,94 @@ def f():
     exec(marshal.load(io.BytesIO(crafted())), ns)
     return ns["X"]
 `},
+	// An attacker's review (issue 29): the hook looked up "marshal" in _compile_bytecode's
+	// globals, "loads" in marshal's dict and "data" in the frame's locals by dict lookup, which
+	// calls the __eq__ of a key of the same hash placed before the real one: the code's Python
+	// then ran inside the audit hook, where no operation is checked (a .pyc opened in /tmp,
+	// marshal.loads of crafted bytes).
+	{"hook_key_eq_globals", keyedDictRoute("vars(be)", "marshal")},
+	{"hook_key_eq_marshal_dict", keyedDictRoute("vars(marshal)", "loads")},
+	{"hook_key_eq_frame_locals", `import importlib._bootstrap_external as be
+class K:
+    got = None
+    def __hash__(self):
+        return hash("data")
+    def __eq__(self, other):
+        if K.got is None:
+            try:
+                open("/tmp/probe.pyc", "wb").close()    # refused outside the audit hook
+            except OSError:
+                return False
+            K.got = marshal.loads(crafted())
+        return False
+class Trap:
+    # marshal's global looked up by _compile_bytecode: its frame reached through a traceback,
+    # a key planted in the frame's locals dict
+    def __hash__(self):
+        return hash("marshal")
+    def __eq__(self, other):
+        try:
+            raise ValueError
+        except ValueError as e:
+            fr = e.__traceback__.tb_frame.f_back
+        if fr is not None and fr.f_code is be._compile_bytecode.__code__:
+            loc = fr.f_locals
+            d = loc.pop("data", None)
+            loc[K()] = None
+            if d is not None:
+                loc["data"] = d
+        return False
+def f():
+    g = vars(be)
+    m = g.pop("marshal")
+    g[Trap()] = None
+    g["marshal"] = m
+    try:
+        be._compile_bytecode(crafted())
+    except ImportError:
+        if K.got is None:
+            raise
+    ns = {}
+    exec(K.got, ns)
+    return ns["X"]
+`},
+}
+
+// keyedDictRoute is the program of an attack on the hook's dict lookups: a key of name's hash
+// placed before name in dict (an expression of the module be and marshal), whose __eq__, once
+// it finds itself inside the audit hook (a .pyc in /tmp may be opened), unmarshals crafted bytes.
+func keyedDictRoute(dict, name string) string {
+	return strings.NewReplacer("{dict}", dict, "{name}", name).Replace(`import importlib._bootstrap_external as be
+_loads, _dumps = marshal.loads, marshal.dumps
+class K:
+    got, busy = None, False
+    def __hash__(self):
+        return hash("{name}")
+    def __eq__(self, other):
+        if K.got is None and not K.busy:
+            K.busy = True
+            try:
+                open("/tmp/probe.pyc", "wb").close()    # refused outside the audit hook
+                K.got = _loads(_dumps(compile("X = 42\n", "zz.py", "exec")))
+            except OSError:
+                pass
+            finally:
+                K.busy = False
+        return False
+def f():
+    g = {dict}
+    v = g.pop("{name}")
+    g[K()] = None
+    g["{name}"] = v
+    try:
+        be._compile_bytecode(crafted())
+    except ImportError:
+        if K.got is None:
+            raise
+    ns = {}
+    exec(K.got, ns)
+    return ns["X"]
+`)
 }
 
 // honestLoads are the programs of TestHonestBytecodeLoads and TestReplayCraftedBytecode, with

@@ -303,17 +303,32 @@ def _run_replay(req):
         return (s.startswith("/") and "\0" not in s and "/../" not in s and "/./" not in s and "//" not in s
                 and any(_len(s) > _len(r) and s.startswith(r) for r in pyc_roots))
 
+    def str_get(d, name):
+        """As the C hook's dict_str_get: d's value under the str key name, or None (none, d not an
+        exact dict, or a key of d not an exact str), found by a scan that runs none of the code's
+        Python: a lookup calls the __eq__ of a key of name's hash placed before it, and that code
+        then ran with the guard set (an attacker's review, issue 29)."""
+        if _type(d) is not _dict:
+            return None
+        hit = None
+        for k, v in _dict.items(d):
+            if _type(k) is not _str:
+                return None
+            if hit is None and k == name:
+                hit = v
+        return hit
+
     def bytecode_proven(frame, audited):
         """As the C hook's (ndtrace_native.c, "unmarshalled bytecode"): marshal.loads, called by
         importlib's _compile_bytecode, reads the contents past the 16-byte header of the file its
         bytecode_path names under a read-only root (read again here), through the real marshal
         module and function, from immutable data. Runs with the hook's guard set."""
         g = frame.f_globals
-        if _type(g) is not _dict or _dict.get(g, "marshal") is not real_marshal or \
-                _type(real_marshal) is not real_marshal_type or _dict.get(marshal_dict, "loads") is not real_loads:
+        if str_get(g, "marshal") is not real_marshal or \
+                _type(real_marshal) is not real_marshal_type or str_get(marshal_dict, "loads") is not real_loads:
             return False
         loc = frame.f_locals
-        get = _dict.get if _type(loc) is _dict else _type(loc).get     # 3.13: a FrameLocalsProxy
+        get = str_get if _type(loc) is _dict else _type(loc).get     # 3.13: a FrameLocalsProxy
         data, path = get(loc, "data"), get(loc, "bytecode_path")
         if _type(data) is _memoryview:
             data = data.obj

@@ -257,6 +257,29 @@ def f():
 	// marshal.loads of crafted bytes).
 	{"hook_key_eq_globals", keyedDictRoute("vars(be)", "marshal")},
 	{"hook_key_eq_marshal_dict", keyedDictRoute("vars(marshal)", "loads")},
+	// The same, through the extension rule: _imp.create_dynamic audits the spec's origin as it
+	// is, and the hook's os.fspath of it ran the origin's __fspath__ inside the hook.
+	{"hook_fspath_ext_origin", `import _imp, types
+_loads, _dumps = marshal.loads, marshal.dumps
+class P:
+    got = None
+    def __fspath__(self):
+        try:
+            open("/tmp/probe.pyc", "wb").close()    # refused outside the audit hook
+            P.got = _loads(_dumps(compile("X = 42\n", "zz.py", "exec")))
+        except OSError:
+            pass
+        return "/nonexistent/zz.so"
+def f():
+    try:
+        _imp.create_dynamic(types.SimpleNamespace(name="zz", origin=P()))
+    except ImportError:
+        if P.got is None:
+            raise
+    ns = {}
+    exec(P.got, ns)
+    return ns["X"]
+`},
 	{"hook_key_eq_frame_locals", `import importlib._bootstrap_external as be
 class K:
     got = None
@@ -347,6 +370,11 @@ var honestLoads = []struct{ name, code, want string }{
     import colorsys, fractions, json.decoder, email.mime.text
     return fractions.Fraction(1, 3).denominator + len(colorsys.__name__)
 `, "11"},
+	{"extension_modules", `def f():
+    # the standard library's extension modules load (their spec's origin is a str path)
+    import _bz2, _decimal, _queue
+    return 3
+`, "3"},
 	{"stdlib_pyc_direct", `import importlib._bootstrap_external as be
 def f():
     import colorsys

@@ -397,6 +397,11 @@ static int pyc_allowed(PyObject *pathobj) {
  * one: with them the tracer's key and buffer are the code's), and never the standard library's
  * test modules (_testcapi and the like), by a canonical path only. */
 static int ext_allowed(PyObject *pathobj) {
+    /* Only str and bytes: _imp.create_dynamic audits its spec's origin as it is, and os.fspath
+     * of an object of the code's ran its __fspath__ inside this hook, where nothing is checked
+     * (an attacker's review, issue 29: crafted bytes unmarshalled there). The import system's
+     * extension loader passes a str. */
+    if (!IS_TYPE(pathobj, PyUnicode_Type) && !IS_TYPE(pathobj, PyBytes_Type)) return 0;
     PyObject *p = PyOS_FSPath(pathobj);
     if (!p) {
         PyErr_Clear();

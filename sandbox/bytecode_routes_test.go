@@ -457,3 +457,58 @@ func TestReplayCraftedBytecode(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayHookGuardRace (issue 29, an attacker's review): the bdb replay's audit hook skips
+// every event while its guard is set (its own code running), and the guard was the process's,
+// not the thread's: while one thread had a root's .pyc proven (the hook reads the file again,
+// releasing the GIL), another thread's refused operations went through unchecked (a .pyc opened
+// for writing in /tmp here; an extension module outside the roots, _cffi_backend's raw memory,
+// just as well). The guard covers only the thread that set it.
+func TestReplayHookGuardRace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the sandbox; run without -short")
+	}
+	const code = `import importlib._bootstrap_external as be, colorsys, threading
+pyc = colorsys.__cached__
+with open(pyc, "rb") as fh:
+    body = fh.read()[16:]
+def f():
+    won, stop = [], []
+    def other():
+        while not stop and not won:
+            try:
+                open("/tmp/probe.pyc", "wb").close()    # refused unless the hook skips it
+                won.append(1)
+            except OSError:
+                pass
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        for _ in range(2000):
+            if won:
+                break
+            be._compile_bytecode(memoryview(body), bytecode_path=pyc)
+    finally:
+        stop.append(1)
+        t.join()
+    return len(won)
+`
+	sb := shared(t)
+	res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: code, Call: "f()",
+		Wrapper: "def main():\n    return f()\n", Actions: [][2]string{{"continue", ""}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s %s %s", res.Status, res.Value, res.Detail)
+	if res.Status != schemas.StatusOK || res.Value != "0" {
+		t.Fatalf("%s %s %s: want ok 0 (no refused operation of another thread let through)", res.Status, res.Value, res.Detail)
+	}
+	// The traced run's C hook keeps its guard per thread already.
+	run, err := sb.Run(context.Background(), sandbox.Request{Code: code, Call: "f()"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != schemas.StatusOK || run.Value != "0" {
+		t.Fatalf("traced: %s %s %s %s: want ok 0", run.Status, run.Value, run.ExcType, run.ExcMessage)
+	}
+}

@@ -250,6 +250,117 @@ def f():
     exec(marshal.load(io.BytesIO(crafted())), ns)
     return ns["X"]
 `},
+	// An attacker's review (issue 29): the hook looked up "marshal" in _compile_bytecode's
+	// globals, "loads" in marshal's dict and "data" in the frame's locals by dict lookup, which
+	// calls the __eq__ of a key of the same hash placed before the real one: the code's Python
+	// then ran inside the audit hook, where no operation is checked (a .pyc opened in /tmp,
+	// marshal.loads of crafted bytes).
+	{"hook_key_eq_globals", keyedDictRoute("vars(be)", "marshal")},
+	{"hook_key_eq_marshal_dict", keyedDictRoute("vars(marshal)", "loads")},
+	// The same, through the extension rule: _imp.create_dynamic audits the spec's origin as it
+	// is, and the hook's os.fspath of it ran the origin's __fspath__ inside the hook.
+	{"hook_fspath_ext_origin", `import _imp, types
+_loads, _dumps = marshal.loads, marshal.dumps
+class P:
+    got = None
+    def __fspath__(self):
+        try:
+            open("/tmp/probe.pyc", "wb").close()    # refused outside the audit hook
+            P.got = _loads(_dumps(compile("X = 42\n", "zz.py", "exec")))
+        except OSError:
+            pass
+        return "/nonexistent/zz.so"
+def f():
+    try:
+        _imp.create_dynamic(types.SimpleNamespace(name="zz", origin=P()))
+    except ImportError:
+        if P.got is None:
+            raise
+    ns = {}
+    exec(P.got, ns)
+    return ns["X"]
+`},
+	{"hook_key_eq_frame_locals", `import importlib._bootstrap_external as be
+class K:
+    got = None
+    def __hash__(self):
+        return hash("data")
+    def __eq__(self, other):
+        if K.got is None:
+            try:
+                open("/tmp/probe.pyc", "wb").close()    # refused outside the audit hook
+            except OSError:
+                return False
+            K.got = marshal.loads(crafted())
+        return False
+class Trap:
+    # marshal's global looked up by _compile_bytecode: its frame reached through a traceback,
+    # a key planted in the frame's locals dict
+    def __hash__(self):
+        return hash("marshal")
+    def __eq__(self, other):
+        try:
+            raise ValueError
+        except ValueError as e:
+            fr = e.__traceback__.tb_frame.f_back
+        if fr is not None and fr.f_code is be._compile_bytecode.__code__:
+            loc = fr.f_locals
+            d = loc.pop("data", None)
+            loc[K()] = None
+            if d is not None:
+                loc["data"] = d
+        return False
+def f():
+    g = vars(be)
+    m = g.pop("marshal")
+    g[Trap()] = None
+    g["marshal"] = m
+    try:
+        be._compile_bytecode(crafted())
+    except ImportError:
+        if K.got is None:
+            raise
+    ns = {}
+    exec(K.got, ns)
+    return ns["X"]
+`},
+}
+
+// keyedDictRoute is the program of an attack on the hook's dict lookups: a key of name's hash
+// placed before name in dict (an expression of the module be and marshal), whose __eq__, once
+// it finds itself inside the audit hook (a .pyc in /tmp may be opened), unmarshals crafted bytes.
+func keyedDictRoute(dict, name string) string {
+	return strings.NewReplacer("{dict}", dict, "{name}", name).Replace(`import importlib._bootstrap_external as be
+_loads, _dumps = marshal.loads, marshal.dumps
+class K:
+    got, busy = None, False
+    def __hash__(self):
+        return hash("{name}")
+    def __eq__(self, other):
+        if K.got is None and not K.busy:
+            K.busy = True
+            try:
+                open("/tmp/probe.pyc", "wb").close()    # refused outside the audit hook
+                K.got = _loads(_dumps(compile("X = 42\n", "zz.py", "exec")))
+            except OSError:
+                pass
+            finally:
+                K.busy = False
+        return False
+def f():
+    g = {dict}
+    v = g.pop("{name}")
+    g[K()] = None
+    g["{name}"] = v
+    try:
+        be._compile_bytecode(crafted())
+    except ImportError:
+        if K.got is None:
+            raise
+    ns = {}
+    exec(K.got, ns)
+    return ns["X"]
+`)
 }
 
 // honestLoads are the programs of TestHonestBytecodeLoads and TestReplayCraftedBytecode, with
@@ -259,6 +370,11 @@ var honestLoads = []struct{ name, code, want string }{
     import colorsys, fractions, json.decoder, email.mime.text
     return fractions.Fraction(1, 3).denominator + len(colorsys.__name__)
 `, "11"},
+	{"extension_modules", `def f():
+    # the standard library's extension modules load (their spec's origin is a str path)
+    import _bz2, _decimal, _queue
+    return 3
+`, "3"},
 	{"stdlib_pyc_direct", `import importlib._bootstrap_external as be
 def f():
     import colorsys
@@ -339,5 +455,60 @@ func TestReplayCraftedBytecode(t *testing.T) {
 				t.Fatalf("%s %s %s, want ok %s", res.Status, res.Value, res.Detail, tc.want)
 			}
 		})
+	}
+}
+
+// TestReplayHookGuardRace (issue 29, an attacker's review): the bdb replay's audit hook skips
+// every event while its guard is set (its own code running), and the guard was the process's,
+// not the thread's: while one thread had a root's .pyc proven (the hook reads the file again,
+// releasing the GIL), another thread's refused operations went through unchecked (a .pyc opened
+// for writing in /tmp here; an extension module outside the roots, _cffi_backend's raw memory,
+// just as well). The guard covers only the thread that set it.
+func TestReplayHookGuardRace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the sandbox; run without -short")
+	}
+	const code = `import importlib._bootstrap_external as be, colorsys, threading
+pyc = colorsys.__cached__
+with open(pyc, "rb") as fh:
+    body = fh.read()[16:]
+def f():
+    won, stop = [], []
+    def other():
+        while not stop and not won:
+            try:
+                open("/tmp/probe.pyc", "wb").close()    # refused unless the hook skips it
+                won.append(1)
+            except OSError:
+                pass
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        for _ in range(2000):
+            if won:
+                break
+            be._compile_bytecode(memoryview(body), bytecode_path=pyc)
+    finally:
+        stop.append(1)
+        t.join()
+    return len(won)
+`
+	sb := shared(t)
+	res, err := sb.Replay(context.Background(), sandbox.ReplayRequest{Code: code, Call: "f()",
+		Wrapper: "def main():\n    return f()\n", Actions: [][2]string{{"continue", ""}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s %s %s", res.Status, res.Value, res.Detail)
+	if res.Status != schemas.StatusOK || res.Value != "0" {
+		t.Fatalf("%s %s %s: want ok 0 (no refused operation of another thread let through)", res.Status, res.Value, res.Detail)
+	}
+	// The traced run's C hook keeps its guard per thread already.
+	run, err := sb.Run(context.Background(), sandbox.Request{Code: code, Call: "f()"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != schemas.StatusOK || run.Value != "0" {
+		t.Fatalf("traced: %s %s %s %s: want ok 0", run.Status, run.Value, run.ExcType, run.ExcMessage)
 	}
 }

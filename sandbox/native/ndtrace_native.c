@@ -397,6 +397,11 @@ static int pyc_allowed(PyObject *pathobj) {
  * one: with them the tracer's key and buffer are the code's), and never the standard library's
  * test modules (_testcapi and the like), by a canonical path only. */
 static int ext_allowed(PyObject *pathobj) {
+    /* Only str and bytes: _imp.create_dynamic audits its spec's origin as it is, and os.fspath
+     * of an object of the code's ran its __fspath__ inside this hook, where nothing is checked
+     * (an attacker's review, issue 29: crafted bytes unmarshalled there). The import system's
+     * extension loader passes a str. */
+    if (!IS_TYPE(pathobj, PyUnicode_Type) && !IS_TYPE(pathobj, PyBytes_Type)) return 0;
     PyObject *p = PyOS_FSPath(pathobj);
     if (!p) {
         PyErr_Clear();
@@ -485,13 +490,32 @@ extern char PyMemoryView_Type[];
 static PyObject *real_marshal, *real_marshal_dict, *real_loads;
 static void *real_marshal_type;
 
+/* Dict d's value under the str key name (borrowed), or NULL: none, or a key of d is not an exact
+ * str. Runs none of the code's Python, where a dict lookup would: a key of name's hash placed
+ * before name (a module's globals, marshal's dict and a frame's locals dict are the code's to
+ * change) has its __eq__ called, and that code ran inside this hook, where nothing is checked (an
+ * attacker's review, issue 29: a .pyc opened in /tmp, crafted bytes unmarshalled). A dict whose
+ * keys are all exact str is also one where the interpreter's own lookup of name finds this value. */
+static PyObject *dict_str_get(PyObject *d, const char *name) {
+    PyObject *k, *v, *hit = NULL;
+    Py_ssize_t pos = 0;
+    if (!d || !IS_TYPE(d, PyDict_Type)) return NULL;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!IS_TYPE(k, PyUnicode_Type)) return NULL;
+        if (!hit && PyUnicode_CompareWithASCIIString(k, name) == 0) hit = v;
+    }
+    PyErr_Clear();
+    return hit;
+}
+
 /* frame's local name (a new reference), or NULL. Runs none of the code's Python: the locals are
- * a dict of str keys (3.13: a FrameLocalsProxy, whose get is C). */
+ * a dict of exact str keys, scanned (dict_str_get; 3.13: a FrameLocalsProxy, whose get finds a
+ * function's own local by C comparisons). */
 static PyObject *frame_local(PyObject *frame, const char *name) {
     PyObject *loc = PyFrame_GetLocals(frame), *key = PyUnicode_FromString(name);
     PyObject *v = NULL;
     if (loc && key && IS_TYPE(loc, PyDict_Type)) {
-        v = PyDict_GetItemWithError(loc, key);
+        v = dict_str_get(loc, name);
         if (v) Py_IncRef(v);
     } else if (loc && key) {
         v = PyObject_CallMethod(loc, "get", "O", key);
@@ -535,10 +559,10 @@ static int bytecode_proven(PyObject *frame, PyObject *audited) {
     PyObject *g = PyFrame_GetGlobals(frame), *key = PyUnicode_FromString("marshal"), *m = NULL;
     PyObject *lkey = PyUnicode_FromString("loads"), *data = NULL, *obj = NULL, *path = NULL;
     if (!g || !key || !lkey || !IS_TYPE(g, PyDict_Type) || !real_marshal) goto out;
-    m = PyDict_GetItemWithError(g, key); /* borrowed */
+    m = dict_str_get(g, "marshal"); /* borrowed */
     if (m != real_marshal || TYPE(m) != real_marshal_type) goto out;
     /* By the module's dict: a getattr could run a module __getattr__ of the code's. */
-    if (PyDict_GetItemWithError(real_marshal_dict, lkey) != real_loads) goto out;
+    if (dict_str_get(real_marshal_dict, "loads") != real_loads) goto out;
     data = frame_local(frame, "data");
     if (!data) goto out;
     if (IS_TYPE(data, PyMemoryView_Type)) {

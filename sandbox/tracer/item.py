@@ -506,7 +506,9 @@ def _run_call(req):
     namespace = module.__dict__
     namespace["__builtins__"] = builtins
     sys.modules["__main__"] = module
-    if req["module"]:
+    # (.get: a request the traced code built and passed in again lacks "module", and must still
+    # reach the tracer, which finds its entry point used: replay_bottom_code.)
+    if req.get("module"):
         # A function where it lives: its module imported as part of its package (untraced, as a
         # module body is), and the call evaluated among the module's names. Only the module's
         # file is traced, its code objects checked against the file as a test run's are; the

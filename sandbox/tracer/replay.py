@@ -249,8 +249,14 @@ def _run_replay(req):
     actions = [tuple(a) for a in req["actions"]]
     vc = req["limits"]["value_chars"]
     hmac, write, enc, exit_ = _hmac_digest, os.write, _enc, os._exit
-    state = {"tag": bytes(32), "events": 0, "count": 0, "guard": False, "done": False,
+    # guard: the driver's own code is running in this thread (its audit hook skips the thread's
+    # events). Per thread: another thread's events are checked meanwhile (an attacker's review,
+    # issue 29: a thread's refused operations went through while the hook, in another thread,
+    # read a .pyc again with the GIL released). C attribute access only (_thread._local).
+    import _thread
+    state = {"tag": bytes(32), "events": 0, "count": 0, "guard": _thread._local(), "done": False,
              "entry": None, "unwinding": False}
+    state["guard"].on = False
     max_events = req["limits"]["max_events"]
 
     def seal(text):
@@ -319,17 +325,32 @@ def _run_replay(req):
         return (s.startswith("/") and "\0" not in s and "/../" not in s and "/./" not in s and "//" not in s
                 and any(_len(s) > _len(r) and s.startswith(r) for r in pyc_roots))
 
+    def str_get(d, name):
+        """As the C hook's dict_str_get: d's value under the str key name, or None (none, d not an
+        exact dict, or a key of d not an exact str), found by a scan that runs none of the code's
+        Python: a lookup calls the __eq__ of a key of name's hash placed before it, and that code
+        then ran with the guard set (an attacker's review, issue 29)."""
+        if _type(d) is not _dict:
+            return None
+        hit = None
+        for k, v in _dict.items(d):
+            if _type(k) is not _str:
+                return None
+            if hit is None and k == name:
+                hit = v
+        return hit
+
     def bytecode_proven(frame, audited):
         """As the C hook's (ndtrace_native.c, "unmarshalled bytecode"): marshal.loads, called by
         importlib's _compile_bytecode, reads the contents past the 16-byte header of the file its
         bytecode_path names under a read-only root (read again here), through the real marshal
         module and function, from immutable data. Runs with the hook's guard set."""
         g = frame.f_globals
-        if _type(g) is not _dict or _dict.get(g, "marshal") is not real_marshal or \
-                _type(real_marshal) is not real_marshal_type or _dict.get(marshal_dict, "loads") is not real_loads:
+        if str_get(g, "marshal") is not real_marshal or \
+                _type(real_marshal) is not real_marshal_type or str_get(marshal_dict, "loads") is not real_loads:
             return False
         loc = frame.f_locals
-        get = _dict.get if _type(loc) is _dict else _type(loc).get     # 3.13: a FrameLocalsProxy
+        get = str_get if _type(loc) is _dict else _type(loc).get     # 3.13: a FrameLocalsProxy
         data, path = get(loc, "data"), get(loc, "bytecode_path")
         if _type(data) is _memoryview:
             data = data.obj
@@ -380,7 +401,7 @@ def _run_replay(req):
                 and not any(base.startswith(d) for d in EXT_DENIED))
 
     def audit(event, args):
-        if state["guard"] or state["done"]:
+        if _getattr(state["guard"], "on", False) or state["done"]:
             return
         what = None
         if event == "sys._getframe" or event in _REPLAY_IMPORT_EVENTS:
@@ -389,7 +410,7 @@ def _run_replay(req):
             # zipimport's other unmarshalling refused (ImportError: zipimport falls back to the
             # archive's source), any other tampering.
             refuse = False
-            state["guard"] = True
+            state["guard"].on = True
             try:
                 frame = _getframe(1)
                 caller = frame.f_code
@@ -405,7 +426,7 @@ def _run_replay(req):
                     refuse = not ok and caller.co_name in ("_compile_bytecode", "_unmarshal_code")
             finally:
                 frame = None
-                state["guard"] = False
+                state["guard"].on = False
             if refuse:
                 raise ImportError("ndtrace: bytecode is loaded only from .pyc files under read-only directories "
                                   "(the interpreter's and the sandbox's configured packages)")
@@ -472,7 +493,7 @@ def _run_replay(req):
             the driver's guard was on)."""
             ls = lines.get(fn)
             if ls is None:
-                guard, state["guard"] = state["guard"], False
+                guard, state["guard"].on = _getattr(state["guard"], "on", False), False
                 try:
                     with io.open(fn, "rb") as fh:
                         data = fh.read()
@@ -486,7 +507,7 @@ def _run_replay(req):
                 except Exception:
                     ls = []
                 finally:
-                    state["guard"] = guard
+                    state["guard"].on = guard
                 lines[fn] = ls
                 linecache.cache[fn] = (1, None, [x + "\n" for x in ls], fn)
             return ls
@@ -587,11 +608,11 @@ def _run_replay(req):
 
         def finish(self):
             self.clear_all_breaks()
-            state["guard"] = True
+            state["guard"].on = True
             try:
                 self.set_continue()
             finally:
-                state["guard"] = False
+                state["guard"].on = False
 
         def act(self, frame):
             self.clear_all_breaks()          # breakpoints are temporary: the tree's semantics
@@ -610,7 +631,7 @@ def _run_replay(req):
                         fn = m.__dict__.get("__file__")
                         if _type(fn) is _str and is_target(fn):
                             load(fn)
-            state["guard"] = True
+            state["guard"].on = True
             try:
                 if a == "step_into":
                     self.set_step()
@@ -629,7 +650,7 @@ def _run_replay(req):
                 else:
                     self.set_continue()
             finally:
-                state["guard"] = False
+                state["guard"].on = False
 
         # The sandbox makes a frame's f_trace read-only (harden_frames), so bdb cannot switch a
         # frame's local tracing off (set_continue) or back on (set_step's fix of bpo-13183).
@@ -721,13 +742,13 @@ def _run_replay(req):
         end("invalid", exc_type=_qualname(_type(e)), exc_message="the module body raised: %s" % (e,))
 
     def stop():
-        state["guard"] = True
+        state["guard"].on = True
         settrace(None)
 
-    state["guard"] = True
+    state["guard"].on = True
     driver.reset()
     settrace(driver.trace_dispatch)
-    state["guard"] = False
+    state["guard"].on = False
     try:
         result = enter_ns["_enter"](main)
     except MemoryError:
@@ -735,7 +756,7 @@ def _run_replay(req):
         end("memory", exc_type="MemoryError", exc_message="")
     except BaseException as e:
         stop()
-        state["guard"] = False
+        state["guard"].on = False
         try:
             msg = str(e)[:1000]
         except BaseException:
@@ -744,7 +765,7 @@ def _run_replay(req):
         stop()
         end("exception", value=value, exc_type=_qualname(type(e)), exc_message=msg)
     stop()
-    state["guard"] = False
+    state["guard"].on = False
     value = render(result)
     stop()
     end("ok", value=value)
@@ -801,13 +822,13 @@ def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_n
         if _len(entry_frames) <= entry_nth:
             return None
         state["entry"] = frame
-        state["guard"] = True
+        state["guard"].on = True
         try:
             driver.reset()
             driver.botframe = frame.f_back
             settrace(driver.trace_dispatch)
         finally:
-            state["guard"] = False
+            state["guard"].on = False
         return driver.trace_dispatch(frame, event, arg)
 
     # From here on the repository's code may run (.pth files of the PythonPath, conftest.py, the
@@ -823,19 +844,19 @@ def _replay_test(req, driver, state, audit, end, entry_file, entry_func, entry_n
                                    excs=[], exc_message=lambda e: "", options=None, fallback=False)
     try:
         runner = _runner_setup(req, d)
-        state["guard"] = True
+        state["guard"].on = True
         settrace(pre)
-        state["guard"] = False
+        state["guard"].on = False
         if runner == "pytest":
             _pytest_run(req, rstate, lambda exc, when: None, _replay_phase)
         else:
             _unittest_run(req, rstate, lambda exc, when: None, _replay_phase)
     except BaseException as e:
-        state["guard"] = True
+        state["guard"].on = True
         settrace(None)
         end("invalid", exc_type="ReplayError", exc_message="the test runner raised %s before the entry call"
             % _qualname(type(e)))
-    state["guard"] = True
+    state["guard"].on = True
     settrace(None)
     end("invalid", exc_type="ReplayError", exc_message="the test ran without reaching the entry call "
         "(call %d of %s in %s)" % (entry_nth + 1, entry_func, entry_file))

@@ -78,6 +78,51 @@ func TestRunnerFallback(t *testing.T) {
 	}
 }
 
+// TestUnittestLoadTestsDoctests runs the doctests a unittest suite's load_tests protocol adds
+// (doctest.DocTestSuite), one test per item: their ids name the documented functions, which
+// loadTestsFromName would call with no argument (python-json-pointer's five doctests errored
+// so; issue 29). zero() records that it was called: it must not be.
+func TestUnittestLoadTestsDoctests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("collections and test runs in the sandbox: long integration test; run without -short")
+	}
+	root := sandboxtest.HostDir(t)
+	dir := filepath.Join(root, "repo")
+	sandboxtest.WriteTree(t, dir, map[string]string{
+		"calc.py": "def double(x):\n    \"\"\"\n    >>> double(2)\n    4\n    \"\"\"\n    return 2 * x\n\n\n" +
+			"def zero():\n    \"\"\"\n    >>> 1 + 1\n    2\n    \"\"\"\n    raise SystemExit('zero() was called by the runner')\n",
+		"tests.py": "import doctest\nimport unittest\n\nimport calc\n\n\n" +
+			"class CalcTest(unittest.TestCase):\n    def test_double(self):\n        self.assertEqual(calc.double(3), 6)\n\n\n" +
+			"def load_tests(loader, tests, ignore):\n    tests.addTests(doctest.DocTestSuite(calc))\n    return tests\n",
+	})
+	ctx := context.Background()
+	sb, err := sandbox.New(ctx, sandbox.Config{ReadOnly: []string{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	c, err := sb.CollectTests(ctx, sandbox.CollectRequest{Dir: dir, Runner: sandbox.RunnerUnittest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"tests.CalcTest.test_double", "calc.double", "calc.zero"}
+	if c.Status != schemas.StatusOK || !slices.Equal(c.Tests, want) {
+		t.Fatalf("status %s (%s), tests %q, want %q", c.Status, c.Detail, c.Tests, want)
+	}
+	for _, id := range c.Tests {
+		for _, traced := range []bool{false, true} {
+			res, err := sb.RunTest(ctx, sandbox.TestRequest{Dir: dir, Runner: c.Runner, Test: id, Traced: traced})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// zero's doctest runs no code of the checkout: no events to trace.
+			if res.Outcome != sandbox.OutcomePassed || (traced && id != "calc.zero") != (len(res.Result.Events) > 0) {
+				t.Errorf("%s (traced %v): outcome %q, %d events (%s)", id, traced, res.Outcome, len(res.Result.Events), res.Result.Detail)
+			}
+		}
+	}
+}
+
 // TestTestSelection collects repositories that select their own suite: testpaths and -m (the
 // selection fixture: its hour-long tests are not collected); the selection kept when the rest of
 // addopts is dropped after a usage error; and selections that name paths outside the checkout

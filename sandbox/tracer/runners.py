@@ -167,7 +167,11 @@ def _unittest_run(req, state, note, phase_fn=None):
                 note(err[1], "call")
 
     try:
-        if phase_fn is not None:
+        if not _loadable_by_name(req["test"]):
+            # A test that discovery alone makes (a load_tests protocol's doctest.DocTestSuite,
+            # whose ids name the documented function): made again as the collection made it.
+            suite = _discovered(loader, d, req["test"])
+        elif phase_fn is not None:
             suite = _replay_suite(loader, req["test"])
         else:
             suite = loader.loadTestsFromName(req["test"])
@@ -188,6 +192,55 @@ def _unittest_run(req, state, note, phase_fn=None):
             next(phase, None)     # to here
     if not state.verdicts:
         state.fatal = ("LookupError", "no test matched %r" % (req["test"],))
+
+
+def _loadable_by_name(name):
+    """Whether unittest's loadTestsFromName(name) gives the test of that id: name leads to a
+    module, a TestCase class or a method of one.  A doctest's id (doctest.DocTestSuite, added by a
+    module's load_tests) names the documented function instead, which loadTestsFromName would
+    call with no argument."""
+    import importlib
+    import importlib.util
+    import unittest
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            spec = importlib.util.find_spec(".".join(parts[:i]))
+        except Exception:
+            spec = None
+        if spec is None:
+            continue
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except Exception:
+            return True          # loadTestsFromName reports the failure, as before
+        parent = None
+        for p in parts[i:]:
+            try:
+                parent, obj = obj, getattr(obj, p)
+            except Exception:
+                return True
+        return (isinstance(obj, types.ModuleType)
+                or (isinstance(obj, type) and issubclass(obj, unittest.TestCase))
+                or (isinstance(parent, type) and issubclass(parent, unittest.TestCase)))
+    return True
+
+
+def _discovered(loader, d, name):
+    """The tests of id name that unittest discovery of d makes (as the collection did)."""
+    import unittest
+    found = []
+
+    def walk(s):
+        for t in s:
+            if isinstance(t, unittest.TestSuite):
+                walk(t)
+            elif t.id() == name:
+                found.append(t)
+    walk(loader.discover(d, top_level_dir=d))
+    if not found:
+        raise LookupError("no test of id %r found by discovery" % (name,))
+    return unittest.TestSuite(found[:1])
 
 
 def _replay_suite(loader, name):

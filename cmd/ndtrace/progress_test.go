@@ -161,12 +161,12 @@ func TestRunProgressTerminal(t *testing.T) {
 	if len(lines) > 6 {
 		t.Errorf("%d lines on the screen, want at most 6", len(lines))
 	}
-	for _, want := range []string{"dataset workflow ", "done ", "21/21 items", "100%", "52 trajectories", "12,897 tokens", "batches 3/3"} {
+	for _, want := range []string{"dataset workflow ", "done ", "22/22 items", "100%", "54 trajectories", "13,425 tokens", "batches 3/3"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the screen lacks %q", want)
 		}
 	}
-	if !strings.HasPrefix(stdout.String(), "dataset "+out+": 52 rows") {
+	if !strings.HasPrefix(stdout.String(), "dataset "+out+": 54 rows") {
 		t.Errorf("summary: %q", stdout.String())
 	}
 }

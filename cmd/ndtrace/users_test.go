@@ -90,7 +90,7 @@ func TestRunAsOtherUsers(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ndtrace run as uid %d: %v\n%s", tc.uid, err, out)
 			}
-			if !strings.Contains(string(out), "0 of 21 items rejected") {
+			if !strings.Contains(string(out), "0 of 22 items rejected") {
 				t.Errorf("run as uid %d: want every example traced:\n%s", tc.uid, out)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "data")); err != nil {

@@ -336,11 +336,7 @@ func TestRunRunnerOptions(t *testing.T) {
 	rows := len(repositoryRows(t, out, m))
 	want := schemas.Counts{"tests:passed": 3, "tests:runner_options_neutralised": 3, "neutralised:coverage": 1,
 		"neutralised:xdist": 1, "neutralised:plugin": 1}
-	for k, v := range want {
-		if m.Counts[k] != v {
-			t.Errorf("counts[%s] = %d, want %d", k, m.Counts[k], v)
-		}
-	}
+	wantCounts(t, out, m, want)
 	if rows == 0 || m.Counts["tests:changed_by_runner_options"] != 0 || m.Counts["tests:failed"] != 0 {
 		t.Errorf("%d repository-level rows, counts %v; rejects:\n%s", rows, m.Counts, readRejects(t, out))
 	}
@@ -376,13 +372,20 @@ func TestRunOriginalRunnerOptions(t *testing.T) {
 	out, m := runRepoList(t, "origopts", []string{"file://" + repo + " main"}, "    python_path: ["+env+"]\n", "")
 	want := schemas.Counts{"tests:passed": 2, "tests:changed_by_runner_options": 1, "quarantined": 1,
 		"tests:runner_options_neutralised": 0, "neutralised:coverage": 1}
+	wantCounts(t, out, m, want)
+	if m.Totals.Rows == 0 {
+		t.Errorf("no rows; rejects:\n%s", readRejects(t, out))
+	}
+}
+
+// wantCounts reports every counter of want that the run's manifest m (written to out) does not
+// have at that value, with all its counters and the run's rejects.
+func wantCounts(t *testing.T, out string, m *dataset.Manifest, want schemas.Counts) {
+	t.Helper()
 	for k, v := range want {
 		if m.Counts[k] != v {
 			t.Errorf("counts[%s] = %d, want %d (counts %v; rejects:\n%s)", k, m.Counts[k], v, m.Counts, readRejects(t, out))
 		}
-	}
-	if m.Totals.Rows == 0 {
-		t.Errorf("no rows; rejects:\n%s", readRejects(t, out))
 	}
 }
 

@@ -21,11 +21,7 @@ func TestRunRunnerFallback(t *testing.T) {
 	out, m := runRepoList(t, "fallback", []string{url + " main"}, "", "")
 	rows := len(repositoryRows(t, out, m))
 	want := schemas.Counts{"tests:passed": 5, "traced:passed": 5, schemas.CountRunnerFallback("unittest"): 1}
-	for k, v := range want {
-		if m.Counts[k] != v {
-			t.Errorf("counts[%s] = %d, want %d (counts %v; rejects:\n%s)", k, m.Counts[k], v, m.Counts, readRejects(t, out))
-		}
-	}
+	wantCounts(t, out, m, want)
 	if rows == 0 {
 		t.Errorf("no repository-level rows; rejects:\n%s", readRejects(t, out))
 	}
@@ -42,11 +38,7 @@ func TestRunTestSelection(t *testing.T) {
 	out, m := runRepoList(t, "selection", []string{url + " main"}, "", "")
 	rows := len(repositoryRows(t, out, m))
 	want := schemas.Counts{"tests:passed": 3, "traced:passed": 3, "tests:timeout": 0, "traced:timeout": 0}
-	for k, v := range want {
-		if m.Counts[k] != v {
-			t.Errorf("counts[%s] = %d, want %d (counts %v; rejects:\n%s)", k, m.Counts[k], v, m.Counts, readRejects(t, out))
-		}
-	}
+	wantCounts(t, out, m, want)
 	if rows == 0 {
 		t.Errorf("no repository-level rows; rejects:\n%s", readRejects(t, out))
 	}
@@ -75,9 +67,5 @@ func TestRunSelectionRefused(t *testing.T) {
 	want := schemas.Counts{"tests": 1, "tests:passed": 1, "traced:passed": 1, "neutralised:addopts": 1,
 		schemas.CountSelectionRefused("testpaths"): 1, schemas.CountSelectionRefused("--ignore"): 1,
 		schemas.CountSelectionRefused("--deselect"): 1, schemas.CountRunnerFallback("unittest"): 0}
-	for k, v := range want {
-		if m.Counts[k] != v {
-			t.Errorf("counts[%s] = %d, want %d (counts %v; rejects:\n%s)", k, m.Counts[k], v, m.Counts, readRejects(t, out))
-		}
-	}
+	wantCounts(t, out, m, want)
 }

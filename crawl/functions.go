@@ -44,6 +44,9 @@ type Item struct {
 	// those cannot be determined statically (see testcalls.Items). It is part of the item's dedup key, so that an item is a duplicate only
 	// of one that runs the same code (not of its hash: see Hash). Empty for every other item.
 	Deps string `json:"deps,omitempty"`
+	// InputSource is how the item's input was made (schemas.InputSource*): empty for corpus items
+	// (read as "corpus"), test_call for calls seen in a repository's tests, or the generator's.
+	InputSource string `json:"input_source,omitempty"`
 	// Repo is set instead of Code and Call for a repository-level item: the repository whose test
 	// suite is run and traced.
 	Repo *RepoTarget `json:"repo,omitempty"`
@@ -92,6 +95,11 @@ type RepoTarget struct {
 	// functions the tests call.
 	MaxTests  int  `json:"max_tests"`
 	Functions bool `json:"functions"`
+	// FunctionsAll also generates inputs for every function and method of the repository's
+	// modules, beyond those its tests call (functions: all; issue 30). NoTests skips the tests:
+	// a group of files of a files source, which has none. Both left out of the JSON when false.
+	FunctionsAll bool `json:"functions_all,omitempty"`
+	NoTests      bool `json:"no_tests,omitempty"`
 	// TraceOnce traces every test once; else each is traced a second time and only what both
 	// runs agree on is kept (Reexecutes; see schemas.SourceSpec.Reexecute). FrozenClock freezes
 	// time.time in the tests' runs (see schemas.SourceSpec.FrozenClock). Both are left out of the

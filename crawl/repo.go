@@ -32,6 +32,9 @@ const (
 	// KindTar is a .tar, .tar.gz or .tgz archive (a plain path or a file, mem, s3, gs or azblob URL),
 	// extracted.
 	KindTar RepoKind = "tar"
+	// KindFiles is a group of Python files of a files source (issue 30), carried inline
+	// (Resolved.Files): their checkout writes them out, as a repository without tests.
+	KindFiles RepoKind = "files"
 )
 
 // Repo is a repository reference: what a crawl list names.
@@ -135,9 +138,20 @@ type Resolved struct {
 	// ContentHash is the hex SHA-256 of a directory's contents (see [Fetcher.Resolve]) or of a
 	// tarball's bytes (dir and tar only).
 	ContentHash string `json:"content_hash,omitempty"`
+	// Files are the files of a KindFiles group, inline (ContentHash is their hash).
+	Files []InlineFile `json:"files,omitempty"`
 	// Key identifies the content for deduplicating work: "KIND:URL@COMMIT" or "KIND:URL@HASH", with
 	// credentials removed from the URL. Same key, same checkout.
 	Key string `json:"key"`
+}
+
+// InlineFile is one file of a KindFiles group: its path in the group's checkout (slash-separated,
+// relative, checked), its text, and the repository and license a corpus gave it, if any.
+type InlineFile struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	Repo    string `json:"repo,omitempty"`
+	License string `json:"license,omitempty"`
 }
 
 // String returns the key.

@@ -64,6 +64,8 @@ type RepoTrace struct {
 	Traces []schemas.TestTrace `json:"traces,omitempty"`
 	// Functions are function-level items found in the traces, TracedItem on their own.
 	Functions []TracedItem `json:"functions,omitempty"`
+	// Gen is what generating inputs gave (RepoTarget.FunctionsAll); its items are in Functions.
+	Gen *schemas.GenYield `json:"gen,omitempty"`
 	// Counts are per-repository counters (tests by outcome and status).
 	Counts schemas.Counts `json:"counts,omitempty"`
 }

@@ -31,6 +31,8 @@ type Spec struct {
 	Output string `yaml:"output" json:"output"`
 	// Sources lists the code to trace.
 	Sources []SourceSpec `yaml:"sources" json:"sources"`
+	// Inputs configures generating inputs for functions that come without them (issue 30).
+	Inputs InputsSpec `yaml:"inputs" json:"inputs,omitzero"`
 	// Directions are the trajectory directions sampled per trace (default [forward, inverse]).
 	Directions []string `yaml:"directions" json:"directions"`
 	// TrajectoriesPerTrace is the number of trajectories sampled per trace and direction (default 1).
@@ -168,6 +170,19 @@ type SourceSpec struct {
 	// timestamps then repeat from run to run. Clocks that measure durations (time.monotonic,
 	// time.perf_counter) and datetime.now keep running.
 	FrozenClock bool `yaml:"frozen_clock" json:"frozen_clock,omitempty"`
+	// Files sources (kind files, issue 30): Python files whose functions come without inputs.
+	// Path is a local folder, a bucket prefix, or a Parquet or JSONL file (or a folder or prefix
+	// of such shards); Format says which when the name does not (folder, parquet, jsonl).
+	Format string `yaml:"format" json:"format,omitempty"`
+	// ContentColumn names the column holding a file's text (default "content"); PathColumn,
+	// RepoColumn and LicenseColumn optional columns with its path, repository and license.
+	ContentColumn string `yaml:"content_column" json:"content_column,omitempty"`
+	PathColumn    string `yaml:"path_column" json:"path_column,omitempty"`
+	RepoColumn    string `yaml:"repo_column" json:"repo_column,omitempty"`
+	LicenseColumn string `yaml:"license_column" json:"license_column,omitempty"`
+	// FilesPerItem bounds the files grouped into one item (default 16): files of one repository
+	// (RepoColumn) are grouped together, so that their imports of each other work.
+	FilesPerItem int `yaml:"files_per_item" json:"files_per_item,omitempty"`
 }
 
 // FunctionsOn reports whether a repository source also yields function-level items (the default).

@@ -49,6 +49,9 @@ type RepoYield struct {
 	RunnerFallbacks int64 `json:"runner_fallbacks,omitempty"`
 	// Rows counts the repository-level rows the repository gave.
 	Rows int64 `json:"rows"`
+	// Generation is what generating inputs for its functions gave (functions: all, or a files
+	// source's group of files); nil when none were generated.
+	Generation *GenYield `json:"generation,omitempty"`
 	// Rejected is why the repository gave no repository-level row, as the stage it stopped at, and
 	// Reason says it for a person; both empty when it gave rows.
 	Rejected YieldStage `json:"rejected,omitempty"`

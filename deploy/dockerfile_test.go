@@ -223,7 +223,7 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 	pkgs := strings.Fields(apt)
-	for _, p := range []string{"python3", "python3-pytest", "python3-venv", "python3-pip", "bubblewrap", "git", "ca-certificates", "--no-install-recommends"} {
+	for _, p := range []string{"python3", "python3-pytest", "python3-hypothesis", "python3-venv", "python3-pip", "bubblewrap", "git", "ca-certificates", "--no-install-recommends"} {
 		if !slices.Contains(pkgs, p) {
 			t.Errorf("apt-get install lacks %s: %q", p, apt)
 		}

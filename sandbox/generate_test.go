@@ -200,3 +200,31 @@ func TestGenerateVerdicts(t *testing.T) {
 		t.Fatalf("python %q", sb.Python())
 	}
 }
+
+// BenchmarkGenerate measures a find run and an input run of the stub generator on a small module,
+// in a sandbox of their own (the zygote preloads hypothesis.strategies before the first).
+func BenchmarkGenerate(b *testing.B) {
+	ctx := context.Background()
+	sb, err := sandbox.New(ctx, sandbox.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	for _, bc := range []struct {
+		name string
+		req  sandbox.GenerateRequest
+	}{
+		{"find", sandbox.GenerateRequest{Code: genModule, Filename: "geo.py"}},
+		{"inputs", sandbox.GenerateRequest{Code: genModule, Filename: "geo.py", Function: "zero"}},
+		{"import_hypothesis", sandbox.GenerateRequest{Code: "import hypothesis.strategies\n" + genModule, Filename: "geo.py"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				g, err := sb.Generate(ctx, bc.req)
+				if err != nil || g.Status != schemas.StatusOK {
+					b.Fatalf("%v %+v", err, g)
+				}
+			}
+		})
+	}
+}

@@ -112,7 +112,7 @@ const (
 	// MaxGenReason bounds a skip or no-input reason; a reason that is longer or not
 	// lower_snake_case is reported as GenReasonOther.
 	MaxGenReason = 40
-	// maxGenResult bounds the result line a generate run writes (the tracer's _GENERATE_MAX).
+	// maxGenResult bounds the result line a generate run writes (the tracer's _PROPOSALS_MAX).
 	maxGenResult = 4 << 20
 	// maxGenName bounds a qualified name, a module name and an exception type's name.
 	maxGenName = 512
@@ -130,7 +130,7 @@ const (
 )
 
 // genStart is the line a generate item writes before any of its code runs (the tracer's
-// _GENERATE_START): what follows is the item's, and an exit with a set-up code is its code's.
+// _PROPOSALS_START): what follows is the item's, and an exit with a set-up code is its code's.
 var genStart = []byte("{\"generate\":\"start\"}\n")
 
 // Generate runs req in a fresh item child of the sandbox (see GenerateRequest). The error is

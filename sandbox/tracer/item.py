@@ -541,17 +541,17 @@ def _run_call(req):
 #
 # The item finds the functions of one module, or generates inputs for one of them, with the
 # generator of generate.py (_gen_main), and writes what it returns to Go on the events pipe: the
-# line _GENERATE_START before any of the item's code runs, then the result as one JSON line, and
+# line _PROPOSALS_START before any of the item's code runs, then the result as one JSON line, and
 # nothing else.  The result is the item's code's to forge (it runs in this process): Go checks and
 # caps all of it, and every input kept is traced again, for real, as its own item.
 
-_GENERATE_START = b'{"generate":"start"}\n'
-_GENERATE_MAX = 4 << 20       # the most bytes of a result line (Go's cap: sandbox.maxGenResult)
+_PROPOSALS_START = b'{"generate":"start"}\n'
+_PROPOSALS_MAX = 4 << 20       # the most bytes of a result line (Go's cap: sandbox.maxGenResult)
 
 
-def _generate_encoder():
+def _proposals_encoder():
     """A JSON encoder of the generator's result (str keys; dict, list, str, int, float, bool,
-    None; at most 8 levels and _GENERATE_MAX bytes) made of what the interpreter had before any
+    None; at most 8 levels and _PROPOSALS_MAX bytes) made of what the interpreter had before any
     item code ran: an item whose module replaces json, builtins or str's methods does not change
     how the result is written (it can still forge what the result says)."""
     _type, _dict, _list, _tuple, _str, _int, _float, _bool = type, dict, list, tuple, str, int, float, bool
@@ -562,7 +562,7 @@ def _generate_encoder():
     class TooLarge(Exception):
         pass
 
-    def encode(obj, limit=_GENERATE_MAX):
+    def encode(obj, limit=_PROPOSALS_MAX):
         parts, size = [], [0]
 
         def put(s):
@@ -616,21 +616,21 @@ def _generate_encoder():
     return encode, TooLarge
 
 
-_generate_encode, _GenerateTooLarge = _generate_encoder()
-_generate_write, _generate_exit = os.write, os._exit
+_proposals_encode, _ProposalsTooLarge = _proposals_encoder()
+_proposals_write, _proposals_exit = os.write, os._exit
 
 
-def _generate_send(data):
+def _proposals_send(data):
     """Write data whole on the events pipe, or leave: the item's code closed it."""
     try:
         while data:
-            n = _generate_write(EVENTS_FD, data)
+            n = _proposals_write(EVENTS_FD, data)
             data = data[n:]
     except BaseException:
-        _generate_exit(EXIT_PIPE)
+        _proposals_exit(EXIT_PIPE)
 
 
-def _generate_failure(status, what, e):
+def _proposals_failure(status, what, e):
     """The result of a generator that raised e (its type and message, bounded)."""
     try:
         msg = str(e)[:500]
@@ -673,29 +673,29 @@ def _run_generate(req):
         return mod
 
     try:
-        _generate_send(_GENERATE_START)
+        _proposals_send(_PROPOSALS_START)
         try:
             result = _gen_main(gen_req, load_module)
         except MemoryError:
             result = {"status": "memory", "detail": "MemoryError"}
         except BaseException as e:
-            result = _generate_failure("invalid", "the generator failed", e)
+            result = _proposals_failure("invalid", "the generator failed", e)
         try:
-            data = _generate_encode(result)
-        except _GenerateTooLarge:
-            data = _generate_encode({"status": "invalid", "detail": "the generator's result is "
-                                     "larger than %d bytes" % _GENERATE_MAX})
+            data = _proposals_encode(result)
+        except _ProposalsTooLarge:
+            data = _proposals_encode({"status": "invalid", "detail": "the generator's result is "
+                                     "larger than %d bytes" % _PROPOSALS_MAX})
         except MemoryError:
             raise
         except BaseException as e:
-            data = _generate_encode(_generate_failure("invalid", "the generator's result is not "
+            data = _proposals_encode(_proposals_failure("invalid", "the generator's result is not "
                                                       "JSON", e))
         for flush in flushes:
             try:
                 flush()
             except BaseException:
                 pass
-        _generate_send(data + b"\n")
+        _proposals_send(data + b"\n")
     except MemoryError:
-        _generate_exit(EXIT_NOMEM)
-    _generate_exit(0)
+        _proposals_exit(EXIT_NOMEM)
+    _proposals_exit(0)

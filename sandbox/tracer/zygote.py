@@ -198,8 +198,8 @@ def validate_body(hdr, msg):
 
 
 # Bounds of a generate request (sandbox.GenerateRequest; Go keeps within them).
-_GEN_REQ_MAX_SEEDS, _GEN_REQ_MAX_SEED_CHARS = 64, 4096
-_GEN_REQ_MAX_PER_FUNCTION, _GEN_REQ_MAX_ATTEMPTS = 64, 1000000
+_REQ_MAX_SEEDS, _REQ_MAX_SEED_CHARS = 64, 4096
+_REQ_MAX_PER_FUNCTION, _REQ_MAX_ATTEMPTS = 64, 1000000
 
 
 def _validate_generate(msg):
@@ -211,15 +211,15 @@ def _validate_generate(msg):
             and all(p.isidentifier() for p in function.split(".")))):
         raise ProtocolError("run: function must be \"\", a name or Class.name")
     per_function, attempts = msg.get("per_function"), msg.get("attempts")
-    if type(per_function) is not int or not 1 <= per_function <= _GEN_REQ_MAX_PER_FUNCTION:
-        raise ProtocolError("run: per_function must be an integer in 1..%d" % _GEN_REQ_MAX_PER_FUNCTION)
-    if type(attempts) is not int or not 1 <= attempts <= _GEN_REQ_MAX_ATTEMPTS:
-        raise ProtocolError("run: attempts must be an integer in 1..%d" % _GEN_REQ_MAX_ATTEMPTS)
+    if type(per_function) is not int or not 1 <= per_function <= _REQ_MAX_PER_FUNCTION:
+        raise ProtocolError("run: per_function must be an integer in 1..%d" % _REQ_MAX_PER_FUNCTION)
+    if type(attempts) is not int or not 1 <= attempts <= _REQ_MAX_ATTEMPTS:
+        raise ProtocolError("run: attempts must be an integer in 1..%d" % _REQ_MAX_ATTEMPTS)
     seeds = msg.get("seeds") or []
-    if (type(seeds) is not list or len(seeds) > _GEN_REQ_MAX_SEEDS
-            or not all(type(x) is str and len(x) <= _GEN_REQ_MAX_SEED_CHARS for x in seeds)):
+    if (type(seeds) is not list or len(seeds) > _REQ_MAX_SEEDS
+            or not all(type(x) is str and len(x) <= _REQ_MAX_SEED_CHARS for x in seeds)):
         raise ProtocolError("run: seeds must be at most %d strings of at most %d characters"
-                            % (_GEN_REQ_MAX_SEEDS, _GEN_REQ_MAX_SEED_CHARS))
+                            % (_REQ_MAX_SEEDS, _REQ_MAX_SEED_CHARS))
     budget = msg.get("budget_s")
     if type(budget) not in (int, float) or not 0 < budget < 1e6:
         raise ProtocolError("run: budget_s must be a positive number of seconds")

@@ -137,8 +137,16 @@ func TestGenerate(t *testing.T) {
 			}
 		})
 	}
+	// A checkout with a hypothesis of its own imports that one, not the copy the zygote preloaded
+	// for generate runs (the find runs above preloaded it).
+	own := "import os, json, hypothesis\nos.write(3, json.dumps({'status': 'ok', 'detail': hypothesis.__file__}).encode() + b'\\n')\nos._exit(0)\n"
+	sandboxtest.WriteTree(t, dir, map[string]string{"src/hypothesis/__init__.py": "", "src/pkg/own.py": own})
+	g, err := sb.Generate(ctx, sandbox.GenerateRequest{Code: own, Filename: filepath.Join(src, "pkg", "own.py"), Module: "pkg.own", Dir: dir, Paths: []string{src}})
+	if err != nil || g.Status != schemas.StatusOK || g.Detail != filepath.Join(src, "hypothesis", "__init__.py") {
+		t.Fatalf("the checkout's own hypothesis: %v %s %q", err, g.Status, g.Detail)
+	}
 	// A kept input's lines are those it reached.
-	g, err := sb.Generate(ctx, alone(sandbox.GenerateRequest{Function: "zero"}))
+	g, err = sb.Generate(ctx, alone(sandbox.GenerateRequest{Function: "zero"}))
 	if err != nil || len(g.Inputs) != 1 || !reflect.DeepEqual(g.Inputs[0].Lines, []int{5, 6}) {
 		t.Fatalf("zero: %v %+v", err, g)
 	}
@@ -190,6 +198,13 @@ func TestGenerateVerdicts(t *testing.T) {
 			}
 			t.Fatalf("status %s (%s), want %v", g.Status, g.Detail, tc.want)
 		})
+	}
+	// A caller that gives up ends the run: killed.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	g, err := sb.Generate(cctx, sandbox.GenerateRequest{Code: "import time\ntime.sleep(60)\n", Limits: sandbox.Limits{WallTime: 30 * time.Second}})
+	if err != nil || g.Status != schemas.StatusKilled {
+		t.Fatalf("cancelled: %v %s (%s)", err, g.Status, g.Detail)
 	}
 	// The generate item shares its sandbox with calls, which it leaves as they were.
 	res := trace(t, "def f():\n    return 41 + 1\n", "f()")

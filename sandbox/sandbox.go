@@ -220,7 +220,7 @@ func (s *Sandbox) exec(ctx context.Context, msg runMsg, lim Limits) (*Result, *d
 // (docs/tracer-protocol.md).
 type runMsg struct {
 	ID     int64
-	Kind   string // "" (a call), "collect", "test" or "replay"
+	Kind   string // "" (a call), "collect", "test", "replay" or "generate"
 	Runner string
 	Limits runLimits
 	// Writable is the checkout a test run sees writable (a private view per item; see
@@ -229,6 +229,8 @@ type runMsg struct {
 	WritableBytes int64
 	// sink gets the events as they are decoded (Request.Events), instead of Result.Events.
 	sink func(*schemas.Event)
+	// gen, for a generate run, gets the events pipe's bytes as they are (no trace: a result).
+	gen *genOutput
 	runBody
 }
 
@@ -271,6 +273,12 @@ type runBody struct {
 	Entry *ReplayEntry `json:"entry,omitempty"`
 	// Module is a call's module, imported from Dir and Paths (Request.Module).
 	Module string `json:"module,omitempty"`
+	// Function, PerFunction, Attempts, Seeds and BudgetS are a generate run's (Generate).
+	Function    string   `json:"function,omitempty"`
+	PerFunction int      `json:"per_function,omitempty"`
+	Attempts    int      `json:"attempts,omitempty"`
+	Seeds       []string `json:"seeds,omitempty"`
+	BudgetS     float64  `json:"budget_s,omitempty"`
 }
 
 type runLimits struct {
@@ -437,6 +445,13 @@ func (s *Sandbox) run(ctx context.Context, z *zygote, msg runMsg, lim Limits) (r
 	}
 	go func() {
 		defer wg.Done()
+		if msg.gen != nil {
+			// A generate run writes a result, not a trace: kept as it is, up to its cap.
+			if !msg.gen.read(pipes[0][0]) {
+				killItem(schemas.StatusInvalid, fmt.Sprintf("the generate run wrote more than %d bytes of result", maxGenResult))
+			}
+			return
+		}
 		var events io.Reader = pipes[0][0]
 		if recordEvents != nil {
 			events = recordEvents(key, events)
@@ -551,8 +566,12 @@ wait:
 			healthy = false
 		}
 	}
-	s.classify(res, dec, done, killStatus, killDetail, lim, z, msg.Kind == "replay")
-	verifyRun(res, dec, msg, s.cfg.host)
+	if msg.gen != nil {
+		s.classifyGenerate(res, msg.gen, done, killStatus, killDetail, lim, z)
+	} else {
+		s.classify(res, dec, done, killStatus, killDetail, lim, z, msg.Kind == "replay")
+		verifyRun(res, dec, msg, s.cfg.host)
+	}
 	if res.Status == schemas.StatusSandboxError {
 		err = errors.New("sandbox: " + res.Detail)
 	}

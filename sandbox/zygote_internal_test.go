@@ -79,6 +79,57 @@ print("ok")
 	}
 }
 
+// TestTracerNames checks the names the tracer's files bind at top level: no name is bound by two
+// files (they share one module: the later would silently replace the earlier), names starting
+// with _gen are generate.py's alone and all of its are such names, and generate.py also runs on
+// its own (the generator engine's harness execs it in a plain interpreter: docs/sandbox.md,
+// "Generating inputs").
+func TestTracerNames(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	dir := t.TempDir()
+	for i, name := range tracerFiles {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(tracerParts[i]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const check = `
+import ast, os, sys
+d, names = sys.argv[1], sys.argv[2:]
+owner, bad = {}, []
+def bound(node):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        for a in node.names:
+            yield (a.asname or a.name).split(".")[0]
+    elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name):
+                    yield n.id
+for name in names:
+    tree = ast.parse(open(os.path.join(d, name), "rb").read())
+    for node in tree.body:
+        for b in bound(node):
+            if b in owner and owner[b] != name:
+                bad.append("%s: bound by %s and %s" % (b, owner[b], name))
+            owner.setdefault(b, name)
+            if (name == "generate.py") != b.startswith("_gen"):
+                bad.append("%s: bound by %s" % (b, name))
+ns = {"__name__": "standalone"}
+exec(compile(open(os.path.join(d, "generate.py")).read(), "generate.py", "exec"), ns)
+if not callable(ns.get("_gen_main")):
+    bad.append("generate.py defines no _gen_main on its own")
+print("\n".join(bad) or "ok")
+`
+	out, err := exec.Command("/usr/bin/python3", append([]string{"-I", "-B", "-c", check, dir}, tracerFiles[:]...)...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("%v: %s", err, out)
+	}
+}
+
 // TestLoadTracerPartsRefuses checks the package's check of sandbox/tracer/: a file tracerFiles
 // does not list, a listed file missing, and a file not ending with a newline each stop it.
 func TestLoadTracerPartsRefuses(t *testing.T) {

@@ -162,28 +162,32 @@ func (e *Env) probe(src string) map[string]int64 {
 	return m
 }
 
+// checkKernel fails unless the kernel probe's results m show every system call refused, no
+// capability, no_new_privs and a seccomp filter.
+func (e *Env) checkKernel(m map[string]int64) {
+	e.T.Helper()
+	for _, name := range []string{"ptrace_attach_init", "ptrace_traceme", "process_vm_readv",
+		"process_vm_writev", "pidfd_getfd", "kcmp", "keyctl_session", "add_key", "request_key",
+		"unshare_user", "unshare_mount", "setns", "clone_newuser", "mount_tmpfs", "umount_proc",
+		"bpf", "perf_event_open", "io_uring_setup", "userfaultfd", "kexec_load", "init_module",
+		"finit_module", "memfd_create", "socket_netlink", "socket_packet", "x32_getpid", "proc_self_mem"} {
+		v, ok := m[name]
+		if !ok {
+			e.T.Errorf("%s: not probed", name)
+		} else if v >= 0 {
+			e.T.Errorf("%s succeeded (%d) inside the sandbox", name, v)
+		}
+	}
+	if m["caps"] != 0 || m["bounding"] != 0 {
+		e.T.Errorf("traced code holds capabilities: effective/permitted/inheritable sum %d, %d in the bounding set", m["caps"], m["bounding"])
+	}
+	if m["no_new_privs"] != 1 || m["seccomp_mode"] != 2 {
+		e.T.Errorf("no_new_privs %d, seccomp mode %d; want 1 and 2 (filter)", m["no_new_privs"], m["seccomp_mode"])
+	}
+}
+
 var attackCases = []testCase{
-	{"kernel_surface", func(e *Env) {
-		m := e.probe(kernelProbe)
-		for _, name := range []string{"ptrace_attach_init", "ptrace_traceme", "process_vm_readv",
-			"process_vm_writev", "pidfd_getfd", "kcmp", "keyctl_session", "add_key", "request_key",
-			"unshare_user", "unshare_mount", "setns", "clone_newuser", "mount_tmpfs", "umount_proc",
-			"bpf", "perf_event_open", "io_uring_setup", "userfaultfd", "kexec_load", "init_module",
-			"finit_module", "memfd_create", "socket_netlink", "socket_packet", "x32_getpid", "proc_self_mem"} {
-			v, ok := m[name]
-			if !ok {
-				e.T.Errorf("%s: not probed", name)
-			} else if v >= 0 {
-				e.T.Errorf("%s succeeded (%d) inside the sandbox", name, v)
-			}
-		}
-		if m["caps"] != 0 || m["bounding"] != 0 {
-			e.T.Errorf("traced code holds capabilities: effective/permitted/inheritable sum %d, %d in the bounding set", m["caps"], m["bounding"])
-		}
-		if m["no_new_privs"] != 1 || m["seccomp_mode"] != 2 {
-			e.T.Errorf("no_new_privs %d, seccomp mode %d; want 1 and 2 (filter)", m["no_new_privs"], m["seccomp_mode"])
-		}
-	}},
+	{"kernel_surface", func(e *Env) { e.checkKernel(e.probe(kernelProbe)) }},
 	{"supervisor_unreachable", func(e *Env) {
 		// What of the supervisor an item can name: its PID namespace holds only its own init and
 		// itself; no descriptor but its own four; no /proc file of any process.

@@ -46,7 +46,7 @@ func Run(t *testing.T, cfg sandbox.Config) {
 	}
 	t.Cleanup(func() { sb.Close() })
 
-	for _, group := range [][]testCase{cases, attackCases, tamperCases, verdictCases} {
+	for _, group := range [][]testCase{cases, attackCases, tamperCases, verdictCases, generateCases} {
 		for _, tc := range group {
 			t.Run(tc.name, func(t *testing.T) {
 				env := &Env{T: t, Ctx: ctx, SB: sb, RO: ro}

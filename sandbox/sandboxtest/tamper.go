@@ -385,7 +385,7 @@ def bottom():
         fs.append(f)
         f = f.f_back
     return fs[::-1]
-TRACER_FILES = ("common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "zygote.py")
+TRACER_FILES = ("common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "generate.py", "zygote.py")
 def steer():
     sys.argv = ["-c", "--unsandboxed-item", '{"kind":"call","code":"def f():\\n    return 42\\n","filename":"main.py","call":"f()"}',
                 "--native", "/.ndtrace/_ndtrace_native.so"]
@@ -462,7 +462,7 @@ def f():
     out = []
     fns = [lambda: open("/.ndtrace/new.py", "w"), lambda: os.mkdir("/.ndtrace/d"),
            lambda: os.symlink("/tmp/x", "/.ndtrace/x")]
-    for name in ("common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "zygote.py"):
+    for name in ("common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "generate.py", "zygote.py"):
         p = "/.ndtrace/" + name
         fns += [lambda p=p: open(p, "r+b"), lambda p=p: os.rename(p, "/.ndtrace/old.py"), lambda p=p: os.unlink(p),
                 lambda p=p: os.chmod(p, 0o666), lambda p=p: os.utime(p)]

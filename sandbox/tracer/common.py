@@ -1,6 +1,6 @@
 """ndtrace sandbox zygote and line tracer.
 
-The tracer's Python is seven files (sandbox/tracer/, this is part 1 of 7), embedded in the Go
+The tracer's Python is eight files (sandbox/tracer/, this is part 1 of 8), embedded in the Go
 binary, written to the sandbox's read-only support directory and started inside the sandbox as
 
     python3 -s -B -P -c "exec(compile(b''.join([open('/.ndtrace/common.py', 'rb').read(), ...]),
@@ -11,9 +11,11 @@ binary, written to the sandbox's read-only support directory and started inside 
 The -c program (sandbox.tracerBootstrap) joins the parts in the fixed order of sandbox.tracerFiles
 and compiles them as ONE module under the name -c gives, "<string>": common.py (this docstring,
 the imports, constants and value helpers), ctracer.py (the item's C tracer: configuration, audit
-hook), item.py (the item's processes, isolation, request, a function call), replay.py (the
-replay driver), testrun.py (test runs and runner options), runners.py (pytest and unittest in
-the item), zygote.py (the zygote: control socket, supervision, main).  One module, as when this
+hook), item.py (the item's processes, isolation, request, a function call, a generate run's
+plumbing), replay.py (the replay driver), testrun.py (test runs and runner options), runners.py
+(pytest and unittest in the item), generate.py (the input generator of generate runs: also runs
+standalone, its top-level names all start with _gen), zygote.py (the zygote: control socket,
+supervision, main).  One module, as when this
 was one file: every function's code is nested in the one module code at the bottom of the stack
 (what _tracer_codes trusts), all share one globals dict, and no part is a module that traced code
 could import by name.  A part's top-level statements use only names of the parts before it.

@@ -1,5 +1,5 @@
-# The sandbox's tracer, part 2 of 7: configures and drives the item's C tracer (its key, limits
-# and helpers, the audit hook). Not a module of its own: the zygote's -c program compiles the 7
+# The sandbox's tracer, part 2 of 8: configures and drives the item's C tracer (its key, limits
+# and helpers, the audit hook). Not a module of its own: the zygote's -c program compiles the 8
 # parts as one module, in the order of sandbox.tracerFiles (common.py says how).
 
 

@@ -1,6 +1,7 @@
-# The sandbox's tracer, part 3 of 7: the item's processes (keeper, init, item), their isolation,
-# the request and a function call. Not a module of its own: the zygote's -c program compiles the 7
-# parts as one module, in the order of sandbox.tracerFiles (common.py says how).
+# The sandbox's tracer, part 3 of 8: the item's processes (keeper, init, item), their isolation,
+# the request, a function call and the plumbing of a generate run. Not a module of its own: the
+# zygote's -c program compiles the 8 parts as one module, in the order of sandbox.tracerFiles
+# (common.py says how).
 
 
 # --------------------------------------------------------------------------------------------
@@ -388,6 +389,8 @@ def _item(hdr, fds, opts):
     try:
         if req["kind"] == "call":
             _run_call(req)
+        elif req["kind"] == "generate":
+            _run_generate(req)
         elif req["kind"] == "replay":
             try:
                 _run_replay(req)
@@ -433,12 +436,18 @@ def _prepare(hdr, opts):
             # tracer's is ever on the stack of the item's calls (common.py, the trust model).
             time.time = functools.partial(float, req["clock"])
             time.time_ns = functools.partial(int, req["clock"] * 1000000000)
-        function_item = req["kind"] == "call" or (req["kind"] == "replay" and not req["dir"])
+        function_item = (req["kind"] in ("call", "generate")
+                         or (req["kind"] == "replay" and not req["dir"]))
         if function_item:
             os.chdir("/tmp")
         if req["kind"] == "replay":
             # No C tracer: the replay driver seals its own stream (docs/tracer-protocol.md).
             req["key"] = key
+        elif req["kind"] == "generate":
+            # No C tracer and no audit hook: a generate run traces nothing and writes proposals
+            # only, which Go checks and every kept input is traced again as its own item
+            # (docs/sandbox.md, "Generating inputs"). The key is not needed: nothing is sealed.
+            pass
         else:
             _setup_tracer(req, key)
         del key, body
@@ -449,10 +458,14 @@ def _prepare(hdr, opts):
         # replaced the sys._getframe _tracer_codes walks).
         # (A function replay adds it itself, once its driver has sealed its first chunk and its
         # audit hook is on, as a repository replay does.)
-        if req["kind"] == "call" and req["module"]:
+        if req["kind"] in ("call", "generate") and req["module"]:
             # A function where it lives: the checkout and its import roots first, as in a test run.
+            if req["kind"] == "generate":
+                _purge_preloaded_in(req["paths"], req["pythonpath"])
             _extend_path(None, req["pythonpath"], req["paths"])
-        elif req["kind"] == "call" and req["pythonpath"]:
+        elif req["kind"] in ("call", "generate") and req["pythonpath"]:
+            if req["kind"] == "generate":
+                _purge_preloaded_in((), req["pythonpath"])
             _extend_path(None, req["pythonpath"])
     except BaseException as e:
         _report_setup_failure((0, 1, 2), "item request", e)
@@ -520,3 +533,169 @@ def _run_call(req):
     entry = _code_objects([call])   # depth-0 frames are called from these
     del tree, blocks, lines, module
     N.tracer_call(code, call, namespace, record, own, entry)    # never returns
+
+
+# --------------------------------------------------------------------------------------------
+# A generate run (kind "generate")
+# --------------------------------------------------------------------------------------------
+#
+# The item finds the functions of one module, or generates inputs for one of them, with the
+# generator of generate.py (_gen_main), and writes what it returns to Go on the events pipe: the
+# line _PROPOSALS_START before any of the item's code runs, then the result as one JSON line, and
+# nothing else.  The result is the item's code's to forge (it runs in this process): Go checks and
+# caps all of it, and every input kept is traced again, for real, as its own item.
+
+_PROPOSALS_START = b'{"generate":"start"}\n'
+_PROPOSALS_MAX = 4 << 20       # the most bytes of a result line (Go's cap: sandbox.maxGenResult)
+
+
+def _proposals_encoder():
+    """A JSON encoder of the generator's result (str keys; dict, list, str, int, float, bool,
+    None; at most 8 levels and _PROPOSALS_MAX bytes) made of what the interpreter had before any
+    item code ran: an item whose module replaces json, builtins or str's methods does not change
+    how the result is written (it can still forge what the result says)."""
+    _type, _dict, _list, _tuple, _str, _int, _float, _bool = type, dict, list, tuple, str, int, float, bool
+    _len, _enumerate, _isfinite = len, enumerate, math.isfinite
+    int_repr, float_repr, enc, join = int.__repr__, float.__repr__, _enc, "".join
+    none = type(None)
+
+    class TooLarge(Exception):
+        pass
+
+    def encode(obj, limit=_PROPOSALS_MAX):
+        parts, size = [], [0]
+
+        def put(s):
+            size[0] += _len(s)
+            if size[0] > limit:
+                raise TooLarge
+            parts.append(s)
+
+        def walk(x, depth):
+            t = _type(x)
+            if depth > 8:
+                raise ValueError("nested too deep")
+            if t is _str:
+                put(enc(x))
+            elif t is _bool:
+                put("true" if x else "false")
+            elif t is _int:
+                put(int_repr(x))
+            elif t is _float:
+                if not _isfinite(x):
+                    raise ValueError("a float that is not finite")
+                put(float_repr(x))
+            elif t is none:
+                put("null")
+            elif t is _list or t is _tuple:
+                put("[")
+                for i, v in _enumerate(x):
+                    if i:
+                        put(",")
+                    walk(v, depth + 1)
+                put("]")
+            elif t is _dict:
+                put("{")
+                first = True
+                for k, v in x.items():
+                    if _type(k) is not _str:
+                        raise ValueError("a key that is not a string")
+                    if not first:
+                        put(",")
+                    first = False
+                    put(enc(k))
+                    put(":")
+                    walk(v, depth + 1)
+                put("}")
+            else:
+                raise ValueError("a value of type %s" % _qualname(t))
+
+        walk(obj, 0)
+        return join(parts).encode("ascii")
+
+    return encode, TooLarge
+
+
+_proposals_encode, _ProposalsTooLarge = _proposals_encoder()
+_proposals_write, _proposals_exit = os.write, os._exit
+
+
+def _proposals_send(data):
+    """Write data whole on the events pipe, or leave: the item's code closed it."""
+    try:
+        while data:
+            n = _proposals_write(EVENTS_FD, data)
+            data = data[n:]
+    except BaseException:
+        _proposals_exit(EXIT_PIPE)
+
+
+def _proposals_failure(status, what, e):
+    """The result of a generator that raised e (its type and message, bounded)."""
+    try:
+        msg = str(e)[:500]
+    except BaseException:
+        msg = ""
+    return {"status": status, "detail": "%s: %s: %s" % (what, _qualname(type(e)), msg)}
+
+
+def _run_generate(req):
+    """Body of a generate item (never returns): _gen_main with the request and a load_module()
+    that imports the module where it lives (or runs the standalone code as a fresh __main__,
+    as _run_call would), then the result on the events pipe, and exit.  No C tracer, no audit
+    hook (the generator may use sys.settrace); the item's isolation is a call item's."""
+    flushes = tuple(s.flush for s in (sys.__stdout__, sys.__stderr__) if s is not None)
+    gen_req = {"function": req["function"], "code": req["code"], "filename": req["filename"],
+               "per_function": req["per_function"], "attempts": req["attempts"],
+               "seeds": list(req["seeds"]), "seed": req["seed"], "budget_s": req["budget_s"]}
+    loaded = []
+
+    def load_module():
+        if loaded:
+            return loaded[0]
+        if req["module"]:
+            # Where it lives: imported as part of its package (the checkout and its roots are
+            # first on sys.path), and it must be the file the request names.
+            mod = importlib.import_module(req["module"])
+            if getattr(mod, "__file__", None) != req["filename"]:
+                raise ImportError("module %s is %r, not the file asked for"
+                                  % (req["module"], getattr(mod, "__file__", None)))
+        else:
+            # Standalone: as a function item's module body (_run_call): a fresh __main__.
+            code = compile(req["code"], req["filename"], "exec", dont_inherit=True)
+            lines = [line + "\n" for line in _NEWLINE_RE.split(req["code"])]
+            linecache.cache[req["filename"]] = (len(req["code"]), None, lines, req["filename"])
+            mod = types.ModuleType("__main__")
+            mod.__dict__["__builtins__"] = builtins
+            sys.modules["__main__"] = mod
+            exec(code, mod.__dict__)
+        loaded.append(mod)
+        return mod
+
+    try:
+        _proposals_send(_PROPOSALS_START)
+        try:
+            result = _gen_main(gen_req, load_module)
+        except MemoryError:
+            result = {"status": "memory", "detail": "MemoryError"}
+        except BaseException as e:
+            result = _proposals_failure("invalid", "the generator failed", e)
+        try:
+            data = _proposals_encode(result)
+        except _ProposalsTooLarge:
+            data = _proposals_encode({"status": "invalid", "detail": "the generator's result is "
+                                     "larger than %d bytes" % _PROPOSALS_MAX})
+        except MemoryError:
+            raise
+        except BaseException as e:
+            data = _proposals_encode(_proposals_failure("invalid", "the generator's result is not "
+                                                      "JSON", e))
+        for flush in flushes:
+            try:
+                flush()
+            except BaseException:
+                pass
+        _proposals_send(data + b"\n")
+    except MemoryError:
+        _proposals_exit(EXIT_NOMEM)
+    _proposals_exit(0)

@@ -1,5 +1,5 @@
-# The sandbox's tracer, part 4 of 7: the replay driver: a row's actions on bdb (kind replay), for
-# a function and inside a test. Not a module of its own: the zygote's -c program compiles the 7
+# The sandbox's tracer, part 4 of 8: the replay driver: a row's actions on bdb (kind replay), for
+# a function and inside a test. Not a module of its own: the zygote's -c program compiles the 8
 # parts as one module, in the order of sandbox.tracerFiles (common.py says how).
 
 

@@ -1,6 +1,6 @@
-# The sandbox's tracer, part 6 of 7: pytest and unittest inside the item, the module a failed
+# The sandbox's tracer, part 6 of 8: pytest and unittest inside the item, the module a failed
 # import misses, and the import paths (the zygote's pytest preload included). Not a module of its
-# own: the zygote's -c program compiles the 7 parts as one module, in the order of
+# own: the zygote's -c program compiles the 8 parts as one module, in the order of
 # sandbox.tracerFiles (common.py says how).
 
 
@@ -376,15 +376,25 @@ def _extend_path(d, pythonpath, paths=()):
 
 def _preload(req):
     """Zygote only: import the interpreter's own pytest once, before the first pytest item is
-    forked, so items do not pay for it.  Only code under the interpreter's prefix runs here:
-    the zygote's sys.path holds neither the repository nor any PythonPath entry."""
-    if _PRELOADED["tops"] is not None or req["kind"] in ("call", "replay") or req["runner"] == "unittest":
+    forked, so items do not pay for it; before the first generate item, hypothesis.strategies
+    instead (the generator's type-directed inputs: ~100 ms an item otherwise).  Only code under
+    the interpreter's prefix runs here: the zygote's sys.path holds neither the repository nor any
+    PythonPath entry.  What is preloaded stays in every later item of the zygote, whatever its
+    kind (a repository or PythonPath entry with a copy of its own purges it: _purge_preloaded), so
+    a sandbox that generates is best kept for generating (execute gives it one of its own)."""
+    if req["kind"] == "generate":
+        which, modules = "gen", ("hypothesis.strategies",)
+    elif req["kind"] in ("call", "replay") or req["runner"] == "unittest":
+        return
+    else:
+        which, modules = "tops", ("unittest", "pytest")
+    if _PRELOADED[which] is not None:
         return
     before = set(sys.modules)
     tops = set()
     try:
-        import unittest  # noqa: F401
-        import pytest  # noqa: F401
+        for name in modules:
+            importlib.import_module(name)
     except BaseException:
         for name in set(sys.modules) - before:
             sys.modules.pop(name, None)
@@ -393,7 +403,7 @@ def _preload(req):
             f = getattr(sys.modules.get(name), "__file__", None)
             if type(f) is str and "-packages/" in f:
                 tops.add(name.split(".")[0])
-    _PRELOADED["tops"] = frozenset(tops)
+    _PRELOADED[which] = frozenset(tops)
     gc.collect()
     gc.freeze()
 
@@ -401,10 +411,16 @@ def _preload(req):
 def _purge_preloaded(d, pythonpath):
     """Item child: forget the preloaded pytest (and its dependencies) when the repository or a
     PythonPath entry has its own copy of any of them, so that copy is the one imported."""
-    tops = _PRELOADED["tops"]
+    _purge_preloaded_in([d, os.path.join(d, "src")], pythonpath)
+
+
+def _purge_preloaded_in(bases, pythonpath):
+    """Item child: forget the preloaded modules (pytest's, hypothesis's and their dependencies)
+    when a folder of bases or of pythonpath has its own copy of any of them."""
+    tops = (_PRELOADED["tops"] or frozenset()) | (_PRELOADED["gen"] or frozenset())
     if not tops:
         return
-    bases = [d, os.path.join(d, "src")] + list(pythonpath)
+    bases = list(bases) + list(pythonpath)
     if any(os.path.exists(os.path.join(b, t)) or os.path.exists(os.path.join(b, t + ".py"))
            for b in bases for t in tops):
         for name in list(sys.modules):

@@ -1,5 +1,5 @@
-# The sandbox's tracer, part 5 of 7: test runs (kind collect / test) and the runner options a
-# repository's pytest config gets. Not a module of its own: the zygote's -c program compiles the 7
+# The sandbox's tracer, part 5 of 8: test runs (kind collect / test) and the runner options a
+# repository's pytest config gets. Not a module of its own: the zygote's -c program compiles the 8
 # parts as one module, in the order of sandbox.tracerFiles (common.py says how).
 
 
@@ -8,8 +8,9 @@
 # --------------------------------------------------------------------------------------------
 
 _MISSING_RE = re.compile(r"No module named '([^']+)'")
-# Top-level names of the third-party modules the zygote imported for pytest (None: not tried).
-_PRELOADED = {"tops": None}
+# Top-level names of the third-party modules the zygote imported for pytest ("tops") and for the
+# generator ("gen"; runners.py, _preload), None: not tried.
+_PRELOADED = {"tops": None, "gen": None}
 
 
 def _run_tests(req):

@@ -1,5 +1,5 @@
-# The sandbox's tracer, part 7 of 7: the zygote: the control socket, the supervision of each item,
-# main(). Not a module of its own: the zygote's -c program compiles the 7 parts as one module, in
+# The sandbox's tracer, part 8 of 8: the zygote: the control socket, the supervision of each item,
+# main(). Not a module of its own: the zygote's -c program compiles the 8 parts as one module, in
 # the order of sandbox.tracerFiles (common.py says how).
 
 
@@ -91,14 +91,14 @@ def validate_run(msg, fds):
     if type(msg.get("id")) is not int:
         raise ProtocolError("run: 'id' missing or of the wrong type")
     kind = msg.get("kind", "call")
-    if kind not in ("call", "collect", "test", "replay"):
+    if kind not in ("call", "collect", "test", "replay", "generate"):
         raise ProtocolError("run: unknown kind %r" % (kind,))
     if msg.get("runner", "") not in ("", "pytest", "unittest"):
         raise ProtocolError("run: unknown runner %r" % (msg.get("runner"),))
     writable, writable_bytes = msg.get("writable", ""), msg.get("writable_bytes", 0)
     if type(writable) is not str or type(writable_bytes) is not int or writable_bytes < 0:
         raise ProtocolError("run: writable must be a path and writable_bytes a count")
-    if writable and (kind == "call" or not writable.startswith("/")
+    if writable and (kind in ("call", "generate") or not writable.startswith("/")
                      or os.path.normpath(writable) != writable or writable == "/"):
         raise ProtocolError("run: writable must be a clean absolute path, for test runs (and their "
                             "replays) only")
@@ -133,7 +133,12 @@ def validate_body(hdr, msg):
                 or type(entry.get("occurrence")) is not int or entry["occurrence"] < 0):
             raise ProtocolError("run: a repository replay needs entry {file, qualname, occurrence}")
         entry = {"file": entry["file"], "qualname": entry["qualname"], "occurrence": entry["occurrence"]}
-    if kind in ("call", "replay"):
+    gen = None
+    if kind == "generate":
+        need("code", str)
+        need("filename", str)
+        gen = _validate_generate(msg)
+    elif kind in ("call", "replay"):
         if entry is None:
             need("code", str)
             need("filename", str)
@@ -171,12 +176,12 @@ def validate_body(hdr, msg):
     if msg.get("options", "") not in ("", "original", "none"):
         raise ProtocolError("run: options must be \"\", \"original\" or \"none\"")
     module = msg.get("module", "")
-    if module and (kind not in ("call", "replay") or entry is not None or type(module) is not str
+    if module and (kind not in ("call", "replay", "generate") or entry is not None or type(module) is not str
                    or not _MODULE_NAME_RE.match(module) or not msg.get("paths")
                    or not msg["filename"].startswith(msg["paths"][0].rstrip("/") + "/")):
         raise ProtocolError("run: module must be a dotted name, with paths (the checkout first) "
                             "holding its file")
-    return {"id": hdr["id"], "kind": kind, "code": msg.get("code", ""),
+    out = {"id": hdr["id"], "kind": kind, "code": msg.get("code", ""),
             "filename": msg.get("filename", ""), "call": msg.get("call", ""),
             "targets": targets, "seed": msg.get("seed", 0), "clock": clock,
             "naive": msg.get("naive", False), "limits": hdr["limits"],
@@ -187,6 +192,39 @@ def validate_body(hdr, msg):
             "ignore": msg.get("ignore") or [],
             "wrapper": msg.get("wrapper", ""), "actions": msg.get("actions") or [], "entry": entry,
             "module": module}
+    if gen is not None:
+        out.update(gen)
+    return out
+
+
+# Bounds of a generate request (sandbox.GenerateRequest; Go keeps within them).
+_REQ_MAX_SEEDS, _REQ_MAX_SEED_CHARS = 64, 4096
+_REQ_MAX_PER_FUNCTION, _REQ_MAX_ATTEMPTS = 64, 1000000
+
+
+def _validate_generate(msg):
+    """Check a generate request's own fields: the unit ("" for find, "name" or "Class.name"), K,
+    the attempts, the seeds (argument-list texts), the budget in wall seconds."""
+    function = msg.get("function", "")
+    if type(function) is not str or (function and not (
+            len(function) <= 512 and function.count(".") <= 1
+            and all(p.isidentifier() for p in function.split(".")))):
+        raise ProtocolError("run: function must be \"\", a name or Class.name")
+    per_function, attempts = msg.get("per_function"), msg.get("attempts")
+    if type(per_function) is not int or not 1 <= per_function <= _REQ_MAX_PER_FUNCTION:
+        raise ProtocolError("run: per_function must be an integer in 1..%d" % _REQ_MAX_PER_FUNCTION)
+    if type(attempts) is not int or not 1 <= attempts <= _REQ_MAX_ATTEMPTS:
+        raise ProtocolError("run: attempts must be an integer in 1..%d" % _REQ_MAX_ATTEMPTS)
+    seeds = msg.get("seeds") or []
+    if (type(seeds) is not list or len(seeds) > _REQ_MAX_SEEDS
+            or not all(type(x) is str and len(x) <= _REQ_MAX_SEED_CHARS for x in seeds)):
+        raise ProtocolError("run: seeds must be at most %d strings of at most %d characters"
+                            % (_REQ_MAX_SEEDS, _REQ_MAX_SEED_CHARS))
+    budget = msg.get("budget_s")
+    if type(budget) not in (int, float) or not 0 < budget < 1e6:
+        raise ProtocolError("run: budget_s must be a positive number of seconds")
+    return {"function": function, "per_function": per_function, "attempts": attempts,
+            "seeds": list(seeds), "budget_s": float(budget)}
 
 
 def _signal_group(pid):

@@ -127,3 +127,44 @@ func (in InputsSpec) GenerationItems() int {
 	in = in.WithDefaults()
 	return min(MaxGenUnits*in.PerFunction, MaxGenItems)
 }
+
+// genReasons is the vocabulary of GenYield.Losses: why a module gave no functions, a function is
+// no unit, or a unit kept no input. Whatever a run reports is the traced code's to forge, so a
+// reason outside it counts as "other" (GenReason): one dataset's counters never grow with what
+// its code invents.
+var genReasons = map[string]bool{
+	// a module (each counts one module)
+	"missing_module": true, "import_failed": true, "import_timeout": true, "module_too_large": true,
+	"sandbox_error": true, "repository_cap": true, "repository_budget": true, "syntax_error": true,
+	"find_failed": true, "not_utf8": true,
+	// a function that is no unit
+	"async": true, "generator_function": true, "async_generator": true, "needs_io": true,
+	"abstract": true, "nested": true, "class_needs_arguments": true, "needs_arguments": true,
+	"context_manager": true, "property": true, "dunder": true, "private": true, "lambda": true,
+	"decorated": true, "method_decorated": true, "params": true, "no_source": true,
+	"not_callable": true, "overload": true, "protocol": true, "test_function": true,
+	"invalid_report": true, "duplicate": true,
+	// a unit that kept no input
+	"no_candidates": true, "all_raised": true, "nondeterministic": true, "timeout": true,
+	"memory": true, "budget": true, "attempts": true, "no_coverage": true, "unrepresentable": true,
+	"input_refused": true, "llm_error": true, "tampered": true, "exception": true, "invalid": true,
+	"code_bytes": true, "other": true,
+}
+
+// GenReason is reason when it is one of GenYield.Losses' vocabulary, else "other".
+func GenReason(reason string) string {
+	if genReasons[reason] {
+		return reason
+	}
+	return "other"
+}
+
+// Counters of generating inputs (issue 30), beside GenYield: the inputs a run reported that were
+// refused on the Go side (a call that is not of its unit, or whose arguments are not literals),
+// those that repeat an input the repository's tests gave, and the language model's failed
+// requests.
+const (
+	CountGenInputsRefused  CountKey = "generation:inputs_refused"
+	CountGenTestCallRepeat CountKey = "generation:test_call_repeats"
+	CountGenLLMErrors      CountKey = "generation:llm_errors"
+)

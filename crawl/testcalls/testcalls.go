@@ -405,3 +405,8 @@ func literalArgs(locals schemas.Locals) (string, bool) {
 	}
 	return strings.Join(parts, ", "), true
 }
+
+// Deps is the Deps of an item of the module in file rel (slash-separated, relative to the
+// checkout), as the items Items finds have it: for the items of functions found otherwise (inputs
+// generated for them, issue 30), which deduplicate like these.
+func (f *Finder) Deps(rel string) string { return f.deps.Deps(rel) }

@@ -799,7 +799,7 @@ func (trc *Tracer) generateInputs(ctx context.Context, wd *watchdog, cfg sandbox
 	}
 	g := &generation{it: it, dir: w.Dir, roots: roots, at: placeOf(w.Dir, imports), in: in, seed: trc.seed, lim: lim,
 		start: start, llm: trc.llm, deps: found.Deps, seen: seen, counts: rt.Counts, alive: alive, begin: wd.begin,
-		now: time.Now, budget: in.GenerationTime(), y: &schemas.GenYield{}}
+		now: time.Now, budget: in.GenerationBudget(), y: &schemas.GenYield{}}
 	if g.llm == nil && in.LLM != nil {
 		g.llm = newLLMProposer(*in.LLM, trc.seed)
 	}

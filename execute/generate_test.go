@@ -190,8 +190,17 @@ func TestGeneration(t *testing.T) {
 	}
 	g := newTestGeneration(dir, f, schemas.InputsSpec{PerFunction: 16})
 	g.seen["pkg/mod.py\x00f(-1)"] = true // a call the tests made
+	alive := 0
+	steps := map[string]time.Duration{}
+	g.alive = func() { alive++ }
+	g.begin = func(step string, d time.Duration) { steps[step] = d }
 	if err := g.run(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	// A heartbeat after every run; each run a step of the watchdog within its limit and slack.
+	if alive != len(*f.reqs) || steps["generating inputs for pkg.mod.C.m"] != 5*time.Second+schemas.GenSlack ||
+		steps["finding the functions of \"my-script.py\""] != schemas.GenFindTimeout+schemas.GenSlack {
+		t.Errorf("%d heartbeats for %d runs, steps %v", alive, len(*f.reqs), steps)
 	}
 	y := g.y
 	want := schemas.GenYield{Modules: 4, Found: 9, Units: 3, WithInput: 2, Inputs: 3, Attempts: 200 + 3, // f's attempts capped at inputs.attempts

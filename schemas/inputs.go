@@ -109,15 +109,28 @@ func (in InputsSpec) validate() error {
 	return nil
 }
 
-// GenerationTime bounds the time generating inputs takes for one repository of a source with
+// GenerationBudget is the time generating inputs may take for one repository of a source with
 // functions: all (or a group of files) under inputs in (with defaults): a find per module and a
-// generation per unit, each with its slack, within MaxGenTime; the kept items' traced runs are
-// not in it (see GenerationItems).
-func (in InputsSpec) GenerationTime() time.Duration {
+// generation per unit, each with its slack, within MaxGenTime. No run begins past it (what is
+// left is counted as repository_budget); the kept items' traced runs are not in it (see
+// GenerationItems).
+func (in InputsSpec) GenerationBudget() time.Duration {
 	in = in.WithDefaults()
 	per := in.Timeout.Duration()
 	d := time.Duration(MaxGenModules)*(GenFindTimeout+GenSlack) + time.Duration(MaxGenUnits)*(per+GenSlack)
 	return min(d, MaxGenTime)
+}
+
+// GenerationTime bounds the time generating inputs takes for one repository: its budget, and the
+// last runs begun within it (a find, or a language model's request and a generation run given
+// what is left of the budget, at least MinInputsTimeout).
+func (in InputsSpec) GenerationTime() time.Duration {
+	in = in.WithDefaults()
+	last := MinInputsTimeout + GenSlack
+	if in.LLM != nil {
+		last += in.LLM.Timeout.Duration() + GenSlack
+	}
+	return in.GenerationBudget() + max(GenFindTimeout+GenSlack, last)
 }
 
 // GenerationItems is the most function-level items generating inputs for one repository gives

@@ -151,9 +151,18 @@ func TestGenerationTime(t *testing.T) {
 		// 500 finds of 35 s and 2000 units of 5.1 s: 27,700 s, past the cap too.
 		{"short", InputsSpec{Timeout: parseDuration("100ms"), PerFunction: 1}, MaxGenTime, 2000},
 		{"long", InputsSpec{Timeout: parseDuration("10m"), PerFunction: 64}, MaxGenTime, MaxGenItems},
+		{"llm", InputsSpec{LLM: &LLMSpec{URL: "http://h", Model: "m", Timeout: parseDuration("1m")}}, MaxGenTime, 2000},
 	} {
-		if got := tc.in.GenerationTime(); got != tc.time {
-			t.Errorf("%s: GenerationTime %v, want %v", tc.name, got, tc.time)
+		if got := tc.in.GenerationBudget(); got != tc.time {
+			t.Errorf("%s: GenerationBudget %v, want %v", tc.name, got, tc.time)
+		}
+		// The last runs begun within the budget: a find, or a request and a run.
+		last := GenFindTimeout + GenSlack
+		if tc.in.LLM != nil {
+			last = max(last, MinInputsTimeout+2*GenSlack+tc.in.LLM.Timeout.Duration())
+		}
+		if got := tc.in.GenerationTime(); got != tc.time+last {
+			t.Errorf("%s: GenerationTime %v, want %v", tc.name, got, tc.time+last)
 		}
 		if got := tc.in.GenerationItems(); got != tc.items {
 			t.Errorf("%s: GenerationItems %d, want %d", tc.name, got, tc.items)

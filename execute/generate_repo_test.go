@@ -118,7 +118,7 @@ func TestGeneratedInputsTraced(t *testing.T) {
 				}
 			}
 			if tc.tests > 0 {
-				if fi, ok := got["add(1, 2)"]; !ok || fi.Item.InputSource != "" {
+				if fi, ok := got["add(1, 2)"]; !ok || fi.Item.InputSource != schemas.InputSourceTestCall {
 					t.Errorf("the tests' item add(1, 2): %+v", fi.Item)
 				}
 			}

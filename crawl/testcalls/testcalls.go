@@ -246,6 +246,8 @@ func (f *Finder) emit(test string, ev schemas.Event, src schemas.FuncSource, cal
 		RepoURL:  f.it.Path,
 		Commit:   f.it.Repo.Resolved.Pin(),
 		Deps:     f.deps.Deps(filepath.ToSlash(rel)),
+		// A call the repository's own tests made (issue 30's input sources).
+		InputSource: schemas.InputSourceTestCall,
 	})
 }
 

@@ -265,7 +265,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			}
 			// functions: all: the repository gives the items of its functions' generated
 			// inputs, and no test.
-			noTests = string(stage) + ": " + hidden.hide(strings.ReplaceAll(reason, w.Dir+"/", ""))
+			noTests = string(stage) + ": " + hidden.hide(strings.ReplaceAll(strings.ReplaceAll(reason, w.Dir+"/", ""), CheckoutPath+"/", ""))
 			col = &sandbox.Collection{Status: schemas.StatusOK, Runner: col.Runner, Neutralised: col.Neutralised}
 		}
 	}

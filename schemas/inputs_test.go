@@ -21,6 +21,8 @@ func TestFunctionsMode(t *testing.T) {
 		{"tests", true, false, `"functions":true`},
 		{"all", true, true, `"functions":"all"`},
 		{"'all'", true, true, `"functions":"all"`},
+		{"no", false, false, `"functions":false`}, // YAML 1.1's booleans, as the bool field read them
+		{"yes", true, false, `"functions":true`},
 	} {
 		y := "sources:\n  - kind: repository\n    url: a\n"
 		if tc.value != "" {
@@ -168,4 +170,21 @@ func TestGenerationTime(t *testing.T) {
 			t.Errorf("%s: GenerationItems %d, want %d", tc.name, got, tc.items)
 		}
 	}
+}
+
+func FuzzFunctionsModeJSON(f *testing.F) {
+	for _, s := range []string{`true`, `false`, `"all"`, `"tests"`, `"some"`, `null`, `{}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		var m FunctionsMode
+		if json.Unmarshal([]byte(data), &m) != nil {
+			return
+		}
+		out, err := json.Marshal(m)
+		var back FunctionsMode
+		if err != nil || json.Unmarshal(out, &back) != nil || back != m {
+			t.Errorf("%s: round trip %s, %v", data, out, err)
+		}
+	})
 }

@@ -69,6 +69,9 @@ func (m FunctionsMode) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a boolean, "tests" or "all" (and "true", "false").
 func (m *FunctionsMode) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil // as for every JSON value: no change
+	}
 	var b bool
 	if err := json.Unmarshal(data, &b); err == nil {
 		*m = FunctionsModeOff

@@ -170,7 +170,7 @@ func repoItem(res Resolved, src schemas.SourceSpec) Item {
 	}
 	return Item{Key: res.Key, Path: redactURL(res.URL), SourceID: res.Pin(), QualName: "",
 		Repo: &RepoTarget{Resolved: res, Runner: src.Runner, PythonPath: src.PythonPath, Venv: src.Venv, Env: src.Env,
-			MaxTests: maxTests, Functions: src.FunctionsOn(), TraceOnce: !src.ReexecuteOn(), FrozenClock: src.FrozenClock}}
+			MaxTests: maxTests, Functions: src.FunctionsOn(), FunctionsAll: src.FunctionsAll(), TraceOnce: !src.ReexecuteOn(), FrozenClock: src.FrozenClock}}
 }
 
 // funcName is the function a call expression calls, if it is a plain name.

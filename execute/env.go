@@ -36,6 +36,7 @@ func (trc *Tracer) envTimeout() time.Duration {
 func (trc *Tracer) forSpec(spec schemas.Spec) *Tracer {
 	c := *trc
 	c.environments = spec.Environments
+	c.inputs, c.seed = spec.Inputs.WithDefaults(), spec.Seed
 	return &c
 }
 

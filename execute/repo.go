@@ -66,6 +66,11 @@ type RepoTrace struct {
 	Functions []TracedItem `json:"functions,omitempty"`
 	// Gen is what generating inputs gave (RepoTarget.FunctionsAll); its items are in Functions.
 	Gen *schemas.GenYield `json:"gen,omitempty"`
+	// NoTests is why a repository with FunctionsAll (or a group of files: RepoTarget.NoTests)
+	// ran no test, as "STAGE: reason" (the stage it would have been rejected at, as a
+	// TracedItem's Stage and Detail): it gives the items of its functions' generated inputs only.
+	// Empty when its tests were run.
+	NoTests string `json:"no_tests,omitempty"`
 	// Counts are per-repository counters (tests by outcome and status).
 	Counts schemas.Counts `json:"counts,omitempty"`
 }
@@ -217,7 +222,7 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 	// the spec would be: items of one sandbox are forks of one interpreter and share its address
 	// layout, so object ids (id(), hex(id(x)), default hashes) would repeat there and go unseen.
 	var second *sandbox.Sandbox
-	if it.Repo.Reexecutes() {
+	if it.Repo.Reexecutes() && !it.Repo.NoTests {
 		if second, err = sandbox.New(ctx, cfg); err != nil {
 			if ctx.Err() != nil {
 				return t, ctx.Err()
@@ -227,27 +232,45 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 		defer second.Close()
 	}
 
-	col, excluded, err := collectExcluding(ctx, sb, wd, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
-		Limits: sandbox.Limits{WallTime: collectTimeout, CPUTime: collectTimeout}})
-	if err != nil {
-		return t, fmt.Errorf("collect tests of %s: %w", it.Key, err)
-	}
-	if len(excluded) > 0 {
-		slog.Info("files left out of a repository's collection: they ended it tampered", "repo", it.Key,
-			"excluded", excluded)
-	}
-	switch {
-	case col.MissingModule != "" && len(col.Tests) == 0:
-		return bad(schemas.YieldMissing, "missing module %s", col.MissingModule)
-	case col.Status != schemas.StatusOK:
-		return bad(schemas.YieldCollection, "test collection failed: %s: %s", col.Status, col.Detail)
-	case len(col.Tests) == 0 && len(col.Errors) > 0:
-		return bad(schemas.YieldCollection, "no tests collected: %s", col.Errors[0])
-	case len(col.Tests) == 0:
-		return bad(schemas.YieldNoTests, "no tests found")
+	// A group of files (NoTests) has no tests to collect: its functions' generated inputs are all
+	// it gives (generateInputs).
+	col, excluded, noTests := &sandbox.Collection{Status: schemas.StatusOK}, []string(nil), ""
+	if it.Repo.NoTests {
+		noTests = string(schemas.YieldNoTests) + ": a group of files, which has no tests"
+	} else {
+		col, excluded, err = collectExcluding(ctx, sb, wd, sandbox.CollectRequest{Dir: w.Dir, Runner: it.Repo.Runner, Paths: imports,
+			Limits: sandbox.Limits{WallTime: collectTimeout, CPUTime: collectTimeout}})
+		if err != nil {
+			return t, fmt.Errorf("collect tests of %s: %w", it.Key, err)
+		}
+		if len(excluded) > 0 {
+			slog.Info("files left out of a repository's collection: they ended it tampered", "repo", it.Key,
+				"excluded", excluded)
+		}
+		var stage schemas.YieldStage
+		var reason string
+		switch {
+		case col.MissingModule != "" && len(col.Tests) == 0:
+			stage, reason = schemas.YieldMissing, fmt.Sprintf("missing module %s", col.MissingModule)
+		case col.Status != schemas.StatusOK:
+			stage, reason = schemas.YieldCollection, fmt.Sprintf("test collection failed: %s: %s", col.Status, col.Detail)
+		case len(col.Tests) == 0 && len(col.Errors) > 0:
+			stage, reason = schemas.YieldCollection, fmt.Sprintf("no tests collected: %s", col.Errors[0])
+		case len(col.Tests) == 0:
+			stage, reason = schemas.YieldNoTests, "no tests found"
+		}
+		if stage != "" {
+			if !it.Repo.FunctionsAll {
+				return bad(stage, "%s", reason)
+			}
+			// functions: all: the repository gives the items of its functions' generated
+			// inputs, and no test.
+			noTests = string(stage) + ": " + hidden.hide(strings.ReplaceAll(strings.ReplaceAll(reason, w.Dir+"/", ""), CheckoutPath+"/", ""))
+			col = &sandbox.Collection{Status: schemas.StatusOK, Runner: col.Runner, Neutralised: col.Neutralised}
+		}
 	}
 	rt := &RepoTrace{Runner: col.Runner, Tests: len(col.Tests), Counts: schemas.Counts{}, Neutralised: col.Neutralised,
-		Excluded: excluded}
+		Excluded: excluded, NoTests: noTests}
 	if len(excluded) > 0 {
 		rt.Counts[schemas.CountCollectionExcluded("tampered")] = int64(len(excluded))
 	}
@@ -416,6 +439,11 @@ func (trc *Tracer) traceRepo(parent context.Context, it crawl.Item, lim sandbox.
 			alive()
 			wd.begin("a function of its tests", lim.WallTime)
 		}); err != nil {
+			return t, err
+		}
+	}
+	if it.Repo.FunctionsAll {
+		if err := trc.generateInputs(ctx, wd, fcfg, w, roots, imports, it, rt, found, lim, hidden, alive); err != nil {
 			return t, err
 		}
 	}

@@ -102,6 +102,14 @@ type Tracer struct {
 	TestStore *store.Store
 	// environments is the spec's configuration of environments (set by Trace, see forSpec).
 	environments *schemas.EnvironmentsSpec
+	// inputs (with its defaults) and seed are the spec's, for generating inputs (set by Trace,
+	// see forSpec; generate.go).
+	inputs schemas.InputsSpec
+	seed   uint64
+	// genStart, when set, starts the sandbox of a repository's generation runs in place of
+	// sandbox.New (tests); llm, when set, replaces the proposer of inputs.llm (tests).
+	genStart func(ctx context.Context, cfg sandbox.Config) (genSandbox, error)
+	llm      proposer
 }
 
 // Trace runs one item; a sandbox failure is an error (retried), anything the code does is data.

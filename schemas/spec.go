@@ -156,8 +156,10 @@ type SourceSpec struct {
 	// MaxTests caps the tests run per repository (default 500), in collection order.
 	MaxTests int `yaml:"max_tests" json:"max_tests,omitempty"`
 	// Functions makes the repository's module-level functions called by its tests function-level
-	// items too, with the arguments observed in the traces as inputs (default true).
-	Functions *bool `yaml:"functions" json:"functions,omitempty"`
+	// items too, with the arguments observed in the traces as inputs (true or "tests", the
+	// default); "all" also every function and method of its modules, with inputs generated for
+	// them (Inputs; issue 30); false none.
+	Functions *FunctionsMode `yaml:"functions" json:"functions,omitempty"`
 	// Reexecute traces each test of a repository twice, in the same order, and compares the two
 	// traces (default true): a test whose runs differ in their events (kinds, files, lines,
 	// functions, depths) is quarantined (counted as tests_nondeterministic), and a value that
@@ -186,7 +188,13 @@ type SourceSpec struct {
 }
 
 // FunctionsOn reports whether a repository source also yields function-level items (the default).
-func (s SourceSpec) FunctionsOn() bool { return s.Functions == nil || *s.Functions }
+func (s SourceSpec) FunctionsOn() bool { return s.Functions == nil || *s.Functions != FunctionsModeOff }
+
+// FunctionsAll reports whether a repository source also yields items of every function and
+// method of its modules, with generated inputs (functions: all).
+func (s SourceSpec) FunctionsAll() bool {
+	return s.Functions != nil && *s.Functions == FunctionsModeAll
+}
 
 // ReexecuteOn reports whether a repository source's tests are traced twice and compared (the
 // default).
@@ -306,6 +314,9 @@ func (s Spec) WithDefaults() Spec {
 		e := s.Environments.WithDefaults()
 		s.Environments = &e
 	}
+	if s.Inputs != (InputsSpec{}) || s.generates() {
+		s.Inputs = s.Inputs.WithDefaults()
+	}
 	s.Decontaminate = append([]EvalSetSpec(nil), s.Decontaminate...)
 	for i, e := range s.Decontaminate {
 		if e.Name == "" {
@@ -403,6 +414,9 @@ func (s Spec) Validate() error {
 		if !slices.ContainsFunc(s.Sources, func(src SourceSpec) bool { return src.Env != nil }) {
 			return errNoEnvironments
 		}
+	}
+	if err := s.Inputs.validate(); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for i, d := range s.Directions {

@@ -594,12 +594,35 @@ func traceTimeout(spec schemas.Spec, perRun time.Duration) time.Duration {
 			if src.ReexecuteOn() {
 				perTest, functions = 5, 2*maxFunctionRuns
 			}
-			if d := time.Duration(perTest*tests+3+functions)*(perRun+5*time.Second) + checkout + maxCollection; d > time.Duration(runs)*(perRun+5*time.Second) {
+			d := time.Duration(perTest*tests+3+functions)*(perRun+5*time.Second) + checkout + maxCollection + generationTime(spec, src, perRun)
+			if d > time.Duration(runs)*(perRun+5*time.Second) {
+				runs = int(d / (perRun + 5*time.Second))
+			}
+		case "files":
+			// A group of files: no tests, its functions' inputs generated and traced.
+			d := spec.Limits.CheckoutTimeout.Duration() + generationTime(spec, src, perRun)
+			if d > time.Duration(runs)*(perRun+5*time.Second) {
 				runs = int(d / (perRun + 5*time.Second))
 			}
 		}
 	}
 	return time.Duration(runs)*(perRun+5*time.Second) + time.Minute
+}
+
+// generationTime is what generating inputs adds to one repository's (or group of files')
+// activity for source src (functions: all, or a files source; else 0): the finds and generations
+// (schemas.InputsSpec.GenerationTime: a find per module and a generation per unit, each within
+// its limit and slack, up to the repository's cap), then the traced runs of the items kept (up to
+// GenerationItems, twice with reexecute), each for at most perRun and its slack.
+func generationTime(spec schemas.Spec, src schemas.SourceSpec, perRun time.Duration) time.Duration {
+	if !src.FunctionsAll() && src.Kind != "files" {
+		return 0
+	}
+	items := spec.Inputs.GenerationItems()
+	if src.ReexecuteOn() {
+		items *= 2
+	}
+	return spec.Inputs.GenerationTime() + time.Duration(items)*(perRun+5*time.Second)
 }
 
 // maxCollection is the longest a repository's collection may take: collections (each up to

@@ -183,4 +183,24 @@ func TestTraceTimeout(t *testing.T) {
 			t.Errorf("%s: traceTimeout = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// functions: all adds the generation (capped at 2 h, and the last find begun within it, 35 s)
+	// and its items' traced runs (2000, twice with reexecute, once without).
+	all := schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "repository", URL: "x", MaxTests: 10,
+		Functions: schemas.Functions(schemas.FunctionsModeAll)}}}.WithDefaults()
+	allOnce := schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "repository", URL: "x", MaxTests: 10, Reexecute: &no,
+		Functions: schemas.Functions(schemas.FunctionsModeAll)}}}.WithDefaults()
+	files := schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "files", Path: "x"}}}.WithDefaults()
+	for _, tc := range []struct {
+		name string
+		spec schemas.Spec
+		want time.Duration
+	}{
+		{"functions all", all, time.Duration((453*15+17*60+2*3600+35+4000*15)/15)*15*time.Second + time.Minute},
+		{"functions all traced once", allOnce, time.Duration((243*15+17*60+2*3600+35+2000*15)/15)*15*time.Second + time.Minute},
+		{"files", files, time.Duration((5*60+2*3600+35+4000*15)/15)*15*time.Second + time.Minute},
+	} {
+		if got := traceTimeout(tc.spec, 10*time.Second); got != tc.want {
+			t.Errorf("%s: traceTimeout = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -246,6 +246,8 @@ func (f *Finder) emit(test string, ev schemas.Event, src schemas.FuncSource, cal
 		RepoURL:  f.it.Path,
 		Commit:   f.it.Repo.Resolved.Pin(),
 		Deps:     f.deps.Deps(filepath.ToSlash(rel)),
+		// A call the repository's own tests made (issue 30's input sources).
+		InputSource: schemas.InputSourceTestCall,
 	})
 }
 
@@ -405,3 +407,8 @@ func literalArgs(locals schemas.Locals) (string, bool) {
 	}
 	return strings.Join(parts, ", "), true
 }
+
+// Deps is the Deps of an item of the module in file rel (slash-separated, relative to the
+// checkout), as the items Items finds have it: for the items of functions found otherwise (inputs
+// generated for them, issue 30), which deduplicate like these.
+func (f *Finder) Deps(rel string) string { return f.deps.Deps(rel) }

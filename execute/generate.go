@@ -498,7 +498,7 @@ func (g *generation) call(ctx context.Context, req sandbox.GenerateRequest, step
 			return nil, false, ctx.Err()
 		}
 		g.close()
-		if g.broke++; g.broke >= maxFunctionBreaks || errors.Is(err, sandbox.ErrNoGenerate) {
+		if g.broke++; g.broke >= maxFunctionBreaks {
 			g.dead = true
 		}
 		return nil, false, nil

@@ -2,7 +2,6 @@ package execute_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -160,15 +159,6 @@ func TestGenerateInSandbox(t *testing.T) {
 		"calc/needs.py":     "import no_such_module_anywhere\n\n\ndef f(x):\n    return x\n",
 		"tests/test_ops.py": genRepo["tests/test_ops.py"],
 	})
-	probe, err := sandbox.New(ctx, sandbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = probe.Generate(ctx, sandbox.GenerateRequest{Code: "def f(x):\n    return x\n", Filename: "m.py", PerFunction: 1, Attempts: 1})
-	probe.Close()
-	if errors.Is(err, sandbox.ErrNoGenerate) {
-		t.Skip("the sandbox's generate is not built in this branch")
-	}
 	it.Repo.FunctionsAll = true
 	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
 	tr, err := trc.Trace(ctx, it, schemas.Spec{Sources: []schemas.SourceSpec{{Kind: "repository", URL: "x", Functions: schemas.Functions(schemas.FunctionsModeAll)}}}.WithDefaults(), func() {})

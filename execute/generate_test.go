@@ -291,7 +291,6 @@ func TestGenerationBreaks(t *testing.T) {
 		sandbox int64
 	}{
 		{"broken", errors.New("died"), maxFunctionBreaks, 4},
-		{"not built", sandbox.ErrNoGenerate, 1, 4},
 	} {
 		fail := map[string]error{}
 		for _, m := range []string{"my-script.py", "pkg/__init__.py", "pkg/mod.py", "pkg/sub/__init__.py"} {

@@ -39,7 +39,15 @@ func randomStatsRow(rng *rand.Rand, i int, level, dir, source, sourceID, commit 
 	if level == "repository" {
 		r.RepoURL, r.Commit, r.Path = source, commit, fmt.Sprintf("pkg/m%d.py", rng.IntN(5))
 	} else {
+		// Function-level rows of every input source; a generated item's now and then from a
+		// repository (repo_url), whose source's generation counts its rows.
 		r.Path = source
+	}
+	if level == "function" {
+		r.InputSource = schemas.InputSources[rng.IntN(len(schemas.InputSources))]
+		if schemas.GeneratedInputSource(r.InputSource) && rng.IntN(2) == 0 {
+			r.RepoURL = fmt.Sprintf("https://example.invalid/gen%d.git", rng.IntN(3))
+		}
 	}
 	acts := []*int32{&r.ActStepInto, &r.ActStepOver, &r.ActStepReturn, &r.ActBreakpoint, &r.ActContinue,
 		&r.ActInvStepInto, &r.ActInvStepOver, &r.ActInvStepCall}

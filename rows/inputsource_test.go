@@ -52,6 +52,14 @@ func TestInputSourceColumn(t *testing.T) {
 		t.Errorf("%d row ids over the input sources, want 2 (one per direction: the id does not cover input_source)", len(ids))
 	}
 
+	// An item with an input source none knows is a reject, not rows a shard would refuse.
+	bad := crawl.Item{Key: "k", Path: "m.py", Code: code, Filename: "m.py", Call: "double(2)", QualName: "double", InputSource: "\x1b[2Jmade_up"}
+	rs, rej, err := rows.Of(execute.TracedItem{Item: bad, Status: schemas.StatusOK, Events: events, Blocks: []schemas.Block{{Start: 1, End: 2}}},
+		spec, debugger.PaperPolicy(), rows.Options{Tokenizer: tokenize.Bytes()}, schemas.Counts{})
+	if err != nil || rs != nil || rej == nil || rej.Class != schemas.RejectMalformed || rej.Reason != `malformed: unknown input source "\x1b[2Jmade_up"` {
+		t.Errorf("unknown input source: rows %v, reject %+v, error %v", rs, rej, err)
+	}
+
 	// A repository-level row has no input source.
 	tt := schemas.TestTrace{Test: "tests/test_m.py::test_double", Status: schemas.StatusOK, Events: events,
 		Functions: []schemas.FuncSource{{File: file, QualName: "double", FirstLine: 1, LastLine: 2, Source: code}}}

@@ -64,6 +64,10 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 	if r := decontaminatedItem(&t, o); r != nil {
 		return nil, r, nil
 	}
+	if src := InputSource(t.Item); !schemas.IsInputSource(src) {
+		// Set by this program, never by a corpus: a reject rather than rows a shard refuses.
+		return reject(schemas.RejectMalformed, fmt.Sprintf("malformed: unknown input source %.60q", src))
+	}
 	item, trace := debuggerItem(&t, o)
 	src := functionSource(t.Item)
 	var rows []schemas.Row

@@ -24,7 +24,7 @@ func TestPrintGeneration(t *testing.T) {
 		many[k] = int64(i + 1)
 	}
 	st := &dataset.Stats{
-		Dataset: dataset.SourceStats{RowCounts: dataset.RowCounts{InputSources: map[string]int64{"corpus": 5, "typed": 40, "fuzzed": 40, "test_call": 2}}},
+		Dataset:      dataset.SourceStats{RowCounts: dataset.RowCounts{InputSources: map[string]int64{"corpus": 5, "typed": 40, "fuzzed": 40, "test_call": 2}}},
 		Repositories: &dataset.Yield{Generation: gen(120, 97, 71, 80, map[string]int64{"async": 3, "needs_io": 5, "\x1b[31mred": 1})},
 		Sources: []dataset.SourceStats{
 			{Source: "files:small", Yield: &dataset.Yield{Generation: gen(20, 17, 11, 70, nil)}},

@@ -91,13 +91,15 @@ func New(datasets []Dataset) (*Dashboard, error) {
 }
 
 // Handler serves the page at / (?direction=forward or inverse for one direction),
-// /api/stats?dataset=N (dataset N's statistics as JSON, from 0) and /api/datasets (the datasets'
-// index, URL and where their statistics come from).
+// /api/stats?dataset=N (dataset N's statistics as JSON, from 0), /api/datasets (the datasets'
+// index, URL and where their statistics come from) and /api/generation (every dataset's report
+// of generated inputs and its rows by input source).
 func (d *Dashboard) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", d.page)
 	mux.HandleFunc("GET /api/stats", d.apiStats)
 	mux.HandleFunc("GET /api/datasets", d.apiDatasets)
+	mux.HandleFunc("GET /api/generation", d.apiGeneration)
 	return logRequests(mux)
 }
 
@@ -164,6 +166,14 @@ type (
 		Repos  []dashSourceRow
 		// SourcesShown is the most sources listed per dataset.
 		SourcesShown int
+		// Generation, Losses, CoverageChart, InputRows and InputSourceCols are the generation
+		// panel: the datasets' reports, their losses (the largest first, maxLossRows each), the
+		// coverage histogram, and the rows by input source (generation.go).
+		Generation      []dashGenRow
+		Losses          []dashLossRow
+		CoverageChart   template.HTML
+		InputRows       []dashInputRow
+		InputSourceCols []string
 		// Verifications are the datasets' certificates (ndtrace verify), one row per dataset.
 		Verifications []dashVerifyRow
 	}
@@ -281,6 +291,7 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 			p.Sources = append(p.Sources, dashSourceRow{DS: ds, SourceStats: s})
 		}
 	}
+	d.generationPanel(&p)
 	for _, m := range []struct{ name, title string }{{"tokens", "Tokens"}, {"actions", "Actions"}, {"events", "Trace events"}} {
 		p.Fig5 = append(p.Fig5, d.rangeChart(m.name, m.title))
 	}

@@ -60,6 +60,7 @@ func ArrowSchema() *arrow.Schema {
 		{Name: "truncated", Type: arrow.FixedWidthTypes.Boolean},
 		i32("noisy_values"),
 		{Name: "placeholder_gap", Type: arrow.FixedWidthTypes.Boolean},
+		str("input_source"),
 		str("tracer_version"),
 		str("pipeline_version"),
 		str("tokenizer"),

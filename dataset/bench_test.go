@@ -52,7 +52,7 @@ func benchRows(n int) []schemas.Row {
 			}
 		}
 		rows[r] = schemas.Row{
-			ID: fmt.Sprintf("%064x", r), Level: "function", Path: "corpus/part-3.jsonl", QualName: "pkg.mod.f",
+			ID: fmt.Sprintf("%064x", r), Level: "function", Path: "corpus/part-3.jsonl", QualName: "pkg.mod.f", InputSource: schemas.InputSourceCorpus,
 			SourceID: fmt.Sprintf("item-%d", r), Direction: []string{"forward", "inverse"}[r%2], Policy: "paper",
 			Seed: rng.Int64(), Text: text.String(), InputIDs: ids, LossMask: mask, NumTokens: int32(len(ids)),
 			NumLearned: int32(learned), NumActions: 12, NumStates: 13, ActStepInto: 4, ActStepOver: 8, EvCall: 3,

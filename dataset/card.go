@@ -281,6 +281,17 @@ func writeCardBody(b *bytes.Buffer, m *Manifest, spec cardSpec, shards []ShardIn
 		for _, dir := range sortedKeys(d.Directions) {
 			p("| %s trajectories | %s |\n", dir, n(d.Directions[dir]))
 		}
+		for _, src := range sortedKeys(d.InputSources) {
+			p("| trajectories of input source %s | %s |\n", src, n(d.InputSources[src]))
+		}
+		if y := st.Repositories; y != nil && y.Generation != nil {
+			g := y.Generation
+			p("| functions found without inputs | %s |\n| of them run as a unit | %s |\n| units with a generated input | %s (%s%%) |\n",
+				n(g.Found), n(g.Units), n(g.WithInput), numfmt.Decimal(100*g.WithInputShare))
+			if g.MedianCoverage >= 0 {
+				p("| median line coverage of those units | %d%%+ |\n", g.MedianCoverage)
+			}
+		}
 		p("\n| group | trajectories | tokens mean | tokens p50 | tokens p90 | actions mean | events mean |\n|---|---|---|---|---|---|---|\n")
 		for _, g := range st.Groups {
 			tok, act, ev := groupMetric(g, "tokens"), groupMetric(g, "actions"), groupMetric(g, "events")

@@ -275,7 +275,10 @@ func TestCardStatisticsRounded(t *testing.T) {
 	m := &Manifest{CreatedAt: testCreated, Versions: testVersions, Totals: Totals{Rows: 12345}}
 	st := &Stats{
 		Dataset: SourceStats{RowCounts: RowCounts{Trajectories: 12345, Traces: 4321, Tokens: 2268431, LearnedTokens: 1134215,
-			Directions: map[string]int64{"forward": 6173, "inverse": 6172}}, InputCounts: InputCounts{Items: 5000, Rejects: 1234}},
+			Directions: map[string]int64{"forward": 6173, "inverse": 6172}, InputSources: map[string]int64{"corpus": 10000, "typed": 2345}},
+			InputCounts: InputCounts{Items: 5000, Rejects: 1234}},
+		Repositories: &Yield{Generation: &Generation{GenYield: schemas.GenYield{Found: 3000, Units: 2500, WithInput: 2000},
+			WithInputShare: 0.8, MedianCoverage: 70}},
 		Groups: []Group{{Name: "all", RowCounts: RowCounts{Trajectories: 12345}, Metrics: []Metric{
 			{Name: "tokens", Mean: 183.759375, P50: 150.5, P90: 1234.25},
 			{Name: "actions", Mean: 7.04},
@@ -290,7 +293,8 @@ func TestCardStatisticsRounded(t *testing.T) {
 	body := string(card)
 	for _, s := range []string{"| trajectories | 12,345 |", "| traces | 4,321 |", "| tokens | 2,268,431 |", "| learned tokens | 1,134,215 |",
 		"| input items | 5,000 |", "| rejected items | 1,234 |", "| forward trajectories | 6,173 |",
-		"| all | 12,345 | 183.8 | 150.5 | 1,234.3 | 7 | 1 |", "| timeout | 1,234 |"} {
+		"| all | 12,345 | 183.8 | 150.5 | 1,234.3 | 7 | 1 |", "| timeout | 1,234 |", "| trajectories of input source typed | 2,345 |",
+		"| functions found without inputs | 3,000 |", "| units with a generated input | 2,000 (80%) |", "| median line coverage of those units | 70%+ |"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("card lacks %q:\n%s", s, body)
 		}

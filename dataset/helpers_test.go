@@ -132,6 +132,7 @@ func makeRow(t testing.TB, seed int, text string) schemas.Row {
 		EvReturn:        1,
 		Exit:            "exit_normal",
 		CodeChars:       40,
+		InputSource:     schemas.InputSourceCorpus,
 		TracerVersion:   testVersions.Tracer,
 		PipelineVersion: testVersions.Pipeline,
 		Tokenizer:       byteTokenizerName,

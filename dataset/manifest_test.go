@@ -28,7 +28,7 @@ func exampleManifest() Manifest {
 const exampleManifestJSON = `{
   "format": "ndtrace-dataset",
   "format_version": 2,
-  "schema_version": "2",
+  "schema_version": "3",
   "created_at": "2026-11-22T07:30:00Z",
   "config": {
     "corpus": {
@@ -180,7 +180,7 @@ func TestParseManifestErrors(t *testing.T) {
 		{"unknown field", `"format": "ndtrace-dataset",`, `"format": "ndtrace-dataset", "extra": 1,`, "unknown field"},
 		{"wrong format", `"format": "ndtrace-dataset"`, `"format": "other"`, "format"},
 		{"future version", `"format_version": 2`, `"format_version": 4`, "not supported"},
-		{"no schema version", `"schema_version": "2"`, `"schema_version": ""`, "schema_version"},
+		{"no schema version", `"schema_version": "3"`, `"schema_version": ""`, "schema_version"},
 		{"bad time", `"2026-11-22T07:30:00Z"`, `"yesterday"`, "malformed"},
 		{"bad sha", `"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"`, `"AA"`, "sha256"},
 		{"escaping path", `"data/part-00000.parquet"`, `"data/../manifest.json"`, "bad path"},

@@ -53,7 +53,7 @@ func TestShardRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "mem://")
 	rows := makeRows(t, 10, 40)
-	rows[3].RepoURL, rows[3].Commit, rows[3].Level = "https://example.invalid/r.git", "abc123", "repository"
+	rows[3].RepoURL, rows[3].Commit, rows[3].Level, rows[3].InputSource = "https://example.invalid/r.git", "abc123", "repository", ""
 	rows[5].Seed = -1 << 40
 	info, err := WriteShard(ctx, s, "part-00001", rows)
 	if err != nil {

@@ -114,6 +114,10 @@ type RowCounts struct {
 	// PlaceholderGapShare is their share, as NoisyShare.
 	PlaceholderGapRows  int64   `json:"placeholder_gap_rows"`
 	PlaceholderGapShare float64 `json:"placeholder_gap_share"`
+	// InputSources counts trajectories per input_source (function-level rows of row schema 3:
+	// corpus, test_call, doctest, example, typed, fuzzed, llm; "other" for a value that is none
+	// of these); absent when no row has one.
+	InputSources map[string]int64 `json:"input_sources,omitempty"`
 }
 
 // InputCounts are the counters of input items: what went in, what was rejected and why.
@@ -248,6 +252,8 @@ type statRow struct {
 	// Columns of row schema 2: a shard of schema 1 lacks them and they read as zero.
 	NoisyValues    int32 `parquet:"noisy_values"`
 	PlaceholderGap bool  `parquet:"placeholder_gap"`
+	// The column of row schema 3: a shard of schema 1 or 2 lacks it and it reads as empty.
+	InputSource string `parquet:"input_source,dict"`
 }
 
 // actions returns the row's actions per type, in the order of ActionTypes.
@@ -450,18 +456,26 @@ func readShardStatRows(ctx context.Context, st *store.Store, path string) ([]sta
 var rowSchema2Columns = map[string]bool{"code_omitted": true, "function_id": true, "split": true,
 	"truncated": true, "noisy_values": true, "placeholder_gap": true}
 
-// statSchemas are the shard schemas statistics read: the current row schema, and schema 1 (the
-// current one without rowSchema2Columns), whose rows count as clean (no noisy values, no
-// placeholder gap).
+// rowSchema3Columns are the columns row schema 3 added to schema 2.
+var rowSchema3Columns = map[string]bool{"input_source": true}
+
+// statSchemas are the shard schemas statistics read: the current row schema, schema 2 (the
+// current one without rowSchema3Columns), whose rows have no input source, and schema 1 (schema 2
+// without rowSchema2Columns), whose rows also count as clean (no noisy values, no placeholder
+// gap).
 var statSchemas = func() [][]SchemaColumn {
 	cur := DescribeSchema(expectedSchema)
-	var v1 []SchemaColumn
+	var v2, v1 []SchemaColumn
 	for _, c := range cur {
+		if rowSchema3Columns[c.Path] {
+			continue
+		}
+		v2 = append(v2, c)
 		if !rowSchema2Columns[c.Path] {
 			v1 = append(v1, c)
 		}
 	}
-	return [][]SchemaColumn{cur, v1}
+	return [][]SchemaColumn{cur, v2, v1}
 }()
 
 // compareStatSchema checks that a shard's schema is one statistics read (statSchemas): the
@@ -730,7 +744,12 @@ func (s *Stats) Records() []StatsRecord {
 				Metric: n, Count: vals[i], HistCounts: []int64{}})
 		}
 	}
-	s.Dataset.counters(func(n []string, v []int64) { counters("dataset", "", "", "", n, v) })
+	s.Dataset.counters(func(n []string, v []int64) {
+		if s.Repositories != nil {
+			n, v = s.Repositories.Generation.counters(n, v)
+		}
+		counters("dataset", "", "", "", n, v)
+	})
 	for _, g := range s.Groups {
 		names, vals := g.RowCounts.counters()
 		counters(g.Name, g.Level, g.Direction, "", names, vals)
@@ -742,13 +761,19 @@ func (s *Stats) Records() []StatsRecord {
 		}
 	}
 	for _, src := range s.Sources {
-		src.counters(func(n []string, v []int64) { counters("source", src.Level, "", src.Source, n, v) })
+		src.counters(func(n []string, v []int64) {
+			if src.Yield != nil {
+				n, v = src.Yield.Generation.counters(n, v)
+			}
+			counters("source", src.Level, "", src.Source, n, v)
+		})
 	}
 	return out
 }
 
 // counters lists the row counters by name: traces, trajectories, tokens, learned_tokens, then
-// direction:<d>, action:<type>, event:<type>, exit:<state>, noisy_rows, placeholder_gap_rows.
+// direction:<d>, action:<type>, event:<type>, exit:<state>, noisy_rows, placeholder_gap_rows and
+// input_source:<source>.
 func (c *RowCounts) counters() ([]string, []int64) {
 	names := []string{"traces", "trajectories", "tokens", "learned_tokens"}
 	vals := []int64{c.Traces, c.Trajectories, c.Tokens, c.LearnedTokens}
@@ -765,6 +790,9 @@ func (c *RowCounts) counters() ([]string, []int64) {
 		names, vals = append(names, "exit:"+k), append(vals, c.Exits[k])
 	}
 	names, vals = append(names, "noisy_rows", "placeholder_gap_rows"), append(vals, c.NoisyRows, c.PlaceholderGapRows)
+	for _, k := range sortedKeys(c.InputSources) {
+		names, vals = append(names, "input_source:"+k), append(vals, c.InputSources[k])
+	}
 	return names, vals
 }
 
@@ -782,6 +810,33 @@ func (s *SourceStats) counters(fn func([]string, []int64)) {
 	}
 	names, vals = append(names, "duplicates"), append(vals, s.Duplicates)
 	fn(names, vals)
+}
+
+// counters appends the generation's counters to names and vals (none for nil):
+// generation:<field> for modules, found, units, with_input, inputs, attempts, traced and rows,
+// generation:coverage:<lower bound in percent>, generation:by_source:<source> and
+// generation:loss:<reason>.
+func (g *Generation) counters(names []string, vals []int64) ([]string, []int64) {
+	if g == nil {
+		return names, vals
+	}
+	for _, f := range []struct {
+		name string
+		n    int64
+	}{{"modules", g.Modules}, {"found", g.Found}, {"units", g.Units}, {"with_input", g.WithInput},
+		{"inputs", g.Inputs}, {"attempts", g.Attempts}, {"traced", g.Traced}, {"rows", g.Rows}} {
+		names, vals = append(names, "generation:"+f.name), append(vals, f.n)
+	}
+	for i, n := range g.Coverage {
+		names, vals = append(names, fmt.Sprintf("generation:coverage:%d", i*100/schemas.CoverageBuckets)), append(vals, n)
+	}
+	for _, k := range sortedKeys(g.BySource) {
+		names, vals = append(names, "generation:by_source:"+k), append(vals, g.BySource[k])
+	}
+	for _, k := range sortedKeys(g.Losses) {
+		names, vals = append(names, "generation:loss:"+k), append(vals, g.Losses[k])
+	}
+	return names, vals
 }
 
 // EncodeParquet returns stats.parquet's bytes: Records as one zstd-compressed Parquet file. The

@@ -100,7 +100,7 @@ func statsTestRow(i int, s statsRowSpec) schemas.Row {
 	if s.level == "repository" {
 		r.RepoURL, r.Commit, r.Path, r.CodeChars = s.source, "c1", fmt.Sprintf("pkg/m%d.py", i), 1000
 	} else {
-		r.Path, r.CodeChars = s.source, 40
+		r.Path, r.CodeChars, r.InputSource = s.source, 40, schemas.InputSourceCorpus
 	}
 	if s.dir == "forward" {
 		r.ActStepInto, r.ActStepOver, r.NumActions, r.NumStates = 2, 1, 3, 4
@@ -558,8 +558,10 @@ func FuzzParseStats(f *testing.F) {
 }
 
 // TestComputeStatsRowSchema1 reads a dataset whose first shard was written with row schema 1,
-// without the columns schema 2 added (noisy_values, placeholder_gap, ...): its rows count as
-// clean, the schema-2 shard's are counted, and a shard of any other schema is still refused.
+// without the columns schema 2 added (noisy_values, placeholder_gap, ...) and schema 3's
+// (input_source): its rows count as clean and without input source, the current shard's are
+// counted; then with row schema 2 (without input_source only); a shard of any other schema is
+// still refused.
 func TestComputeStatsRowSchema1(t *testing.T) {
 	ctx := context.Background()
 	st := openTest(t, "mem://")
@@ -568,31 +570,28 @@ func TestComputeStatsRowSchema1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// Shard 0 again, as schema 1 wrote it: schemas.Row's columns without schema 2's, in order.
-	var fields []reflect.StructField
 	rt := reflect.TypeOf(schemas.Row{})
-	for i := range rt.NumField() {
-		f := rt.Field(i)
-		if col, _, _ := strings.Cut(f.Tag.Get("parquet"), ","); !rowSchema2Columns[col] {
-			fields = append(fields, f)
-		}
-	}
-	if len(fields) != rt.NumField()-len(rowSchema2Columns) {
-		t.Fatalf("%d of %d columns kept", len(fields), rt.NumField())
-	}
-	v1 := reflect.StructOf(fields)
-	schema1 := parquet.SchemaOf(reflect.New(v1).Interface())
-	encode := func(rows []schemas.Row, schema *parquet.Schema) []byte {
-		var buf bytes.Buffer
-		w := parquet.NewWriter(&buf, schema)
-		for i := range rows {
-			old := reflect.New(v1).Elem()
-			rv := reflect.ValueOf(rows[i])
-			for k := range v1.NumField() {
-				old.Field(k).Set(rv.FieldByName(v1.Field(k).Name))
+	// without returns schemas.Row's fields without those whose columns drop holds, in order.
+	without := func(drop func(col, name string) bool) reflect.Type {
+		var fields []reflect.StructField
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			if col, _, _ := strings.Cut(f.Tag.Get("parquet"), ","); !drop(col, f.Name) {
+				fields = append(fields, f)
 			}
-			if err := w.Write(old.Addr().Interface()); err != nil {
+		}
+		return reflect.StructOf(fields)
+	}
+	encode := func(rows []schemas.Row, old reflect.Type) []byte {
+		var buf bytes.Buffer
+		w := parquet.NewWriter(&buf, parquet.SchemaOf(reflect.New(old).Interface()))
+		for i := range rows {
+			o := reflect.New(old).Elem()
+			rv := reflect.ValueOf(rows[i])
+			for k := range old.NumField() {
+				o.Field(k).Set(rv.FieldByName(old.Field(k).Name))
+			}
+			if err := w.Write(o.Addr().Interface()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -605,30 +604,44 @@ func TestComputeStatsRowSchema1(t *testing.T) {
 	for i, sp := range statsShards[0] {
 		rows = append(rows, statsTestRow(i, sp))
 	}
-	if err := st.Put(ctx, m.Shards[0].Path, encode(rows, schema1), nil); err != nil {
-		t.Fatal(err)
+	wantFn := want.Group("function", "")
+	if wantFn.InputSources[schemas.InputSourceCorpus] != 6 {
+		t.Fatalf("current schema: function rows by input source %v, want corpus=6", wantFn.InputSources)
 	}
-	got, err := ComputeStats(ctx, st, m)
-	if err != nil {
-		t.Fatalf("a schema 1 shard: %v", err)
-	}
-	// Row 2 of shard 0 had noisy values; read from schema 1 it has none.
-	if fn := got.Group("function", ""); fn.NoisyRows != 0 || fn.Trajectories != 6 || fn.Tokens != want.Group("function", "").Tokens {
-		t.Errorf("function group from a schema 1 shard: %d noisy of %d trajectories, %d tokens", fn.NoisyRows, fn.Trajectories, fn.Tokens)
-	}
-	if all := got.Group("", ""); all.NoisyRows != 3 || all.PlaceholderGapRows != 1 || all.Trajectories != 10 {
-		t.Errorf("all: %d noisy, %d gaps of %d", all.NoisyRows, all.PlaceholderGapRows, all.Trajectories)
+	for _, tc := range []struct {
+		name  string
+		drop  map[string]bool
+		noisy int64 // function-level rows with noisy values
+	}{
+		{"schema 1", map[string]bool{"code_omitted": true, "function_id": true, "split": true, "truncated": true,
+			"noisy_values": true, "placeholder_gap": true, "input_source": true}, 0},
+		{"schema 2", rowSchema3Columns, 1},
+	} {
+		old := without(func(col, _ string) bool { return tc.drop[col] })
+		if old.NumField() != rt.NumField()-len(tc.drop) {
+			t.Fatalf("%s: %d of %d columns kept", tc.name, old.NumField(), rt.NumField())
+		}
+		if err := st.Put(ctx, m.Shards[0].Path, encode(rows, old), nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ComputeStats(ctx, st, m)
+		if err != nil {
+			t.Fatalf("a %s shard: %v", tc.name, err)
+		}
+		// Row 2 of shard 0 had noisy values; read from schema 1 it has none. Shard 0 holds
+		// every function-level row: none has an input source.
+		if fn := got.Group("function", ""); fn.NoisyRows != tc.noisy || fn.Trajectories != 6 || fn.Tokens != wantFn.Tokens || fn.InputSources != nil {
+			t.Errorf("function group from a %s shard: %d noisy of %d trajectories, %d tokens, input sources %v",
+				tc.name, fn.NoisyRows, fn.Trajectories, fn.Tokens, fn.InputSources)
+		}
+		if all := got.Group("", ""); all.NoisyRows != 3+tc.noisy || all.PlaceholderGapRows != 1 || all.Trajectories != 10 {
+			t.Errorf("%s: all: %d noisy, %d gaps of %d", tc.name, all.NoisyRows, all.PlaceholderGapRows, all.Trajectories)
+		}
 	}
 
 	// A shard missing another column is refused, naming it.
-	fields = fields[:0]
-	for i := range rt.NumField() {
-		if f := rt.Field(i); f.Name != "CodeChars" {
-			fields = append(fields, f)
-		}
-	}
-	v1 = reflect.StructOf(fields)
-	if err := st.Put(ctx, m.Shards[0].Path, encode(rows, parquet.SchemaOf(reflect.New(v1).Interface())), nil); err != nil {
+	old := without(func(_, name string) bool { return name == "CodeChars" })
+	if err := st.Put(ctx, m.Shards[0].Path, encode(rows, old), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ComputeStats(ctx, st, m); err == nil || !strings.Contains(err.Error(), "code_chars") {

@@ -88,6 +88,9 @@ type StatsPart struct {
 	Examples map[string][]RejectExample `json:"examples,omitempty"`
 	// Yields sum the repositories' yield reports per source (AddYields), sorted by source.
 	Yields []PartYield `json:"yields,omitempty"`
+	// GenRows count the function-level rows of generated items per repository (their repo_url),
+	// sorted by source: the rows of a source's Generation.
+	GenRows []PartGenRows `json:"gen_rows,omitempty"`
 }
 
 // MarshalJSON encodes p with Version set to StatsPartVersion (the layout this code writes), so
@@ -125,6 +128,9 @@ type PartCounts struct {
 	// placeholder gap (placeholder_gap); left out when 0, so parts without them encode as before.
 	Noisy int64 `json:"noisy,omitempty"`
 	Gap   int64 `json:"gap,omitempty"`
+	// InputSources counts trajectories per input_source (rows of schema 3 at function level; an
+	// unknown source counts as GenOther); left out when empty.
+	InputSources map[string]int64 `json:"inputs,omitempty"`
 }
 
 // PartGroup holds the rows of one level and direction.
@@ -205,6 +211,7 @@ func statRowOf(r *schemas.Row) statRow {
 		ActInvStepInto: r.ActInvStepInto, ActInvStepOver: r.ActInvStepOver, ActInvStepCall: r.ActInvStepCall,
 		EvCall: r.EvCall, EvLine: r.EvLine, EvReturn: r.EvReturn, EvException: r.EvException,
 		Exit: r.Exit, CodeChars: r.CodeChars, Split: r.Split, NoisyValues: r.NoisyValues, PlaceholderGap: r.PlaceholderGap,
+		InputSource: r.InputSource,
 	}
 }
 
@@ -354,6 +361,7 @@ func (p *StatsPart) Merge(o *StatsPart) {
 			return PartRejects{Source: s.Source, Classes: addCounts(nil, s.Classes), Decontaminated: addCounts(nil, s.Decontaminated)}
 		})
 	p.mergeYields(o)
+	p.mergeGenRows(o)
 	for class, ex := range o.Examples {
 		if len(ex) == 0 {
 			continue
@@ -469,6 +477,21 @@ func (c *PartCounts) addRow(r *statRow) {
 	if r.PlaceholderGap {
 		c.Gap++
 	}
+	if r.InputSource != "" {
+		if c.InputSources == nil {
+			c.InputSources = map[string]int64{}
+		}
+		c.InputSources[inputSourceKey(r.InputSource)]++
+	}
+}
+
+// inputSourceKey is the key an input_source is counted under: itself if it is one of
+// schemas.InputSources, else GenOther (a shard's column may hold anything).
+func inputSourceKey(s string) string {
+	if schemas.IsInputSource(s) {
+		return s
+	}
+	return GenOther
 }
 
 // addTrace counts one trace with its events in c.
@@ -492,13 +515,15 @@ func (c *PartCounts) merge(o *PartCounts) {
 	addInts(c.Events, o.Events)
 	c.Noisy += o.Noisy
 	c.Gap += o.Gap
+	c.InputSources = addCounts(c.InputSources, o.InputSources)
 }
 
 // clone returns a deep copy of c.
 func (c *PartCounts) clone() PartCounts {
 	return PartCounts{Traces: c.Traces, Trajectories: c.Trajectories, Tokens: c.Tokens, LearnedTokens: c.LearnedTokens,
 		Directions: addCounts(nil, c.Directions), Exits: addCounts(nil, c.Exits), Splits: addCounts(nil, c.Splits),
-		Actions: slices.Clone(c.Actions), Events: slices.Clone(c.Events), Noisy: c.Noisy, Gap: c.Gap}
+		Actions: slices.Clone(c.Actions), Events: slices.Clone(c.Events), Noisy: c.Noisy, Gap: c.Gap,
+		InputSources: addCounts(nil, c.InputSources)}
 }
 
 // addCounts adds o's counts to m (allocated if nil and o is not empty) and returns m.
@@ -534,6 +559,7 @@ func (r *RowCounts) addCounts(c *PartCounts) {
 		r.Exits[k] += v
 	}
 	r.Splits = addCounts(r.Splits, c.Splits)
+	r.InputSources = addCounts(r.InputSources, c.InputSources)
 	r.NoisyRows += c.Noisy
 	r.PlaceholderGapRows += c.Gap
 	r.NoisyShare, r.PlaceholderGapShare = share(r.NoisyRows, r.Trajectories), share(r.PlaceholderGapRows, r.Trajectories)
@@ -610,6 +636,9 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 		py := &p.Yields[i]
 		k := source(py.Source)
 		y := py.Yield.clone()
+		if y.Generation != nil {
+			y.Generation.finish(p.genRowsOf(py.Source))
+		}
 		srcs[k].Yield = &y
 		if total == nil {
 			total = &Yield{}
@@ -671,6 +700,9 @@ func (p *StatsPart) Stats(m *Manifest) *Stats {
 		ds.Items = v
 	}
 	s.Dataset = ds
+	if total != nil && total.Generation != nil {
+		total.Generation.finish(generatedRows(ds.InputSources))
+	}
 
 	for _, rc := range classes {
 		s.Rejects = append(s.Rejects, *rc)
@@ -848,6 +880,9 @@ func (p *StatsPart) validate() error {
 	if err := p.validateYields(); err != nil {
 		return err
 	}
+	if err := p.validateGenRows(trajectories); err != nil {
+		return err
+	}
 	return p.validateRejects()
 }
 
@@ -934,15 +969,21 @@ func (c *PartCounts) validate() error {
 	case c.Noisy < 0 || c.Noisy > c.Trajectories || c.Gap < 0 || c.Gap > c.Trajectories:
 		return fmt.Errorf("%d noisy and %d gap trajectories of %d", c.Noisy, c.Gap, c.Trajectories)
 	}
-	for name, m := range map[string]map[string]int64{"directions": c.Directions, "exits": c.Exits, "splits": c.Splits} {
+	for k := range c.InputSources {
+		if k != GenOther && !schemas.IsInputSource(k) {
+			return fmt.Errorf("inputs: unknown input source %.60q", k)
+		}
+	}
+	for name, m := range map[string]map[string]int64{"directions": c.Directions, "exits": c.Exits, "splits": c.Splits, "inputs": c.InputSources} {
 		var n int64
 		for k, v := range m {
 			if v < 1 || !addCount(&n, v) {
 				return fmt.Errorf("%s: %q: bad count %d", name, k, v)
 			}
 		}
-		// Rows written before the split column have none: splits may count fewer.
-		if n != c.Trajectories && (name != "splits" || n > c.Trajectories) {
+		// Rows written before the split and input_source columns have none, and repository
+		// rows no input source: splits and inputs may count fewer.
+		if n != c.Trajectories && (name != "splits" && name != "inputs" || n > c.Trajectories) {
 			return fmt.Errorf("%s count %d trajectories, not %d", name, n, c.Trajectories)
 		}
 	}
@@ -1276,6 +1317,8 @@ type statsAcc struct {
 	sources   map[sourceKey]int
 	srcs      []*sourceAcc
 	traces    map[[16]byte]*traceInfo
+	// genRows counts the function-level rows of generated items per repo_url.
+	genRows map[string]int64
 }
 
 func newStatsAcc() *statsAcc {
@@ -1311,6 +1354,12 @@ func (a *statsAcc) add(r *statRow) error {
 		a.srcs = append(a.srcs, &sourceAcc{key: sk, counts: newPartCounts()})
 	}
 	a.srcs[si].counts.addRow(r)
+	if r.Level == "function" && r.RepoURL != "" && schemas.GeneratedInputSource(r.InputSource) {
+		if a.genRows == nil {
+			a.genRows = map[string]int64{}
+		}
+		a.genRows[validUTF8(r.RepoURL)]++
+	}
 
 	tk := traceKey(r)
 	t, ok := a.traces[tk]
@@ -1361,7 +1410,19 @@ func (a *statsAcc) part() *StatsPart {
 		p.Sources = append(p.Sources, PartSource{Level: s.key.level, Source: s.key.source, PartCounts: s.counts})
 	}
 	slices.SortFunc(p.Sources, func(x, y PartSource) int { return comparePartSources(&x, &y) })
+	for _, src := range sortedKeys(a.genRows) {
+		p.GenRows = append(p.GenRows, PartGenRows{Source: src, Rows: a.genRows[src]})
+	}
 	return p
+}
+
+// genRowsOf returns the rows of generated items of the repository source names.
+func (p *StatsPart) genRowsOf(source string) int64 {
+	i, ok := slices.BinarySearchFunc(p.GenRows, source, func(r PartGenRows, s string) int { return strings.Compare(r.Source, s) })
+	if !ok {
+		return 0
+	}
+	return p.GenRows[i].Rows
 }
 
 // validUTF8 returns s with every byte that is not part of valid UTF-8 replaced by U+FFFD, as

@@ -39,7 +39,15 @@ func randomStatsRow(rng *rand.Rand, i int, level, dir, source, sourceID, commit 
 	if level == "repository" {
 		r.RepoURL, r.Commit, r.Path = source, commit, fmt.Sprintf("pkg/m%d.py", rng.IntN(5))
 	} else {
+		// Function-level rows of every input source; a generated item's now and then from a
+		// repository (repo_url), whose source's generation counts its rows.
 		r.Path = source
+	}
+	if level == "function" {
+		r.InputSource = schemas.InputSources[rng.IntN(len(schemas.InputSources))]
+		if schemas.GeneratedInputSource(r.InputSource) && rng.IntN(2) == 0 {
+			r.RepoURL = fmt.Sprintf("https://example.invalid/gen%d.git", rng.IntN(3))
+		}
 	}
 	acts := []*int32{&r.ActStepInto, &r.ActStepOver, &r.ActStepReturn, &r.ActBreakpoint, &r.ActContinue,
 		&r.ActInvStepInto, &r.ActInvStepOver, &r.ActInvStepCall}
@@ -671,6 +679,15 @@ func FuzzParseStatsPart(f *testing.F) {
 	}
 	f.Add([]byte(`{"v":1}`))
 	f.Add([]byte(`{"v":1,"groups":[null],"examples":{"x":null}}`))
+	// Generated inputs: a repository's report, and rows of generated items with input sources.
+	gen := &StatsPart{}
+	gen.AddYields([]schemas.RepoYield{{Source: "r", Key: "k", Generation: &schemas.GenYield{Modules: 1, Found: 3, Units: 2, WithInput: 1,
+		Coverage: [schemas.CoverageBuckets]int64{7: 1}, BySource: map[string]int64{"typed": 2}, Losses: map[string]int64{"async": 1, "other": 1}}}})
+	if rows, err := NewStatsPart([]schemas.Row{{Level: "function", Direction: "forward", Path: "m.py", SourceID: "1", RepoURL: "r", InputSource: "typed"},
+		{Level: "function", Direction: "forward", Path: "c.jsonl", SourceID: "2", InputSource: "corpus"}}); err == nil {
+		gen.Merge(rows)
+	}
+	f.Add(partJSON(f, gen))
 	f.Fuzz(checkPartInput)
 }
 

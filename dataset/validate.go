@@ -95,7 +95,8 @@ func Validate(ctx context.Context, st *store.Store, lookup TokenizerLookup) erro
 //   - the shard is Parquet with exactly the expected schema (parquet.SchemaOf(schemas.Row{})) and its
 //     row count, token and learned-token sums match the manifest;
 //   - every row has len(input_ids) == len(loss_mask) == num_tokens, num_learned true entries in
-//     loss_mask, the manifest's tokenizer (versions.tokenizer, if set), and decode(input_ids) == text under the tokenizer the row names (looked up with lookup); for a
+//     loss_mask, an input_source (schemas.InputSources) at function level and none at another,
+//     the manifest's tokenizer (versions.tokenizer, if set), and decode(input_ids) == text under the tokenizer the row names (looked up with lookup); for a
 //     tokenizer that normalizes its input (a Normalize(string) string method, e.g. NFC), decoding
 //     may give Normalize(text) instead.
 //
@@ -439,6 +440,12 @@ func rowProblem(r *schemas.Row) (column, msg string) {
 	}
 	if learned := tokenize.LearnedTokens(r.LossMask); learned != int64(r.NumLearned) {
 		return "num_learned", fmt.Sprintf("%d, loss_mask has %d true entries", r.NumLearned, learned)
+	}
+	switch {
+	case r.Level == "function" && !schemas.IsInputSource(r.InputSource):
+		return "input_source", fmt.Sprintf("%.60q at function level, want one of %s", r.InputSource, strings.Join(schemas.InputSources, ", "))
+	case r.Level != "function" && r.InputSource != "":
+		return "input_source", fmt.Sprintf("%.60q at %.40q level, want empty", r.InputSource, r.Level)
 	}
 	return "", ""
 }

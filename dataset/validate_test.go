@@ -100,7 +100,7 @@ func TestValidateFindsProblems(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "", -1, "", "malformed manifest"},
-		{"schema version", tamperManifest(`"schema_version": "2"`, `"schema_version": "0"`), "", -1, "", `schema_version is "0"`},
+		{"schema version", tamperManifest(`"schema_version": "3"`, `"schema_version": "0"`), "", -1, "", `schema_version is "0"`},
 		{"missing shard", func(t *testing.T, s *store.Store) {
 			writeTestDataset(t, s, 2, 3)
 			if err := s.Delete(context.Background(), shard1); err != nil {
@@ -142,6 +142,9 @@ func TestValidateFindsProblems(t *testing.T) {
 		{"input_ids length", badRowDataset(func(r *schemas.Row) { r.InputIDs = r.InputIDs[:len(r.InputIDs)-1] }), shard1, 2, "input_ids", "num_tokens says"},
 		{"loss_mask length", badRowDataset(func(r *schemas.Row) { r.LossMask = append(r.LossMask, true) }), shard1, 2, "loss_mask", "entries"},
 		{"num_learned", badRowDataset(func(r *schemas.Row) { r.NumLearned-- }), shard1, 2, "num_learned", "true entries"},
+		{"no input source", badRowDataset(func(r *schemas.Row) { r.InputSource = "" }), shard1, 2, "input_source", `"" at function level, want one of corpus, test_call`},
+		{"unknown input source", badRowDataset(func(r *schemas.Row) { r.InputSource = "\x1b[2Jmagic" }), shard1, 2, "input_source", `"\x1b[2Jmagic" at function level`},
+		{"input source at repository level", badRowDataset(func(r *schemas.Row) { r.Level = "repository" }), shard1, 2, "input_source", `"corpus" at "repository" level, want empty`},
 		{"empty tokenizer", badRowDataset(func(r *schemas.Row) { r.Tokenizer = "" }), shard1, 2, "tokenizer", "empty"},
 		{"unknown tokenizer", badRowDataset(func(r *schemas.Row) { r.Tokenizer = "nope" }), shard1, 2, "tokenizer", `"nope"`},
 		{"manifest tokenizer", badRowDataset(func(r *schemas.Row) { r.Tokenizer = "cl100k_base" }), shard1, 2, "tokenizer", `the manifest's versions say "test-bytes"`},

@@ -44,6 +44,9 @@ type Yield struct {
 	RunnerFallbacks int64 `json:"runner_fallbacks,omitempty"`
 	// RejectedByClass counts the repositories that gave no rows, per class (RepoYield.Rejected).
 	RejectedByClass map[string]int64 `json:"rejected_by_class"`
+	// Generation sums what generating inputs gave (RepoYield.Generation); absent when no
+	// repository generated any.
+	Generation *Generation `json:"generation,omitempty"`
 }
 
 // add sums one repository's report into y.
@@ -66,6 +69,7 @@ func (y *Yield) add(r *schemas.RepoYield) {
 	y.SandboxRefused += r.SandboxRefused
 	y.ExcludedFiles += r.ExcludedFiles
 	y.RunnerFallbacks += r.RunnerFallbacks
+	addGen(&y.Generation, r.Generation)
 	if r.Rejected == "" {
 		y.WithRows++
 		return
@@ -98,12 +102,14 @@ func (y *Yield) merge(o *Yield) {
 	y.ExcludedFiles += o.ExcludedFiles
 	y.RunnerFallbacks += o.RunnerFallbacks
 	y.RejectedByClass = addCounts(y.RejectedByClass, o.RejectedByClass)
+	mergeGen(&y.Generation, o.Generation)
 }
 
 // clone returns a deep copy of y.
 func (y *Yield) clone() Yield {
 	c := *y
 	c.RejectedByClass = addCounts(nil, y.RejectedByClass)
+	c.Generation = cloneGen(y.Generation)
 	return c
 }
 
@@ -124,6 +130,9 @@ func (y *Yield) validate() error {
 	}
 	if y.Repositories < 1 || y.WithRows+rejected != y.Repositories {
 		return fmt.Errorf("%d repositories, %d with rows and %d rejected", y.Repositories, y.WithRows, rejected)
+	}
+	if y.Generation != nil {
+		return y.Generation.validate()
 	}
 	return nil
 }

@@ -89,6 +89,9 @@ type Source struct {
 	// FunctionID is the function under study's id (crawl.FunctionID); the row's split is drawn
 	// from it.
 	FunctionID string
+	// InputSource is the row's input_source: how a function-level item's input was made
+	// (schemas.InputSource*), empty at repository level.
+	InputSource string
 }
 
 // ErrTooLong is returned (wrapped) for a trajectory that does not fit in Options.MaxTokens.
@@ -169,7 +172,7 @@ func build(src Source, tree *debugger.Tree, code string, count func(*schemas.Row
 		SourceID: src.SourceID, FunctionID: src.FunctionID, Split: o.Split.Assign(src.FunctionID), Direction: string(traj.Direction), Policy: p.Name, Seed: int64(seed),
 		Text: text, InputIDs: ids, LossMask: mask, NumTokens: int32(len(ids)),
 		NumActions: int32(traj.Actions()), NumStates: int32(len(traj.Steps)), Exit: string(traj.Exit),
-		Truncated: traj.Truncated,
+		Truncated: traj.Truncated, InputSource: src.InputSource,
 		CodeChars: int32(len([]rune(traj.Code))), CodeOmitted: int32(tree.CodeOmitted), TracerVersion: o.TracerVersion, PipelineVersion: Version,
 		Tokenizer: o.Tokenizer.Name(), CreatedAt: o.CreatedAt.UTC().Truncate(time.Microsecond),
 	}

@@ -64,6 +64,10 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 	if r := decontaminatedItem(&t, o); r != nil {
 		return nil, r, nil
 	}
+	if src := InputSource(t.Item); !schemas.IsInputSource(src) {
+		// Set by this program, never by a corpus: a reject rather than rows a shard refuses.
+		return reject(schemas.RejectMalformed, fmt.Sprintf("malformed: unknown input source %.60q", src))
+	}
 	item, trace := debuggerItem(&t, o)
 	src := functionSource(t.Item)
 	var rows []schemas.Row
@@ -129,7 +133,18 @@ func debuggerItem(t *execute.TracedItem, o Options) (debugger.Item, *debugger.Tr
 // is the item's function (Func, or else its module: crawl.Item.Source).
 func functionSource(it crawl.Item) Source {
 	return Source{Level: "function", RepoURL: it.RepoURL, Commit: it.Commit, Path: it.Path,
-		QualName: it.QualName, SourceID: it.SourceID, FunctionID: crawl.FunctionID(it.Source())}
+		QualName: it.QualName, SourceID: it.SourceID, FunctionID: crawl.FunctionID(it.Source()),
+		InputSource: InputSource(it)}
+}
+
+// InputSource is the input_source of a function-level item's rows: the item's InputSource,
+// schemas.InputSourceCorpus when it has none (a corpus item). The row ID does not cover it: the
+// same trajectory of the same call keeps its id whatever found the call.
+func InputSource(it crawl.Item) string {
+	if it.InputSource == "" {
+		return schemas.InputSourceCorpus
+	}
+	return it.InputSource
 }
 
 // reasonKey is a short counter key for an error.

@@ -31,6 +31,11 @@ func Yield(t execute.TracedItem, rows int, rej *schemas.Reject) schemas.RepoYiel
 				y.RunnerFallbacks += n
 			}
 		}
+		if rt.Gen != nil {
+			// A copy: the report must not share the trace's maps.
+			y.Generation = &schemas.GenYield{}
+			y.Generation.Add(rt.Gen)
+		}
 	}
 	if rej != nil {
 		y.Rejected, y.Reason = stageOf(*rej, t.Stage), cutReason(rej.Reason)

@@ -81,3 +81,26 @@ func TestYieldCollection(t *testing.T) {
 		t.Errorf("yield %+v", y)
 	}
 }
+
+// TestYieldGeneration (issue 30): what generating inputs gave is in the yield report, a copy
+// that does not share the trace's maps; a repository without generation has none.
+func TestYieldGeneration(t *testing.T) {
+	gen := &schemas.GenYield{Modules: 2, Found: 10, Units: 8, WithInput: 6, Inputs: 15, Attempts: 900, Traced: 14,
+		Coverage: [schemas.CoverageBuckets]int64{9: 4, 5: 2}, BySource: map[string]int64{schemas.InputSourceTyped: 10, schemas.InputSourceFuzzed: 5},
+		Losses: map[string]int64{"async": 1, "needs_io": 1, "no_candidates": 2}}
+	tr := execute.TracedItem{Item: crawl.Item{Key: "r", Path: "files:corpus", Repo: &crawl.RepoTarget{FunctionsAll: true, NoTests: true}},
+		Repo: &execute.RepoTrace{Gen: gen}}
+	y := Yield(tr, 0, nil)
+	if y.Generation == nil || y.Generation == gen || y.Generation.Found != 10 || y.Generation.Coverage[9] != 4 ||
+		y.Generation.BySource[schemas.InputSourceTyped] != 10 || y.Generation.Losses["no_candidates"] != 2 {
+		t.Fatalf("generation %+v", y.Generation)
+	}
+	y.Generation.Losses["async"] = 99
+	if gen.Losses["async"] != 1 {
+		t.Error("the report shares the trace's losses")
+	}
+	tr.Repo.Gen = nil
+	if y := Yield(tr, 0, nil); y.Generation != nil {
+		t.Errorf("no generation, report has %+v", y.Generation)
+	}
+}

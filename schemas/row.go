@@ -3,7 +3,7 @@ package schemas
 import "time"
 
 // RowSchemaVersion changes whenever Row's columns change.
-const RowSchemaVersion = "2"
+const RowSchemaVersion = "3"
 
 // Row is one trajectory in a dataset shard: one Parquet row. Every column is documented here and in
 // docs/dataset.md; the Parquet schema is derived from the struct tags (parquet-go), and a test checks
@@ -82,6 +82,11 @@ type Row struct {
 	// PlaceholderGap is true when the row's address placeholders do not run 0x1, 0x2, ... in
 	// order of first appearance (never, since rows renumber them; kept as a check).
 	PlaceholderGap bool `parquet:"placeholder_gap" json:"placeholder_gap"`
+	// InputSource is how a function-level row's input was made (InputSource*): corpus (given with
+	// the code, the default), test_call (a call the repository's tests made), or generated:
+	// doctest, example, typed, fuzzed, llm. Empty for a repository-level row, whose input is the
+	// test (row schema 3).
+	InputSource string `parquet:"input_source,dict" json:"input_source"`
 
 	// TracerVersion, PipelineVersion and Tokenizer record what produced the row.
 	TracerVersion   string `parquet:"tracer_version,dict" json:"tracer_version"`
@@ -92,6 +97,27 @@ type Row struct {
 	// shards. A later version that reuses the row's shard keeps it: it can be earlier than the
 	// manifest's created_at.
 	CreatedAt time.Time `parquet:"created_at,timestamp(microsecond)" json:"created_at"`
+}
+
+// InputSources are the input sources a function-level row may have (the column input_source),
+// given first, then generated.
+var InputSources = []string{InputSourceCorpus, InputSourceTestCall, InputSourceDoctest, InputSourceExample,
+	InputSourceTyped, InputSourceFuzzed, InputSourceLLM}
+
+// IsInputSource reports whether s is one of InputSources.
+func IsInputSource(s string) bool {
+	for _, k := range InputSources {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// GeneratedInputSource reports whether s is the source of a generated input (doctest, example,
+// typed, fuzzed, llm): not given with the code (corpus) nor seen in a test (test_call).
+func GeneratedInputSource(s string) bool {
+	return IsInputSource(s) && s != InputSourceCorpus && s != InputSourceTestCall
 }
 
 // PackedRow is a fixed-length training sequence made of whole trajectories (rows) laid end to end and

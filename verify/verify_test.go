@@ -251,8 +251,12 @@ func sampleDataset(t *testing.T, sizes []int) (*store.Store, *dataset.Manifest) 
 		var rows []schemas.Row
 		for _, g := range groups {
 			for k := 0; k < n; k++ {
-				rows = append(rows, schemas.Row{ID: fmt.Sprintf("%d-%s-%s-%d", i, g[0], g[1], k), Level: g[0], Direction: g[1],
-					Tokenizer: "t", InputIDs: []int32{1}, LossMask: []bool{true}, NumTokens: 1, NumLearned: 1})
+				r := schemas.Row{ID: fmt.Sprintf("%d-%s-%s-%d", i, g[0], g[1], k), Level: g[0], Direction: g[1],
+					Tokenizer: "t", InputIDs: []int32{1}, LossMask: []bool{true}, NumTokens: 1, NumLearned: 1}
+				if g[0] == "function" {
+					r.InputSource = schemas.InputSourceCorpus
+				}
+				rows = append(rows, r)
 			}
 		}
 		info, err := dataset.WriteShard(ctx, st, fmt.Sprintf("part-%02d", i), rows)

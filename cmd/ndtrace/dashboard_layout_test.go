@@ -83,7 +83,7 @@ func TestDashboardLayoutChromium(t *testing.T) {
 	var urls []string
 	for i, name := range []string{"run-one", "run-two", "run-three"} {
 		u := writeStatsCLIDataset(t, dir, name, 40*(i+1))
-		writeStoredStats(t, u, everyActionType)
+		writeStoredStats(t, u, func(s *dataset.Stats) { everyActionType(s); wideGeneration(s) })
 		writeWideVerification(t, u)
 		urls = append(urls, u)
 	}
@@ -108,15 +108,18 @@ func TestDashboardLayoutChromium(t *testing.T) {
 			if l.Width != float64(width) || len(l.Tables) < 5 || len(l.Charts) < 10 {
 				t.Fatalf("measured a %vpx window, %d tables, %d charts", l.Width, len(l.Tables), len(l.Charts))
 			}
-			verifyTable := false
+			verifyTable, genTables := false, 0
 			for _, tb := range l.Tables {
 				verifyTable = verifyTable || tb.ID == "verify-table"
+				if tb.ID == "generation-table" || tb.ID == "losses-table" || tb.ID == "input-sources-table" {
+					genTables++
+				}
 				if tb.Scroll > tb.Client {
 					t.Errorf("table %s scrolls sideways: %vpx wide in a %vpx box", tb.ID, tb.Scroll, tb.Client)
 				}
 			}
-			if !verifyTable {
-				t.Error("no verification table measured")
+			if !verifyTable || genTables != 3 {
+				t.Errorf("verification table measured: %v; %d of the 3 generation tables", verifyTable, genTables)
 			}
 			labelled := 0
 			for _, c := range l.Charts {
@@ -171,6 +174,27 @@ func everyActionType(s *dataset.Stats) {
 				m.Sum, m.Mean = int64(len(m.Name))*m.Count+1, float64(len(m.Name))
 			}
 		}
+	}
+}
+
+// wideGeneration gives the statistics a generation report with the most loss reasons the
+// dashboard lists, long ones among them, and rows of every input source.
+func wideGeneration(s *dataset.Stats) {
+	losses := map[string]int64{}
+	for i := range 24 {
+		losses[fmt.Sprintf("reason_%02d_%s", i, strings.Repeat("x", 3*i))] = int64(1000 * (i + 1))
+	}
+	g := &dataset.Generation{GenYield: schemas.GenYield{Modules: 123456, Found: 1234567, Units: 987654, WithInput: 765432,
+		Inputs: 2345678, Attempts: 123456789, Traced: 2345000, Coverage: [schemas.CoverageBuckets]int64{1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000},
+		BySource: map[string]int64{"doctest": 12345, "example": 23456, "typed": 345678, "fuzzed": 456789, "llm": 5678}, Losses: losses},
+		WithInputShare: 0.775, MedianCoverage: 70, Rows: 4567890}
+	if s.Repositories == nil {
+		s.Repositories = &dataset.Yield{Repositories: 1}
+	}
+	s.Repositories.Generation = g
+	s.Dataset.InputSources = map[string]int64{}
+	for i, k := range append(schemas.InputSources, dataset.GenOther) {
+		s.Dataset.InputSources[k] = int64(1234567 * (i + 1))
 	}
 }
 

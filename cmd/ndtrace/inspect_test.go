@@ -23,7 +23,7 @@ func TestInspectCommand(t *testing.T) {
 	}{
 		{name: "default", args: []string{dir}, has: []string{
 			"dataset " + dir + ": 2 shards, 5 rows, ",
-			"format ndtrace-dataset v2, schema 2, created 2026-11-22T09:00:00Z; tracer t1, pipeline p1, tokenizer bytes",
+			"format ndtrace-dataset v2, schema 3, created 2026-11-22T09:00:00Z; tracer t1, pipeline p1, tokenizer bytes",
 			"counts: rejects.timeout=2",
 			"id=0000000000000000… level=function direction=forward policy=paper seed=0 exit=exit_normal tokens=",
 			"[step_over:1] events=call:1,line:1,return:1,exception:0 code_chars=30 qualname=f path=corpus.jsonl source=0 tokenizer=bytes",

@@ -24,7 +24,9 @@ distributions of tokens, learned tokens, actions, events and code length per tra
 25th, 50th and 90th percentile, min and max) by level and direction, as in the paper's Figure 5
 and A.1; actions, events and exits per type; the trajectories with noisy values (a failed repr,
 a value that differed between two runs, an epoch time, a hash-sized integer) and with address
-placeholders not numbered from 0x1; the sources; and the rejects by reason.
+placeholders not numbered from 0x1; the sources; the repositories' yield and, when inputs were
+generated for functions that came without them, what that gave (functions found, units, with an
+input, line coverage, losses by reason, rows by input source); and the rejects by reason.
 
 It reads stats.json when the dataset has one that matches its manifest (same created_at and
 totals), and computes the statistics from the shards otherwise (nothing is written). Last comes
@@ -213,6 +215,7 @@ func printStats(w io.Writer, url string, st *dataset.Stats, from string, nsource
 	tw.Flush()
 
 	printYields(w, st, nsources)
+	printGeneration(w, st, nsources)
 
 	statsSection(w, "Rejects by reason")
 	if len(st.Rejects) == 0 {
@@ -301,6 +304,97 @@ func printYields(w io.Writer, st *dataset.Stats, nsources int) {
 			fmtKeyCounts(r.RejectedByClass))
 	}
 	tw.Flush()
+}
+
+// maxLossesShown is the most loss reasons a line of the generated inputs' section names.
+const maxLossesShown = 8
+
+// printGeneration prints what generating inputs gave (issue 30), only when some repository or
+// group of files generated inputs: a line for the dataset, its coverage buckets, the inputs by
+// source, the rows by input source, and a line per source (most functions found first, nsources
+// of them; 0 for all). Reasons and sources are escaped for a terminal.
+func printGeneration(w io.Writer, st *dataset.Stats, nsources int) {
+	if st.Repositories == nil || st.Repositories.Generation == nil {
+		return
+	}
+	g := st.Repositories.Generation
+	statsSection(w, "Generated inputs (functions that came without inputs)")
+	fmt.Fprintf(w, "all: %s\n", genLine(g))
+	buckets := make([]string, len(g.Coverage))
+	for i, n := range g.Coverage {
+		lo := i * 100 / schemas.CoverageBuckets
+		hi := lo + 100/schemas.CoverageBuckets - 1
+		if i == len(g.Coverage)-1 {
+			hi = 100
+		}
+		buckets[i] = fmt.Sprintf("%d-%d%% %s", lo, hi, numfmt.Thousands(n))
+	}
+	fmt.Fprintf(w, "line coverage of the units with an input: %s\n", strings.Join(buckets, ", "))
+	if len(g.BySource) > 0 {
+		fmt.Fprintf(w, "inputs kept by source: %s\n", countsByCount(g.BySource, 0))
+	}
+	if in := st.Dataset.InputSources; len(in) > 0 {
+		fmt.Fprintf(w, "rows by input source: %s\n", countsByCount(in, 0))
+	}
+	var srcs []dataset.SourceStats
+	for _, s := range st.Sources {
+		if s.Yield != nil && s.Yield.Generation != nil {
+			srcs = append(srcs, s)
+		}
+	}
+	sort.SliceStable(srcs, func(i, j int) bool { return srcs[i].Yield.Generation.Found > srcs[j].Yield.Generation.Found })
+	if nsources > 0 && len(srcs) > nsources {
+		fmt.Fprintf(w, "(%d of %d sources, most functions found first; --sources 0 for all)\n", nsources, len(srcs))
+		srcs = srcs[:nsources]
+	}
+	for _, s := range srcs {
+		fmt.Fprintf(w, "%s: %s\n", termsafe.String(s.Source), genLine(s.Yield.Generation))
+	}
+}
+
+// genLine is one generation report on a line: "found 120, units 97, with input 71 (73.2%),
+// inputs 240, traced 238, rows 480, attempts 9,000, median coverage 80%+; losses: needs_io 5,
+// async 3".
+func genLine(g *dataset.Generation) string {
+	median := "-"
+	if g.MedianCoverage >= 0 {
+		median = fmt.Sprintf("%d%%+", g.MedianCoverage)
+	}
+	losses := "none"
+	if len(g.Losses) > 0 {
+		losses = countsByCount(g.Losses, maxLossesShown)
+	}
+	return fmt.Sprintf("found %s, units %s, with input %s, inputs %s, traced %s, rows %s, attempts %s, median coverage %s; losses: %s",
+		numfmt.Thousands(g.Found), numfmt.Thousands(g.Units), passRate(g.WithInput, g.Units), numfmt.Thousands(g.Inputs),
+		numfmt.Thousands(g.Traced), numfmt.Thousands(g.Rows), numfmt.Thousands(g.Attempts), median, losses)
+}
+
+// countsByCount formats counts as "k n, k n", the largest first (then by key), escaped for a
+// terminal; with limit > 0 at most limit of them, then "(+N more)".
+func countsByCount(counts map[string]int64, limit int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	more := 0
+	if limit > 0 && len(keys) > limit {
+		more, keys = len(keys)-limit, keys[:limit]
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = termsafe.String(k) + " " + numfmt.Thousands(counts[k])
+	}
+	out := strings.Join(parts, ", ")
+	if more > 0 {
+		out += fmt.Sprintf(" (+%d more)", more)
+	}
+	return out
 }
 
 // passRate is n of run as "n (p%)" (n alone when run is 0).

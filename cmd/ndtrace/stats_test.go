@@ -80,7 +80,7 @@ func writeStatsCLIDataset(t *testing.T, dir, name string, scale int) string {
 			if sp.level == "repository" {
 				r.RepoURL, r.Commit, r.Path, r.CodeChars = sp.source, "c1", "pkg/m.py", 1000
 			} else {
-				r.Path, r.CodeChars = sp.source, 40
+				r.Path, r.CodeChars, r.InputSource = sp.source, 40, schemas.InputSourceCorpus
 			}
 			if i == 2 || i == 7 {
 				r.NoisyValues = int32(i)

@@ -42,7 +42,7 @@ func cliRow(t *testing.T, seed int) schemas.Row {
 		Direction: "forward", Policy: "paper", Seed: int64(seed), Text: text, InputIDs: ids, LossMask: mask,
 		NumTokens: int32(len(ids)), NumLearned: learned, NumActions: 1, NumStates: 2, ActStepOver: 1, EvCall: 1,
 		EvLine: 1, EvReturn: 1, Exit: "exit_normal", CodeChars: 30, TracerVersion: "t1", PipelineVersion: "p1",
-		Tokenizer: tok.Name(), CreatedAt: cliCreated,
+		Tokenizer: tok.Name(), CreatedAt: cliCreated, InputSource: schemas.InputSourceCorpus,
 	}
 }
 
@@ -115,7 +115,7 @@ func TestValidateCommand(t *testing.T) {
 		stderrHas  string
 		stdoutRows int // lines on stdout, if > 0
 	}{
-		{name: "valid", args: []string{good}, code: 0, stdoutHas: []string{"ok: " + good + ": 2 shards, 5 rows, ", "learned), schema 2"}, stdoutRows: 1},
+		{name: "valid", args: []string{good}, code: 0, stdoutHas: []string{"ok: " + good + ": 2 shards, 5 rows, ", "learned), schema 3"}, stdoutRows: 1},
 		{name: "flags after the URL", args: []string{good, "--all"}, code: 0, stdoutHas: []string{"ok: "}},
 		{name: "file URL", args: []string{"file://" + good}, code: 0, stdoutHas: []string{"ok: file://"}},
 		{name: "first problem", args: []string{bad}, code: 1, stderrHas: "data/part-00000.parquet row 0 column text: differs from decode(input_ids) at byte"},

@@ -67,8 +67,8 @@ func TestMethodItems(t *testing.T) {
 	var calls []string
 	for _, item := range Items(context.Background(), dir, nil, it, traces, counts) {
 		calls = append(calls, item.Call)
-		if item.Module != "acc" || item.Path != "acc.py" {
-			t.Errorf("%s: module %q, path %q", item.Call, item.Module, item.Path)
+		if item.Module != "acc" || item.Path != "acc.py" || item.InputSource != schemas.InputSourceTestCall {
+			t.Errorf("%s: module %q, path %q, input source %q", item.Call, item.Module, item.Path, item.InputSource)
 		}
 	}
 	if want := []string{"Acc(1).add(2)", "Acc.twice(4)", "Acc.zero(0)"}; !slices.Equal(calls, want) {

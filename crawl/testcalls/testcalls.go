@@ -246,7 +246,7 @@ func (f *Finder) emit(test string, ev schemas.Event, src schemas.FuncSource, cal
 		RepoURL:  f.it.Path,
 		Commit:   f.it.Repo.Resolved.Pin(),
 		Deps:     f.deps.Deps(filepath.ToSlash(rel)),
-		// A call the repository's own tests made (issue 30's input sources).
+		// A call the tests made (a method's too): the rows' input_source.
 		InputSource: schemas.InputSourceTestCall,
 	})
 }

@@ -126,7 +126,8 @@ func TestFunctionItems(t *testing.T) {
 	var calls []string
 	for _, fi := range items {
 		calls = append(calls, fi.Call)
-		if fi.Code != mod || fi.Func == "" || fi.Path != "m.py" || fi.RepoURL != "u" || fi.Commit != "c" || !strings.HasPrefix(fi.Key, "git:u@c#m.py:") {
+		if fi.Code != mod || fi.Func == "" || fi.Path != "m.py" || fi.RepoURL != "u" || fi.Commit != "c" || !strings.HasPrefix(fi.Key, "git:u@c#m.py:") ||
+			fi.InputSource != schemas.InputSourceTestCall {
 			t.Errorf("item %+v", fi)
 		}
 	}

@@ -44,6 +44,6 @@ func Row(t *testing.T, it debugger.Item, dir debugger.Direction, seed uint64, o 
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := rows.Source{Level: "function", Path: "test.jsonl", QualName: "f", SourceID: "loop"}
+	src := rows.Source{Level: "function", Path: "test.jsonl", QualName: "f", SourceID: "loop", InputSource: schemas.InputSourceCorpus}
 	return rows.Build(src, tree, code, it.Events, debugger.PaperPolicy(), seed, o)
 }

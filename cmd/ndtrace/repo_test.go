@@ -138,7 +138,7 @@ created_at: 2026-11-22T00:00:00Z
 	if strings.Contains(rejects, "lazy.py") && strings.Contains(rejects, "the trace has no events") {
 		t.Errorf("an item of lazy.py gave an empty trace:\n%s", rejects)
 	}
-	for _, want := range []string{"missing module hypothesis", "symlink escapes checkout", "not a git repository", "decontaminated: evalset", "duplicate of"} {
+	for _, want := range []string{"missing module quickprops", "symlink escapes checkout", "not a git repository", "decontaminated: evalset", "duplicate of"} {
 		if !strings.Contains(rejects, want) {
 			t.Errorf("no reject saying %q:\n%s", want, rejects)
 		}

@@ -21,8 +21,8 @@
 //     parent waits and checks the exit status), test_multiprocessing_fork runs a child with a "fork"
 //     multiprocessing context and reads its result from a pipe, and test_square is ordinary. All pass.
 //     Exercises tracing and sandboxing across fork.
-//   - missing_module: mathutil.py and tests/test_properties.py, which imports hypothesis (not
-//     installed), so collection fails with ModuleNotFoundError. Exercises collection errors.
+//   - missing_module: mathutil.py and tests/test_properties.py, which imports quickprops (exists
+//     nowhere), so collection fails with ModuleNotFoundError. Exercises collection errors.
 //   - unittest_only: textutil.py (word_count, title_case, class Stack) with tests written as
 //     unittest.TestCase classes, discoverable with `python -m unittest discover` from the root (five
 //     tests, all pass). Exercises the unittest runner.

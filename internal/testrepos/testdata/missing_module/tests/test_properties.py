@@ -1,6 +1,7 @@
-# hypothesis is deliberately not installed: collecting this module fails with ModuleNotFoundError.
-from hypothesis import given
-from hypothesis import strategies as st
+# quickprops is a property-testing package that is deliberately not installed (it exists nowhere):
+# collecting this module fails with ModuleNotFoundError.
+from quickprops import given
+from quickprops import strategies as st
 
 from mathutil import clamp
 

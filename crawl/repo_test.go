@@ -887,7 +887,7 @@ func TestResolvedJSON(t *testing.T) {
 		t.Errorf("JSON %s, want %s", data, want)
 	}
 	var back Resolved
-	if err := json.Unmarshal(data, &back); err != nil || back != res {
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back, res) {
 		t.Errorf("round trip: %+v, %v", back, err)
 	}
 	if _, err := Checkout(context.Background(), Resolved{Repo: Repo{URL: "https://h/a"}, Kind: KindGit}, t.TempDir(), CheckoutLimits{}); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -85,7 +86,7 @@ func TestExamplesRepo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != repo.Resolved {
+	if !reflect.DeepEqual(res, repo.Resolved) {
 		t.Errorf("Resolve = %+v, the examples item has %+v", res, repo.Resolved)
 	}
 	scratch := t.TempDir()

@@ -59,6 +59,8 @@ const (
 	parquetBatch = 64
 	// maxParquetChunk bounds a column chunk's uncompressed size: a page is held whole.
 	maxParquetChunk = 1 << 30
+	// maxParquetRowsPerByte bounds a Parquet file's rows by its size (plus 2^20).
+	maxParquetRowsPerByte = 64
 )
 
 // filesRow is one row of a files source: a file, or the reason it is a reject.
@@ -414,7 +416,9 @@ func (s *filesScan) readShard(ctx context.Context, name string, at SourceCursor,
 		return at, err
 	}
 	at.Row = 1
-	at.Index++
+	if at.Index++; at.Index%4096 == 0 {
+		progress(ctx) // a long stretch of files that give nothing (empty, rejects)
+	}
 	return at, nil
 }
 
@@ -651,9 +655,28 @@ func (s *filesScan) readParquet(ctx context.Context, name string, at SourceCurso
 	if err := checkParquetFooter(ra, size); err != nil {
 		return at, fmt.Errorf("crawl: files source %s: not a readable Parquet file: %w", shown, err)
 	}
-	pf, err := parquet.OpenFile(ra, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(1<<20))
+	openPq := func(skipIndex bool) (*parquet.File, error) {
+		return parquet.OpenFile(ra, size, parquet.SkipPageIndex(skipIndex), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(1<<20))
+	}
+	pf, err := openPq(true)
 	if err != nil {
 		return at, fmt.Errorf("crawl: files source %s: not a readable Parquet file: %w", shown, err)
+	}
+	if at.Row > 0 && pageIndexBytes(pf) <= maxParquetFooter {
+		// Resuming inside the file: its page index lets each column seek to the row's page
+		// instead of reading every page before it. Read only if its size is sane.
+		if withIndex, err := openPq(false); err == nil {
+			pf = withIndex
+		}
+	}
+	var rows int64
+	for _, rg := range pf.RowGroups() {
+		rows += max(rg.NumRows(), 0)
+	}
+	if rows > maxParquetRowsPerByte*size+1<<20 {
+		// Rows of nulls cost almost nothing to encode: without this, a few bytes could hold a
+		// scan for as long as a corpus of billions of files.
+		return at, fmt.Errorf("crawl: files source %s: claims %d rows in %d bytes", shown, rows, size)
 	}
 	cols := s.columns()
 	names := []string{cols.content, cols.path, cols.repo, cols.license}
@@ -720,6 +743,18 @@ func checkParquetFooter(r io.ReaderAt, size int64) error {
 		return fmt.Errorf("footer of %d bytes in a file of %d", n, size)
 	}
 	return nil
+}
+
+// pageIndexBytes is the size of a Parquet file's page index (its column and offset indexes), as
+// its footer says.
+func pageIndexBytes(pf *parquet.File) int64 {
+	var n int64
+	for _, rg := range pf.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			n += int64(max(c.ColumnIndexLength, 0)) + int64(max(c.OffsetIndexLength, 0))
+		}
+	}
+	return n
 }
 
 // parquetColumns lists a Parquet file's leaf columns.
@@ -920,7 +955,7 @@ func filesItem(src schemas.SourceSpec, row int64, files []InlineFile) Item {
 	p := redactURL(src.Path)
 	res := Resolved{Repo: Repo{URL: fmt.Sprintf("files:%s#%d", p, row)}, Kind: KindFiles, Files: files, ContentHash: FilesHash(files)}
 	res.setKey()
-	return Item{Key: fmt.Sprintf("%s#%d", p, row), Path: p, SourceID: strconv.FormatInt(row, 10),
+	return Item{Key: fmt.Sprintf("%s#%d", p, row), Path: res.URL, SourceID: strconv.FormatInt(row, 10),
 		Repo: &RepoTarget{Resolved: res, PythonPath: src.PythonPath, Venv: src.Venv, Env: src.Env,
 			NoTests: true, FunctionsAll: true, TraceOnce: !src.ReexecuteOn(), FrozenClock: src.FrozenClock}}
 }
@@ -1092,9 +1127,13 @@ var errCheckDone = errors.New("checked")
 // preflight: a missing path, an unknown format, a Parquet file without the content column). It
 // returns the problem found, if any.
 func (f *Fetcher) CheckFilesSource(ctx context.Context, src schemas.SourceSpec) error {
-	_, _, err := f.scanFiles(ctx, src, SourceCursor{}, 1, func(Entry) error { return errCheckDone })
-	if errors.Is(err, errCheckDone) {
+	cur, _, err := f.scanFiles(ctx, src, SourceCursor{}, 1, func(Entry) error { return errCheckDone })
+	switch {
+	case errors.Is(err, errCheckDone):
 		return nil
+	case err != nil:
+		return err
 	}
-	return err
+	what := map[string]string{FilesFolder: ".py files", FilesParquet: "*.parquet shards with rows", FilesJSONL: "*.jsonl shards with rows"}[cur.Format]
+	return fmt.Errorf("crawl: files source %s: holds no %s (nothing to read)", redactURL(src.Path), what)
 }

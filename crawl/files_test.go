@@ -151,7 +151,7 @@ func TestScanFilesFolder(t *testing.T) {
 	}
 	it := entries[0].Item
 	r := it.Repo
-	if it.Key != dir+"#0" || r.Resolved.URL != "files:"+dir+"#0" || r.Resolved.Kind != KindFiles || !r.NoTests || !r.FunctionsAll || r.TraceOnce ||
+	if it.Key != dir+"#0" || it.Path != "files:"+dir+"#0" || it.SourceID != "0" || r.Resolved.URL != "files:"+dir+"#0" || r.Resolved.Kind != KindFiles || !r.NoTests || !r.FunctionsAll || r.TraceOnce ||
 		!r.FrozenClock || !reflect.DeepEqual(r.PythonPath, []string{"/sp"}) || r.Resolved.ContentHash != FilesHash(r.Resolved.Files) ||
 		r.Resolved.Key != "files:files:"+dir+"#0@"+r.Resolved.ContentHash {
 		t.Errorf("item %+v, repo %+v", it, r)
@@ -379,6 +379,22 @@ func TestScanFilesHostileParquet(t *testing.T) {
 			want string
 		}{fmt.Sprintf("flipped_%d", i), b, schemas.SourceSpec{}, ""})
 	}
+	// Rows of nulls: a few KiB claiming millions of rows.
+	type nullRow struct {
+		Content *string `parquet:"content,optional"`
+	}
+	var nb bytes.Buffer
+	nw := parquet.NewGenericWriter[nullRow](&nb)
+	for range 40 {
+		nw.Write(make([]nullRow, 100000))
+	}
+	nw.Close()
+	cases = append(cases, struct {
+		name string
+		data []byte
+		src  schemas.SourceSpec
+		want string
+	}{"null_bomb", nb.Bytes(), schemas.SourceSpec{}, "claims 4000000 rows in"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(dir, tc.name+".parquet")
@@ -472,6 +488,37 @@ func TestScanFilesErrors(t *testing.T) {
 		_, _, err := (&Fetcher{}).Items(context.Background(), tc.src)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.src.Path, err, tc.want)
+		}
+	}
+}
+
+func TestCheckFilesSource(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	putFile(t, filepath.Join(dir, "py", "m.py"), []byte("x = 1\n"))
+	putFile(t, filepath.Join(dir, "empty", "notes.txt"), []byte("no python"))
+	putFile(t, filepath.Join(dir, "c.parquet"), parquetBytes(t, corpus(3), 10))
+	mem, err := store.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	f := &Fetcher{Stores: map[string]*store.Store{"mem://": mem}}
+	for _, tc := range []struct {
+		src  schemas.SourceSpec
+		want string
+	}{
+		{schemas.SourceSpec{Path: filepath.Join(dir, "py")}, ""},
+		{schemas.SourceSpec{Path: filepath.Join(dir, "c.parquet"), ContentColumn: "content"}, ""},
+		{schemas.SourceSpec{Path: filepath.Join(dir, "c.parquet"), ContentColumn: "text"}, `no column "text"`},
+		{schemas.SourceSpec{Path: filepath.Join(dir, "empty")}, "holds no .py files"},
+		{schemas.SourceSpec{Path: "mem://corpus/none/"}, "holds no .py files"},
+		{schemas.SourceSpec{Path: "mem://corpus/none/", Format: "parquet"}, "holds no *.parquet shards"},
+	} {
+		tc.src.Kind = "files"
+		err := f.CheckFilesSource(ctx, tc.src)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.src.Path, err, tc.want)
 		}
 	}
 }
@@ -679,16 +726,16 @@ func TestScanFilesMemory(t *testing.T) {
 		size += int64(len(r.Content) + len(*r.Path) + len(r.Repo))
 	}
 	rows = nil
-	peak := scanPeakHeap(t, schemas.SourceSpec{Kind: "files", Path: p, ContentColumn: "content", PathColumn: "path", RepoColumn: "repo"})
+	peak := scanPeakHeap(t, schemas.SourceSpec{Kind: "files", Path: p, ContentColumn: "content", PathColumn: "path", RepoColumn: "repo"}, 64)
 	t.Logf("corpus text %d bytes; peak heap growth %d bytes", size, peak)
 	if peak > size/2 {
 		t.Errorf("peak heap growth %d bytes for a corpus of %d: the scan holds more than a page", peak, size)
 	}
 }
 
-// scanPeakHeap pages through src, 64 items a page, and returns the largest growth of the heap in
+// scanPeakHeap pages through src, page items a page, and returns the largest growth of the heap in
 // use over its start (live objects: after a collection), sampled every 1000 entries.
-func scanPeakHeap(t testing.TB, src schemas.SourceSpec) int64 {
+func scanPeakHeap(t testing.TB, src schemas.SourceSpec, page int) int64 {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
@@ -697,7 +744,7 @@ func scanPeakHeap(t testing.TB, src schemas.SourceSpec) int64 {
 	var cur SourceCursor
 	n := 0
 	for {
-		next, done, err := (&Fetcher{}).Scan(context.Background(), src, cur, 64, func(e Entry) error {
+		next, done, err := (&Fetcher{}).Scan(context.Background(), src, cur, page, func(e Entry) error {
 			if n++; n%1000 == 0 {
 				runtime.GC()
 				runtime.ReadMemStats(&ms)
@@ -715,23 +762,47 @@ func scanPeakHeap(t testing.TB, src schemas.SourceSpec) int64 {
 	}
 }
 
-func benchmarkScanFiles(b *testing.B, name string, data []byte) {
+func benchmarkScanFiles(b *testing.B, name string, data []byte, page int) {
 	p := filepath.Join(b.TempDir(), name)
 	putFile(b, p, data)
 	src := schemas.SourceSpec{Kind: "files", Path: p, ContentColumn: "content", PathColumn: "path", RepoColumn: "repo"}
+	peak := scanPeakHeap(b, src, page) // once, outside the timed loop: it collects garbage often
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
-	var peak int64
 	for b.Loop() {
-		peak = max(peak, scanPeakHeap(b, src))
+		n := len(scanFilesAll(b, &Fetcher{}, src, page))
+		if n == 0 {
+			b.Fatal("no entries")
+		}
 	}
 	b.ReportMetric(float64(peak), "peak-heap-B")
 }
 
-// BenchmarkScanFilesParquet scans 200,000 small files from one Parquet file, and the same rows
-// from JSONL (the baseline), 64 items a page: bytes/op and the peak growth of the heap in use.
+// PlanningPage is the pipeline's page of items (pipeline.PageItems).
+const PlanningPage = 16384
+
+// BenchmarkScanFilesParquet scans 200,000 small files from one Parquet file (row groups of 50,000
+// rows), and the same rows from JSONL (the baseline), 64 items a page and a planning page at a
+// time: bytes/op and the peak growth of the live heap during the scan.
 func BenchmarkScanFilesParquet(b *testing.B) {
 	rows := corpus(200000)
-	b.Run("parquet", func(b *testing.B) { benchmarkScanFiles(b, "c.parquet", parquetBytes(b, rows, 50000)) })
-	b.Run("jsonl", func(b *testing.B) { benchmarkScanFiles(b, "c.jsonl", jsonlBytes(b, rows)) })
+	for _, page := range []int{64, PlanningPage} {
+		b.Run(fmt.Sprintf("parquet/page=%d", page), func(b *testing.B) { benchmarkScanFiles(b, "c.parquet", parquetBytes(b, rows, 50000), page) })
+		b.Run(fmt.Sprintf("jsonl/page=%d", page), func(b *testing.B) { benchmarkScanFiles(b, "c.jsonl", jsonlBytes(b, rows), page) })
+	}
+}
+
+// FuzzScanFilesParquet reads arbitrary bytes as a Parquet shard: an error or entries, never a
+// panic or a hang.
+func FuzzScanFilesParquet(f *testing.F) {
+	good := parquetBytes(f, corpus(12), 5)
+	f.Add(good)
+	f.Add(good[:len(good)-10])
+	f.Add(append([]byte("PAR1"), good[len(good)-200:]...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "f.parquet")
+		putFile(t, p, data)
+		src := schemas.SourceSpec{Kind: "files", Path: p, ContentColumn: "content", PathColumn: "path", RepoColumn: "repo"}
+		(&Fetcher{}).Items(context.Background(), src)
+	})
 }

@@ -874,6 +874,9 @@ func (s *filesScan) add(ctx context.Context, r filesRow) error {
 	if r.reject == "" {
 		r.reject = checkInlineContent(r.content)
 	}
+	if r.reject == "" && int64(len(r.content)) > s.maxBytes {
+		r.reject = fmt.Sprintf("file larger than limits.repo_bytes (%d bytes)", s.maxBytes)
+	}
 	if r.reject != "" {
 		if s.open {
 			if err := s.closeGroup(r.at); err != nil {

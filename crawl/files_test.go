@@ -253,6 +253,27 @@ func TestScanFilesLimitAndCursorLast(t *testing.T) {
 	}
 }
 
+// TestScanFilesGroupBytes checks that a group stays within the fetcher's MaxGroupBytes
+// (limits.repo_bytes): a file that would take it past starts the next group, and a file larger
+// than it alone is a reject.
+func TestScanFilesGroupBytes(t *testing.T) {
+	rows := []pqRow{
+		{Content: strings.Repeat("a", 40), Repo: "r"}, {Content: strings.Repeat("b", 40), Repo: "r"},
+		{Content: strings.Repeat("c", 40), Repo: "r"}, {Content: strings.Repeat("d", 101), Repo: "r"},
+		{Content: strings.Repeat("e", 100), Repo: "r"},
+	}
+	p := filepath.Join(t.TempDir(), "c.jsonl")
+	putFile(t, p, jsonlBytes(t, rows))
+	src := schemas.SourceSpec{Kind: "files", Path: p, ContentColumn: "content", RepoColumn: "repo"}
+	items, rejects := groups(scanFilesAll(t, &Fetcher{MaxGroupBytes: 100}, src, 10))
+	if len(items) != 3 || len(items[0]) != 2 || len(items[1]) != 1 || len(items[2]) != 1 {
+		t.Errorf("groups %q", items)
+	}
+	if len(rejects) != 1 || !strings.Contains(rejects[0], "row 3: file larger than limits.repo_bytes (100 bytes)") {
+		t.Errorf("rejects %q", rejects)
+	}
+}
+
 // TestScanFilesPaging checks that paging through a source with any page size gives exactly the
 // entries of one pass, for each kind of reader.
 func TestScanFilesPaging(t *testing.T) {

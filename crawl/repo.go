@@ -135,8 +135,8 @@ type Resolved struct {
 	Kind RepoKind `json:"kind"`
 	// Commit is the full hash of the commit (git only), lowercase hex.
 	Commit string `json:"commit,omitempty"`
-	// ContentHash is the hex SHA-256 of a directory's contents (see [Fetcher.Resolve]) or of a
-	// tarball's bytes (dir and tar only).
+	// ContentHash is the hex SHA-256 of a directory's contents (see [Fetcher.Resolve]), of a
+	// tarball's bytes, or of a group of files (FilesHash) (dir, tar and files only).
 	ContentHash string `json:"content_hash,omitempty"`
 	// Files are the files of a KindFiles group, inline (ContentHash is their hash).
 	Files []InlineFile `json:"files,omitempty"`

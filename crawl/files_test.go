@@ -807,9 +807,29 @@ const PlanningPage = 16384
 // time: bytes/op and the peak growth of the live heap during the scan.
 func BenchmarkScanFilesParquet(b *testing.B) {
 	rows := corpus(200000)
+	// The kind jsonl's scanner (CruxEval's rows: one function-level item a row) over the same
+	// texts: the baseline of a line scanner.
+	var crux bytes.Buffer
+	for i, r := range rows {
+		line, _ := json.Marshal(map[string]string{"id": fmt.Sprint(i), "code": r.Content, "input": "1"})
+		crux.Write(line)
+		crux.WriteByte('\n')
+	}
 	for _, page := range []int{64, PlanningPage} {
 		b.Run(fmt.Sprintf("parquet/page=%d", page), func(b *testing.B) { benchmarkScanFiles(b, "c.parquet", parquetBytes(b, rows, 50000), page) })
 		b.Run(fmt.Sprintf("jsonl/page=%d", page), func(b *testing.B) { benchmarkScanFiles(b, "c.jsonl", jsonlBytes(b, rows), page) })
+		b.Run(fmt.Sprintf("kind-jsonl/page=%d", page), func(b *testing.B) {
+			p := filepath.Join(b.TempDir(), "crux.jsonl")
+			putFile(b, p, crux.Bytes())
+			src := schemas.SourceSpec{Kind: "jsonl", Path: p, Func: "f"}
+			peak := scanPeakHeap(b, src, page)
+			b.SetBytes(int64(crux.Len()))
+			b.ReportAllocs()
+			for b.Loop() {
+				scanFilesAll(b, &Fetcher{}, src, page)
+			}
+			b.ReportMetric(float64(peak), "peak-heap-B")
+		})
 	}
 }
 

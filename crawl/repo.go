@@ -135,8 +135,8 @@ type Resolved struct {
 	Kind RepoKind `json:"kind"`
 	// Commit is the full hash of the commit (git only), lowercase hex.
 	Commit string `json:"commit,omitempty"`
-	// ContentHash is the hex SHA-256 of a directory's contents (see [Fetcher.Resolve]) or of a
-	// tarball's bytes (dir and tar only).
+	// ContentHash is the hex SHA-256 of a directory's contents (see [Fetcher.Resolve]), of a
+	// tarball's bytes, or of a group of files (FilesHash) (dir, tar and files only).
 	ContentHash string `json:"content_hash,omitempty"`
 	// Files are the files of a KindFiles group, inline (ContentHash is their hash).
 	Files []InlineFile `json:"files,omitempty"`
@@ -215,6 +215,10 @@ type Fetcher struct {
 	Stores map[string]*store.Store
 	// Git is the git binary; empty means "git" on the PATH.
 	Git string
+	// MaxGroupBytes bounds the bytes of the files of one group of a files source (the spec's
+	// limits.repo_bytes; default DefaultMaxBytes): a file that would take a group past it starts
+	// the next group.
+	MaxGroupBytes int64
 	// ResolveTimeout bounds one Resolve (default [DefaultResolveTimeout]): a git server that
 	// never answers, or a tarball that takes longer to read, is a reject ("resolve timed out
 	// after …"), never a wait without end.
@@ -349,6 +353,10 @@ func (w *Workdir) Remove() error {
 //     .gitattributes (ident, eol, text, working-tree-encoding, filter) do not apply.
 //   - dir: a copy of regular files (mode 0644, or 0755 if executable), directories and symlinks,
 //     without .git, hashed while copied and compared with r.ContentHash.
+//   - files: the group's inline files written out (0644, in folders 0755), each path checked again
+//     as SanitizeFilePath checks it (a path that is not its own sanitised form, a duplicate, or a
+//     file where another needs a folder fails the group), within lim, their FilesHash compared with
+//     r.ContentHash first.
 //   - tar: a safe extraction: absolute paths, ".." components, entries written through a symlink,
 //     duplicates, devices and FIFOs are refused; hard links are copied if they name an earlier regular
 //     file of the archive; the archive's SHA-256 must equal r.ContentHash.
@@ -388,6 +396,8 @@ func (f *Fetcher) Checkout(ctx context.Context, r Resolved, scratch string, lim 
 		dir, err = checkoutDir(cctx, r, base, lim)
 	case KindTar:
 		dir, err = f.checkoutTar(cctx, r, base, lim)
+	case KindFiles:
+		dir, err = checkoutFiles(cctx, r, base, lim)
 	}
 	if err == nil {
 		w.Dir = dir
@@ -422,6 +432,18 @@ var (
 
 // checkResolved checks that r came from Resolve.
 func checkResolved(r Resolved) error {
+	if r.Kind == KindFiles {
+		if !strings.HasPrefix(r.URL, "files:") {
+			return fmt.Errorf("a group of files named %q, not files:…", clip(r.URL, 200))
+		}
+		if len(r.ContentHash) != 64 || !isHex(r.ContentHash) {
+			return fmt.Errorf("not resolved: content hash %q is not a SHA-256", r.ContentHash)
+		}
+		return nil
+	}
+	if len(r.Files) > 0 {
+		return fmt.Errorf("a %s repository with inline files", r.Kind)
+	}
 	kind, err := r.Repo.Kind()
 	if err != nil {
 		return err

@@ -55,32 +55,13 @@ func (f *Fetcher) openTar(ctx context.Context, r Repo) (io.ReadCloser, error) {
 	if strings.EqualFold(u.Scheme, "file") {
 		return openLocalTar(r, u.Path)
 	}
-	target := storeName(u)
-	var st *store.Store
-	var key, matched string
-	for k, s := range f.Stores {
-		ku, err := url.Parse(k)
-		if err != nil {
-			continue
+	st, key, closeStore, err := f.bucketOf(ctx, u)
+	if err != nil {
+		if u.RawQuery != "" && ctx.Err() == nil {
+			// The parameters are the list's: a retry opens the same bucket the same way.
+			return nil, &RepoError{Repo: r, Reason: "cannot open the bucket with this URL's parameters", Err: err}
 		}
-		prefix := storeName(ku)
-		if !strings.HasSuffix(prefix, "/") {
-			prefix += "/"
-		}
-		if strings.HasPrefix(target, prefix) && len(prefix) > len(matched) {
-			st, key, matched = s, target[len(prefix):], prefix
-		}
-	}
-	closeStore := func() error { return nil }
-	if st == nil {
-		if st, key, err = openBucketOf(ctx, u); err != nil {
-			if u.RawQuery != "" && ctx.Err() == nil {
-				// The parameters are the list's: a retry opens the same bucket the same way.
-				return nil, &RepoError{Repo: r, Reason: "cannot open the bucket with this URL's parameters", Err: err}
-			}
-			return nil, fmt.Errorf("open the bucket of %s: %w", redactURL(r.URL), err)
-		}
-		closeStore = st.Close
+		return nil, fmt.Errorf("open the bucket of %s: %w", redactURL(r.URL), err)
 	}
 	rd, err := st.NewRangeReader(ctx, key, 0, -1)
 	if err != nil {

@@ -30,10 +30,19 @@ type SourceCursor struct {
 	// Line counts the lines consumed (a jsonl item's key uses its line number).
 	Line int `json:"line,omitempty"`
 	// Index counts the entries consumed (a python source's calls, the examples, a single
-	// repository).
+	// repository; a files source's rows).
 	Index int `json:"index,omitempty"`
 	// Emitted counts the items given so far (a source's limit counts items).
 	Emitted int `json:"emitted,omitempty"`
+	// Files sources: Format is the source's format, found at its start; Shard the file or shard
+	// (relative to the source's folder or prefix) the next row is in, Page the bucket listing's
+	// page token (base64) of the page it is on, Row the row's number in a Parquet shard (1 past a
+	// folder's .py file once read); Offset and Line are within a JSONL shard, Index counts the
+	// rows read (a group's key uses its first row's number).
+	Format string `json:"format,omitempty"`
+	Shard  string `json:"shard,omitempty"`
+	Page   string `json:"page,omitempty"`
+	Row    int64  `json:"row,omitempty"`
 }
 
 // Entry is one entry of a source, in order: an item, or a reject (a malformed entry, a repository
@@ -55,6 +64,10 @@ const resolveParallelism = 8
 //   - jsonl: one entry per non-blank line (CruxEval's format: id, code, input): an item keyed
 //     PATH#ID, or PATH:LINE if the row has no id; a line that is not JSON, or has no code, is a
 //     reject of class schemas.RejectMalformed.
+//   - files: Python files (a folder, a bucket prefix, Parquet or JSONL shards; see scanFiles),
+//     grouped by src.FilesPerItem (and by repository) into repository-level items of KindFiles
+//     that carry the files inline; a file that cannot be taken is a reject of class
+//     schemas.RejectMalformed naming its row.
 //   - repository: src.URL (and src.Ref), or every repository of the list src.List ("URL [REF]"
 //     lines, see ParseRepoLine), each resolved (Fetcher.Resolve) to one repository-level item. A
 //     list is resolved resolveParallelism repositories at a time; the entries still come in list
@@ -112,6 +125,8 @@ func (f *Fetcher) Scan(ctx context.Context, src schemas.SourceSpec, cur SourceCu
 		})
 	case "jsonl":
 		return scanJSONL(ctx, src, cur, maxItems, fn)
+	case "files":
+		return f.scanFiles(ctx, src, cur, maxItems, fn)
 	case "repository":
 		if src.List != "" {
 			return f.scanRepoList(ctx, src, cur, maxItems, fn)

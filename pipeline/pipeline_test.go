@@ -355,3 +355,40 @@ func TestAdoptShard(t *testing.T) {
 		t.Errorf("B's record %+v (created %v), A's %+v (created %v)", recB.Shard, recB.CreatedAt, recA.Shard, recA.CreatedAt)
 	}
 }
+
+// TestPagedPlanningFiles plans a files source whose items carry their files: pages end by bytes
+// (MaxPageBytes) as well as by items, and the batches are those of one page.
+func TestPagedPlanningFiles(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 40 {
+		p := filepath.Join(dir, fmt.Sprintf("d%02d", i/3), fmt.Sprintf("m%d.py", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf("def f%d(x):\n    return x + %d\n%s", i, i, strings.Repeat("# padding\n", 100))
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := schemas.Spec{Name: "p", Sources: []schemas.SourceSpec{{Kind: "files", Path: dir}}}.WithDefaults()
+	created := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	var hashes [][]string
+	for _, pageBytes := range []int{4000, 256 << 20} {
+		old := MaxPageBytes
+		MaxPageBytes = pageBytes
+		s := openMem(t)
+		run := NewRun(spec, created)
+		pages, fr := plan(t, s, run, &crawl.Fetcher{})
+		MaxPageBytes = old
+		if pageBytes == 4000 && pages < 4 || pageBytes > 4000 && pages != 1 {
+			t.Errorf("pages of %d bytes: %d pages", pageBytes, pages)
+		}
+		if fr.Items != 14 || fr.RepoBatches != 14 || fr.Rejects != 0 {
+			t.Errorf("pages of %d bytes: %+v", pageBytes, fr)
+		}
+		hashes = append(hashes, batchHashes(t, s, run, fr))
+	}
+	if strings.Join(hashes[0], ",") != strings.Join(hashes[1], ",") {
+		t.Error("the batches depend on the page size")
+	}
+}

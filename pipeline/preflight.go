@@ -75,6 +75,10 @@ func Preflight(ctx context.Context, spec schemas.Spec, opts PreflightOptions) []
 			if msg := checkFile(ctx, src.Path, opts.Local); msg != "" {
 				add(f+".path", "%s", msg)
 			}
+		case "files":
+			if msg := checkFilesSource(ctx, src, opts.Local); msg != "" {
+				add(f+".path", "%s", msg)
+			}
 		case "repository":
 			if src.List != "" {
 				if msg := checkFile(ctx, src.List, opts.Local); msg != "" {
@@ -96,7 +100,7 @@ func Preflight(ctx context.Context, spec schemas.Spec, opts PreflightOptions) []
 				}
 			}
 		}
-		if opts.Local && src.Kind == "repository" {
+		if opts.Local && (src.Kind == "repository" || src.Kind == "files") {
 			for j, p := range src.PythonPath {
 				if msg := checkDir(p); msg != "" {
 					add(fmt.Sprintf("%s.python_path[%d]", f, j), "%s", msg)
@@ -188,6 +192,21 @@ func checkFile(ctx context.Context, p string, local bool) string {
 		return OneLine(strings.TrimPrefix(err.Error(), "crawl: "))
 	}
 	r.Close()
+	return ""
+}
+
+// checkFilesSource checks that a files source reads (a local one only if local is set): its path
+// exists, its format is known, and its first shard has the columns the spec names.
+func checkFilesSource(ctx context.Context, src schemas.SourceSpec, local bool) string {
+	if !local && !isBucketURL(src.Path) {
+		return ""
+	}
+	if err := (&crawl.Fetcher{}).CheckFilesSource(ctx, src); err != nil {
+		if msg := describeFileErr(src.Path, err); msg != "" {
+			return msg
+		}
+		return OneLine(strings.TrimPrefix(strings.TrimPrefix(err.Error(), "crawl: "), "files source "))
+	}
 	return ""
 }
 

@@ -63,3 +63,51 @@ func TestPreflightLocal(t *testing.T) {
 		t.Errorf("ProbeOutput(mem://) = %q", msg)
 	}
 }
+
+// TestPreflightFiles checks a files source's path: it must exist, have a format, and its first
+// Parquet shard the columns named; each problem in one line naming sources[i].path.
+func TestPreflightFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x.csv"), []byte("a,b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.parquet") // beside the .py files, it would make dir a folder of shards
+	if err := os.WriteFile(bad, []byte("not parquet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := schemas.Spec{
+		Output: filepath.Join(dir, "out"),
+		Sources: []schemas.SourceSpec{
+			{Kind: "files", Path: dir},
+			{Kind: "files", Path: "/nonexistent/corpus"},
+			{Kind: "files", Path: filepath.Join(dir, "x.csv")},
+			{Kind: "files", Path: bad},
+			{Kind: "files", Path: dir, Venv: "/nonexistent/venv"},
+		},
+	}.WithDefaults()
+	var got []string
+	for _, p := range Preflight(ctx, spec, PreflightOptions{Local: true}) {
+		if strings.Contains(p.Msg, "\n") || p.Msg == "" {
+			t.Errorf("%s: message %q", p.Field, p.Msg)
+		}
+		got = append(got, p.Field+": "+p.Msg)
+	}
+	want := []string{
+		"sources[1].path: /nonexistent/corpus does not exist",
+		"sources[2].path: " + filepath.Join(dir, "x.csv") + ": cannot tell the format",
+		"sources[3].path: " + bad + ": not a readable Parquet file",
+		"sources[4].venv: ",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("problems %q, want %q", got, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %q, want %q", got[i], want[i])
+		}
+	}
+}

@@ -18,6 +18,14 @@ import (
 // and the fan-in of the dedup merge (one run per page; docs/operations.md).
 const PageItems = 16384
 
+// MaxPageBytes bounds the items of a planning page in bytes too (their JSON): a files source's
+// items carry their files, up to limits.repo_bytes each, and a page of them ends once it holds
+// this much. A variable for tests.
+var MaxPageBytes = 256 << 20
+
+// errPageFull ends a page's scan once it holds MaxPageBytes.
+var errPageFull = errors.New("page full")
+
 // ScanCursor is where a phase's scan goes on: for the sources' phase, the source and the position in
 // it; for the functions' phase, the next repository batch. Ordinal is the next item's.
 type ScanCursor struct {
@@ -143,11 +151,21 @@ func ScanPage(ctx context.Context, s *store.Store, run Run, f *crawl.Fetcher, se
 	// Resolving a page of repositories takes a while before any entry comes: beat meanwhile.
 	ctx = crawl.WithProgress(ctx, func() { beat.beat(w.res.Items + w.res.Rejects) })
 	size := run.pageItems()
-	for cur.Source < len(srcs) && w.res.Items < size {
+	if f.MaxGroupBytes == 0 && run.Spec.Limits.RepoBytes > 0 {
+		fc := *f // a files source's groups stay within limits.repo_bytes
+		fc.MaxGroupBytes = run.Spec.Limits.RepoBytes
+		f = &fc
+	}
+	for cur.Source < len(srcs) && w.res.Items < size && w.items.Len() < MaxPageBytes {
 		src := srcs[cur.Source]
 		var ferr error
 		next, done, err := f.Scan(ctx, src, cur.At, size-w.res.Items, func(e crawl.Entry) error {
 			beat.beat(w.res.Items + w.res.Rejects)
+			if w.items.Len() >= MaxPageBytes {
+				// Items that carry their files (a files source's) fill a page by bytes first:
+				// the page ends before this entry, which the next page begins with.
+				return errPageFull
+			}
 			if e.Reject != nil {
 				ferr = w.reject(*e.Reject)
 			} else {
@@ -155,6 +173,10 @@ func ScanPage(ctx context.Context, s *store.Store, run Run, f *crawl.Fetcher, se
 			}
 			return ferr
 		})
+		if errors.Is(err, errPageFull) {
+			cur.At = next
+			break
+		}
 		if err != nil {
 			if ferr != nil {
 				return ScanResult{}, ferr

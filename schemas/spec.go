@@ -187,6 +187,13 @@ type SourceSpec struct {
 	FilesPerItem int `yaml:"files_per_item" json:"files_per_item,omitempty"`
 }
 
+// Defaults and bounds of a files source.
+const (
+	DefaultFilesPerItem  = 16
+	MaxFilesPerItem      = 1000
+	DefaultContentColumn = "content"
+)
+
 // FunctionsOn reports whether a repository source also yields function-level items (the default).
 func (s SourceSpec) FunctionsOn() bool { return s.Functions == nil || *s.Functions != FunctionsModeOff }
 
@@ -306,6 +313,14 @@ func (s Spec) WithDefaults() Spec {
 		if s.Sources[i].Kind == "repository" && s.Sources[i].MaxTests == 0 {
 			s.Sources[i].MaxTests = 500
 		}
+		if s.Sources[i].Kind == "files" {
+			if s.Sources[i].ContentColumn == "" {
+				s.Sources[i].ContentColumn = DefaultContentColumn
+			}
+			if s.Sources[i].FilesPerItem == 0 {
+				s.Sources[i].FilesPerItem = DefaultFilesPerItem
+			}
+		}
 		if s.Sources[i].Env != nil && s.Environments == nil {
 			s.Environments = &EnvironmentsSpec{}
 		}
@@ -383,25 +398,23 @@ func (s Spec) Validate() error {
 			if src.MaxTests < 0 {
 				return bad(f+".max_tests", "must not be negative")
 			}
-			for j, p := range append(append([]string(nil), src.PythonPath...), src.Venv) {
-				field := fmt.Sprintf("%s.python_path[%d]", f, j)
-				if j == len(src.PythonPath) {
-					field = f + ".venv"
-				}
-				if p != "" && !path.IsAbs(p) {
-					return bad(field, "%q is not an absolute path", p)
-				}
+			if err := validateRepoEnv(f, src); err != nil {
+				return err
 			}
-			if err := validateEnv(f+".env", src.Env); err != nil {
+		case "files":
+			if err := validateFiles(f, src); err != nil {
 				return err
 			}
 		case "":
-			return bad(f+".kind", "missing (jsonl, python, repository or examples)")
+			return bad(f+".kind", "missing (jsonl, python, repository, files or examples)")
 		default:
-			return bad(f+".kind", "unknown kind %q (jsonl, python, repository or examples)", src.Kind)
+			return bad(f+".kind", "unknown kind %q (jsonl, python, repository, files or examples)", src.Kind)
 		}
-		if src.Kind != "repository" && (src.URL != "" || src.List != "" || src.Ref != "" || src.Runner != "" || len(src.PythonPath) > 0 || src.Venv != "" || src.Env != nil || src.MaxTests != 0 || src.Functions != nil || src.Reexecute != nil || src.FrozenClock) {
+		if src.Kind != "repository" && src.Kind != "files" && (src.URL != "" || src.List != "" || src.Ref != "" || src.Runner != "" || len(src.PythonPath) > 0 || src.Venv != "" || src.Env != nil || src.MaxTests != 0 || src.Functions != nil || src.Reexecute != nil || src.FrozenClock) {
 			return bad(f, "url, ref, list, runner, python_path, venv, env, max_tests, functions, reexecute and frozen_clock are for repository sources")
+		}
+		if src.Kind != "files" && (src.Format != "" || src.ContentColumn != "" || src.PathColumn != "" || src.RepoColumn != "" || src.LicenseColumn != "" || src.FilesPerItem != 0) {
+			return bad(f, "format, content_column, path_column, repo_column, license_column and files_per_item are for files sources")
 		}
 		if src.Limit < 0 {
 			return bad(f+".limit", "must not be negative")
@@ -506,6 +519,69 @@ func (s Spec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validateRepoEnv checks the fields a repository and a files source share: python_path, venv
+// (absolute paths) and env.
+func validateRepoEnv(f string, src SourceSpec) error {
+	for j, p := range append(append([]string(nil), src.PythonPath...), src.Venv) {
+		field := fmt.Sprintf("%s.python_path[%d]", f, j)
+		if j == len(src.PythonPath) {
+			field = f + ".venv"
+		}
+		if p != "" && !path.IsAbs(p) {
+			return fmt.Errorf("spec: %s: %q is not an absolute path", field, p)
+		}
+	}
+	return validateEnv(f+".env", src.Env)
+}
+
+// filesColumnRE matches a column name of a files source.
+var filesColumnRE = regexp.MustCompile(`^[^\x00-\x1f\x7f]{1,128}$`)
+
+// validateFiles checks a files source (f its field): a path, a known format, column names,
+// files_per_item, and none of the fields of the other kinds.
+func validateFiles(f string, src SourceSpec) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("spec: %s.%s: %s", f, field, fmt.Sprintf(format, args...))
+	}
+	if src.Path == "" {
+		return bad("path", "a files source needs a path (a folder, a bucket prefix, or Parquet or JSONL shards)")
+	}
+	for _, x := range []struct {
+		field string
+		set   bool
+	}{
+		{"url", src.URL != ""}, {"list", src.List != ""}, {"ref", src.Ref != ""}, {"trust_list", src.TrustList},
+		{"runner", src.Runner != ""}, {"max_tests", src.MaxTests != 0}, {"functions", src.Functions != nil},
+		{"calls", len(src.Calls) > 0}, {"func", src.Func != ""},
+	} {
+		if x.set {
+			return bad(x.field, "not for a files source (its files come from path; their functions all get generated inputs)")
+		}
+	}
+	switch src.Format {
+	case "", "folder", "parquet", "jsonl":
+	default:
+		return bad("format", "%q is not folder, parquet or jsonl", src.Format)
+	}
+	for _, c := range []struct{ field, v string }{
+		{"content_column", src.ContentColumn}, {"path_column", src.PathColumn}, {"repo_column", src.RepoColumn}, {"license_column", src.LicenseColumn},
+	} {
+		if c.v != "" && !filesColumnRE.MatchString(c.v) {
+			return bad(c.field, "%q is not a column name (1 to 128 bytes, no control characters)", c.v)
+		}
+		if c.v != "" && src.Format == "folder" && (c.field != "content_column" || c.v != DefaultContentColumn) {
+			return bad(c.field, "a folder of .py files has no columns (format folder)")
+		}
+	}
+	if src.FilesPerItem < 0 || src.FilesPerItem > MaxFilesPerItem {
+		return bad("files_per_item", "%d is not between 1 and %d", src.FilesPerItem, MaxFilesPerItem)
+	}
+	if src.Env != nil && src.Env.FromRepository {
+		return bad("env", "%q reads a repository's requirements: a files source has none; list the requirements", EnvFromRepository)
+	}
+	return validateRepoEnv(f, src)
 }
 
 // Hash is a stable hash of everything in s that changes the rows produced (not Output, Name,

@@ -160,3 +160,44 @@ func TestEvalSetDefaults(t *testing.T) {
 		t.Errorf("decontaminate %+v, want %+v", s.Decontaminate, want)
 	}
 }
+
+func TestParseSpecFiles(t *testing.T) {
+	s, err := ParseSpec([]byte("sources:\n  - kind: files\n    path: s3://corpus/shards\n    repo_column: repo_name\n    env: [attrs]\n    reexecute: false\n    frozen_clock: true\n    python_path: [/sp]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := s.Sources[0]
+	if src.ContentColumn != "content" || src.FilesPerItem != DefaultFilesPerItem || src.RepoColumn != "repo_name" || src.ReexecuteOn() || !src.FrozenClock {
+		t.Errorf("defaults: %+v", src)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"  - kind: files\n", "spec: sources[0].path: a files source needs a path"},
+		{"  - kind: files\n    path: x\n    url: https://h/r\n", "spec: sources[0].url: not for a files source"},
+		{"  - kind: files\n    path: x\n    list: l.txt\n", "spec: sources[0].list: not for a files source"},
+		{"  - kind: files\n    path: x\n    ref: main\n", "spec: sources[0].ref: not for a files source"},
+		{"  - kind: files\n    path: x\n    runner: pytest\n", "spec: sources[0].runner: not for a files source"},
+		{"  - kind: files\n    path: x\n    max_tests: 3\n", "spec: sources[0].max_tests: not for a files source"},
+		{"  - kind: files\n    path: x\n    functions: false\n", "spec: sources[0].functions: not for a files source"},
+		{"  - kind: files\n    path: x\n    calls: ['f()']\n", "spec: sources[0].calls: not for a files source"},
+		{"  - kind: files\n    path: x\n    func: f\n", "spec: sources[0].func: not for a files source"},
+		{"  - kind: files\n    path: x\n    format: csv\n", `spec: sources[0].format: "csv" is not folder, parquet or jsonl`},
+		{"  - kind: files\n    path: x\n    files_per_item: 1001\n", "spec: sources[0].files_per_item: 1001 is not between 1 and 1000"},
+		{"  - kind: files\n    path: x\n    files_per_item: -1\n", "spec: sources[0].files_per_item: -1 is not between 1 and 1000"},
+		{"  - kind: files\n    path: x\n    content_column: \"a\\nb\"\n", "spec: sources[0].content_column: \"a\\nb\" is not a column name"},
+		{"  - kind: files\n    path: x\n    format: folder\n    repo_column: r\n", "spec: sources[0].repo_column: a folder of .py files has no columns"},
+		{"  - kind: files\n    path: x\n    env: repository\n", "spec: sources[0].env: \"repository\" reads a repository's requirements"},
+		{"  - kind: files\n    path: x\n    venv: rel\n", "spec: sources[0].venv: \"rel\" is not an absolute path"},
+		{"  - kind: files\n    path: x\n    file_per_item: 3\n", `unknown field "file_per_item" (did you mean "files_per_item"?)`},
+		{"  - kind: jsonl\n    path: x\n    content_column: text\n", "spec: sources[0]: format, content_column, path_column, repo_column, license_column and files_per_item are for files sources"},
+		{"  - kind: repository\n    url: x\n    files_per_item: 3\n", "are for files sources"},
+		{"  - kind: filez\n", `unknown kind "filez" (jsonl, python, repository, files or examples)`},
+	} {
+		_, err := ParseSpec([]byte("sources:\n" + tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error on more than one line: %q", tc.yaml, err)
+		}
+	}
+}

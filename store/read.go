@@ -165,3 +165,90 @@ func (s *Store) listLocal(ctx context.Context, prefix string, fn func(key string
 	}
 	return nil
 }
+
+// ListedObject is one object of a page of a listing (ListPage): its key and size.
+type ListedObject struct {
+	Key  string
+	Size int64
+}
+
+// ListPage lists one page of at most size objects whose keys start with prefix (as List), from
+// the page token (nil or empty: the first page), and returns them with the token of the next page
+// (nil after the last page). Object stores list in lexical order of the keys' bytes; a local
+// folder in fileblob's order (a walk of its folders), which is the same from call to call. The
+// same token gives the same page of an unchanged store, so a caller that pages through a listing
+// of any length keeps only one page and a token. Temporary files of writes in progress are left
+// out of a local folder's pages (a page may then hold fewer than size objects).
+func (s *Store) ListPage(ctx context.Context, prefix string, token []byte, size int) ([]ListedObject, []byte, error) {
+	if size <= 0 {
+		return nil, nil, fmt.Errorf("store: list %q in %s: page size %d, want a positive number", prefix, s.url, size)
+	}
+	if len(token) == 0 {
+		token = blob.FirstPageToken
+	}
+	objs, next, err := s.bucket.ListPage(ctx, token, size, &blob.ListOptions{Prefix: prefix})
+	if err != nil {
+		return nil, nil, &opError{fmt.Sprintf("store: list %q in %s", prefix, s.url), err}
+	}
+	out := make([]ListedObject, 0, len(objs))
+	for _, o := range objs {
+		if o.IsDir || s.local() && fileblobTemp.MatchString(path.Base(o.Key)) {
+			continue
+		}
+		out = append(out, ListedObject{Key: o.Key, Size: o.Size})
+	}
+	if len(next) == 0 {
+		next = nil
+	}
+	return out, next, nil
+}
+
+// ReaderAt is an io.ReaderAt over one object: each ReadAt is a range read of the store (a Parquet
+// reader reads a file's footer, then the pages it needs, without reading the whole object).
+type ReaderAt struct {
+	ctx  context.Context
+	s    *Store
+	key  string
+	size int64
+}
+
+// NewReaderAt returns a ReaderAt over key, whose reads are made under ctx, and the object's size.
+// A missing key gives an error for which IsNotExist is true.
+func (s *Store) NewReaderAt(ctx context.Context, key string) (*ReaderAt, error) {
+	a, err := s.bucket.Attributes(ctx, key)
+	if err != nil {
+		return nil, s.wrap("stat", key, err)
+	}
+	return &ReaderAt{ctx: ctx, s: s, key: key, size: a.Size}, nil
+}
+
+// Size returns the object's size when the ReaderAt was made.
+func (r *ReaderAt) Size() int64 { return r.size }
+
+// ReadAt reads len(p) bytes from offset off, as io.ReaderAt does: fewer only at the object's end
+// (with io.EOF) or on an error.
+func (r *ReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("store: read %s in %s: negative offset %d", r.key, r.s.url, off)
+	}
+	if off >= r.size {
+		return 0, io.EOF
+	}
+	want := min(int64(len(p)), r.size-off)
+	rd, err := r.s.bucket.NewRangeReader(r.ctx, r.key, off, want, nil)
+	if err != nil {
+		return 0, r.s.wrap("read", r.key, err)
+	}
+	defer rd.Close()
+	n, err := io.ReadFull(rd, p[:want])
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return n, io.EOF // the object shrank since
+		}
+		return n, r.s.wrap("read", r.key, err)
+	}
+	if int64(n) < int64(len(p)) {
+		return n, io.EOF
+	}
+	return n, nil
+}

@@ -61,6 +61,8 @@ var cases = []testCase{
 	{name: "read-limit", run: testReadLimit},
 	{name: "list", run: testList},
 	{name: "range-reader", run: testRangeReader},
+	{name: "list-page", run: testListPage},
+	{name: "reader-at", run: testReaderAt},
 	{name: "delete", run: testDelete},
 	{name: "copy", run: testCopy},
 	{name: "large-object", run: testLargeObject},
@@ -432,6 +434,88 @@ func testList(t *testing.T, s *store.Store) {
 	}
 	if got := listed(t, s, "many/"); !slices.Equal(got, want) {
 		t.Errorf("List(many/) gave %d keys; want %d in order", len(got), len(want))
+	}
+}
+
+// testListPage pages through a listing of more keys than a page: every key once, each page again
+// from its token the same, and the keys in lexical order on object stores.
+func testListPage(t *testing.T, s *store.Store) {
+	ctx := context.Background()
+	const n = 57
+	var want []string
+	for i := range n {
+		k := fmt.Sprintf("pages/%03d", i)
+		want = append(want, k)
+		if err := s.Put(ctx, k, []byte(k), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Put(ctx, "pagesX", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var token []byte
+	for pages := 0; ; pages++ {
+		if pages > n {
+			t.Fatal("no last page")
+		}
+		objs, next, err := s.ListPage(ctx, "pages/", token, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, next2, err := s.ListPage(ctx, "pages/", token, 10)
+		if err != nil || !slices.Equal(objs, again) || !bytes.Equal(next, next2) {
+			t.Fatalf("page %d twice: %v, then %v (%v)", pages, objs, again, err)
+		}
+		if len(objs) > 10 {
+			t.Fatalf("page of %d objects, more than 10", len(objs))
+		}
+		for _, o := range objs {
+			if o.Size != int64(len(o.Key)) {
+				t.Errorf("%s: size %d", o.Key, o.Size)
+			}
+			got = append(got, o.Key)
+		}
+		if next == nil {
+			break
+		}
+		token = next
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("pages gave %v; want %v", got, want)
+	}
+	if _, _, err := s.ListPage(ctx, "pages/", nil, 0); err == nil {
+		t.Error("ListPage with a page size of 0: no error")
+	}
+}
+
+// testReaderAt reads an object through ReaderAt: any range, short at the end with io.EOF.
+func testReaderAt(t *testing.T, s *store.Store) {
+	ctx := context.Background()
+	data := randomBytes(5, 5000)
+	if err := s.Put(ctx, "ra", data, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.NewReaderAt(ctx, "ra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Size() != int64(len(data)) {
+		t.Errorf("size %d; want %d", r.Size(), len(data))
+	}
+	for _, tc := range []struct {
+		off, n int
+		want   int
+		eof    bool
+	}{{0, 100, 100, false}, {4000, 1000, 1000, false}, {4900, 200, 100, true}, {5000, 10, 0, true}, {123, 0, 0, false}} {
+		buf := make([]byte, tc.n)
+		got, err := r.ReadAt(buf, int64(tc.off))
+		if got != tc.want || (err == io.EOF) != tc.eof || (err != nil && err != io.EOF) || !bytes.Equal(buf[:got], data[tc.off:tc.off+got]) {
+			t.Errorf("ReadAt(%d bytes at %d) = %d, %v; want %d, EOF %v", tc.n, tc.off, got, err, tc.want, tc.eof)
+		}
+	}
+	if _, err := s.NewReaderAt(ctx, "ra-missing"); !store.IsNotExist(err) {
+		t.Errorf("NewReaderAt of a missing key: %v; want not found", err)
 	}
 }
 

@@ -954,11 +954,14 @@ func (s *filesScan) emit() error {
 }
 
 // filesItem is the repository-level item of a group of files of src, its first row being row.
+// Its Path is the source's ("files:PATH"), not the group's (Resolved.URL, "files:PATH#ROW"): the
+// yield reports, rejects and generated items' repo_url of all its groups sum under one source, so
+// that a corpus of 10^8 files is one source of the statistics, not millions.
 func filesItem(src schemas.SourceSpec, row int64, files []InlineFile) Item {
 	p := redactURL(src.Path)
 	res := Resolved{Repo: Repo{URL: fmt.Sprintf("files:%s#%d", p, row)}, Kind: KindFiles, Files: files, ContentHash: FilesHash(files)}
 	res.setKey()
-	return Item{Key: fmt.Sprintf("%s#%d", p, row), Path: res.URL, SourceID: strconv.FormatInt(row, 10),
+	return Item{Key: fmt.Sprintf("%s#%d", p, row), Path: "files:" + p, SourceID: strconv.FormatInt(row, 10),
 		Repo: &RepoTarget{Resolved: res, PythonPath: src.PythonPath, Venv: src.Venv, Env: src.Env,
 			NoTests: true, FunctionsAll: true, TraceOnce: !src.ReexecuteOn(), FrozenClock: src.FrozenClock}}
 }

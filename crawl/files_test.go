@@ -151,7 +151,7 @@ func TestScanFilesFolder(t *testing.T) {
 	}
 	it := entries[0].Item
 	r := it.Repo
-	if it.Key != dir+"#0" || it.Path != "files:"+dir+" || it.SourceID != "0" || r.Resolved.URL != "files:"+dir+"#0" || r.Resolved.Kind != KindFiles || !r.NoTests || !r.FunctionsAll || r.TraceOnce ||
+	if it.Key != dir+"#0" || it.Path != "files:"+dir || it.SourceID != "0" || r.Resolved.URL != "files:"+dir+"#0" || r.Resolved.Kind != KindFiles || !r.NoTests || !r.FunctionsAll || r.TraceOnce ||
 		!r.FrozenClock || !reflect.DeepEqual(r.PythonPath, []string{"/sp"}) || r.Resolved.ContentHash != FilesHash(r.Resolved.Files) ||
 		r.Resolved.Key != "files:files:"+dir+"#0@"+r.Resolved.ContentHash {
 		t.Errorf("item %+v, repo %+v", it, r)

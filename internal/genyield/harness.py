@@ -33,6 +33,8 @@ SKIP_DIRS = {"tests", "test", "testing", "docs", "doc", "examples", "example", "
 def worker():
     """One request: JSON on stdin {generate, root, module, filename, req}; result on stdout."""
     job = json.load(sys.stdin)
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # as the sandbox's limits would
     ns = {"__name__": "_gen_standalone"}
     with open(job["generate"]) as f:
         exec(compile(f.read(), job["generate"], "exec"), ns)

@@ -52,6 +52,16 @@ _GEN_NO_PROGRESS = 80      # attempts without new lines before mutation gives up
 _GEN_ADDR_RE = re.compile(r" at 0x[0-9a-fA-F]+")
 _GEN_NOKEEP_EXC = ("TypeError", "AttributeError", "RecursionError", "MemoryError", "NameError",
                    "UnboundLocalError", "SystemError", "_gen_Timeout", "NotImplementedError")
+# dunder methods that are no unit (called by the language, not by a call of their own)
+_GEN_DUNDER_SKIP = {"__init__", "__new__", "__del__", "__init_subclass__", "__class_getitem__",
+                    "__getattr__", "__getattribute__", "__setattr__", "__delattr__",
+                    "__set_name__", "__get__", "__set__", "__delete__", "__enter__", "__exit__",
+                    "__aenter__", "__aexit__", "__await__", "__aiter__", "__anext__",
+                    "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__copy__",
+                    "__deepcopy__", "__subclasshook__", "__instancecheck__",
+                    "__subclasscheck__", "__prepare__", "__post_init__", "__getnewargs__",
+                    "__getnewargs_ex__", "__dir__", "__sizeof__", "__hash__", "__iter__",
+                    "__next__"}
 _GEN_IO_ROOTS = {"os", "socket", "subprocess", "requests", "urllib", "urllib2", "urllib3",
                  "shutil", "http", "httplib", "ftplib", "smtplib", "tempfile", "glob", "pathlib",
                  "asyncio", "threading", "multiprocessing", "sqlite3", "webbrowser", "select",
@@ -384,9 +394,8 @@ def _gen_kind_and_skip(node, cls_node):
         return kind, "async"
     if skip:
         return kind, skip
-    if cls_node is not None and node.name.startswith("__") and node.name.endswith("__"):
-        return kind, "dunder"
-    if cls_node is None and node.name.startswith("__") and node.name.endswith("__"):
+    if node.name.startswith("__") and node.name.endswith("__") and \
+            (cls_node is None or node.name in _GEN_DUNDER_SKIP):
         return kind, "dunder"
     if _gen_is_abstract_body(node):
         return kind, "abstract"
@@ -426,7 +435,7 @@ class _gen_Module:
                     if type(v) is str and 0 < len(v) <= 64 and len(strs) < 120 \
                             and "\n" not in v.strip("\n"):
                         strs.append(v)
-                    elif type(v) is int and -10 ** 9 < v < 10 ** 9 and len(ints) < 60:
+                    elif type(v) is int and -10 ** 5 < v < 10 ** 5 and len(ints) < 60:
                         ints.append(v)
                     elif type(v) is float and v == v and abs(v) < 1e12 and len(floats) < 30:
                         floats.append(v)
@@ -546,8 +555,8 @@ def _gen_tag_values(tag, mod, rnd):
     if tag == "set":
         return [{1, 2, 3}, {"a", "b"}, {1}]
     # unknown
-    return [1, "abc", [1, 2, 3], None, 2.5, {"a": 1}, True, (1, 2), "", 0, -3, "hello world",
-            ["a", "b"]] + mstrs[:6] + ints[:6]
+    return [1, "abc", [1, 2, 3], None, 2.5, {"a": 1}, b"abc", True, (1, 2), "", 0, -3,
+            "hello world", ["a", "b"]] + mstrs[:6] + ints[:6]
 
 
 def _gen_type_values(t, mod, rnd, depth=0):
@@ -780,12 +789,14 @@ def _gen_mutate(v, rnd, mod, depth=0):
     if t is bool:
         return not v
     if t is int:
-        ops = [v + 1, v - 1, 0, -v, v * 2, v // 2, 2 ** 31, 7, len(str(v)), 1, -1, 3, 64]
+        ops = [v + 1, v - 1, 0, -v, v * 2, v // 2, 1000, 7, len(str(v)), 1, -1, 3, 64, 255]
         if ints:
             ops.append(rnd.choice(ints))
-        return rnd.choice(ops)
+        out = rnd.choice(ops)
+        # a big int is a big allocation ([None] * n) no timer interrupts
+        return out if -100000 <= out <= 100000 else rnd.choice([0, 1, 2, 17])
     if t is float:
-        ops = [v + 1.0, -v, 0.0, v / 2, 1e9, 0.5, 1.0, round(v), -1.5, 2.0]
+        ops = [v + 1.0, -v, 0.0, v / 2, 1e5, 0.5, 1.0, float(round(v)), -1.5, 2.0]
         if floats:
             ops.append(rnd.choice(floats))
         return rnd.choice(ops)
@@ -1110,6 +1121,7 @@ class _gen_Gen:
         self.attempts = 0
         self.seen = set()
         self.explored = set()
+        self.explored_normal = set()
         self.kept = []      # [(call, source, lines, raised, returned_normally)]
         self.pool = []      # candidates to mutate: (init, args) tuples
         self.counts = {"timeout": 0, "unrenderable": 0, "nondeterministic": 0, "raised": 0,
@@ -1250,10 +1262,14 @@ class _gen_Gen:
             self.counts["raised"] += 1
         else:
             self.counts["normal"] += 1
-        new = o.lines - self.explored
-        if not new:
+        # a normal return is new when it reaches lines no normal return reached (a TypeError
+        # on the same lines must not hide the input that gets through them)
+        seen = self.explored if o.raised else self.explored_normal
+        if not (o.lines - seen):
             return False
         self.explored |= o.lines
+        if not o.raised:
+            self.explored_normal |= o.lines
         self.pool.append((init, args))
         keepable = not o.raised or o.raised not in _GEN_NOKEEP_EXC
         if keepable and self.budget_left():

@@ -29,7 +29,7 @@ import (
 // the C tracer's driver, the test runners, the replay driver), in the one order the zygote's -c
 // program joins them before it compiles them, as one module (docs/sandbox.md, "The tracer's
 // files"). Every file of sandbox/tracer/ is listed exactly once, or the package does not load.
-var tracerFiles = [...]string{"common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "zygote.py"}
+var tracerFiles = [...]string{"common.py", "ctracer.py", "item.py", "replay.py", "testrun.py", "runners.py", "generate.py", "zygote.py"}
 
 //go:embed tracer/*.py
 var tracerFS embed.FS

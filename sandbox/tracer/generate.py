@@ -147,6 +147,16 @@ def _gen_alarm(signum, frame):
         raise _gen_Timeout()
 
 
+def _gen_fix_builtins():
+    """Puts back the builtins a candidate replaced, added or removed (using none of them)."""
+    d = builtins.__dict__
+    for k, v in _gen_B.items():
+        if d.get(k, d) is not v:
+            d[k] = v
+    for k in [k for k in d if k not in _gen_B]:
+        d.pop(k, None)
+
+
 def _gen_restore(saved):
     """Puts back what a candidate may have replaced: builtins, standard streams, tracing,
     the timer and the recursion limit."""
@@ -159,12 +169,7 @@ def _gen_restore(saved):
         _gen_settrace(None)
     except BaseException:
         pass
-    d = builtins.__dict__
-    for k, v in _gen_B.items():
-        if d.get(k, d) is not v:
-            d[k] = v
-    for k in [k for k in d if k not in _gen_B]:
-        d.pop(k, None)
+    _gen_fix_builtins()
     for name, v in saved.items():
         try:
             if name == "sigalrm":
@@ -1208,12 +1213,14 @@ class _gen_Gen:
             _gen_settrace(tr.glob)
             try:
                 r = f(*pos, **kw)
+                _gen_fix_builtins()
                 if isinstance(r, types.GeneratorType) or (
                         hasattr(type(r), "__next__") and hasattr(type(r), "__iter__")
                         and not isinstance(r, (str, bytes, list, tuple, dict))):
                     r = list(itertools.islice(r, _GEN_ITER_MAX))
             finally:
                 _gen_settrace(None)
+                _gen_fix_builtins()
             s = repr(r)
             if len(s) > _GEN_SIG_MAX:
                 s = s[:_GEN_SIG_MAX] + "...%d" % len(s)

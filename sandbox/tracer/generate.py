@@ -15,8 +15,6 @@ an interval timer, a line-event cap and a recursion limit, and caught as BaseExc
 """
 import ast
 import builtins
-import doctest
-import inspect
 import itertools
 import random
 import re
@@ -24,7 +22,21 @@ import signal
 import sys
 import time
 import types
-import typing
+
+
+
+class _gen_Lazy:
+    """The modules only generation needs (inspect, typing, doctest: doctest imports pdb and bdb),
+    imported when a generate run starts, never when the tracer loads."""
+
+    def load(self):
+        import doctest as d
+        import inspect as i
+        import typing as t
+        self.doctest, self.inspect, self.typing = d, i, t
+
+
+_gen_mods = _gen_Lazy()
 
 # What the module under test may replace: taken before it runs, put back after every run.
 _gen_B = dict(builtins.__dict__)
@@ -40,20 +52,20 @@ _gen_seed = random.seed
 _gen_setrlimit = sys.setrecursionlimit
 _gen_getrlimit = sys.getrecursionlimit
 
-_GEN_MAX_FUNCTIONS = 5000
-_GEN_MAX_PARAMS = 8
-_GEN_CALL_MAX = 4096
-_GEN_RUN_S = 0.2           # one candidate's wall time
-_GEN_EVENTS_MAX = 200000   # line events per candidate run
-_GEN_SEQ_MAX = 4000        # line sequence kept for the determinism check
-_GEN_SIG_MAX = 2000        # result repr kept for the determinism check
-_GEN_ITER_MAX = 8          # values taken from a generator (as the tracer does)
-_GEN_NO_PROGRESS = 80      # attempts without new lines before mutation gives up
-_GEN_ADDR_RE = re.compile(r" at 0x[0-9a-fA-F]+")
-_GEN_NOKEEP_EXC = ("TypeError", "AttributeError", "RecursionError", "MemoryError", "NameError",
+_gen_MAX_FUNCTIONS = 5000
+_gen_MAX_PARAMS = 8
+_gen_CALL_MAX = 4096
+_gen_RUN_S = 0.2           # one candidate's wall time
+_gen_EVENTS_MAX = 200000   # line events per candidate run
+_gen_SEQ_MAX = 4000        # line sequence kept for the determinism check
+_gen_SIG_MAX = 2000        # result repr kept for the determinism check
+_gen_ITER_MAX = 8          # values taken from a generator (as the tracer does)
+_gen_NO_PROGRESS = 80      # attempts without new lines before mutation gives up
+_gen_ADDR_RE = re.compile(r" at 0x[0-9a-fA-F]+")
+_gen_NOKEEP_EXC = ("TypeError", "AttributeError", "RecursionError", "MemoryError", "NameError",
                    "UnboundLocalError", "SystemError", "_gen_Timeout", "NotImplementedError")
 # dunder methods that are no unit (called by the language, not by a call of their own)
-_GEN_DUNDER_SKIP = {"__init__", "__new__", "__del__", "__init_subclass__", "__class_getitem__",
+_gen_DUNDER_SKIP = {"__init__", "__new__", "__del__", "__init_subclass__", "__class_getitem__",
                     "__getattr__", "__getattribute__", "__setattr__", "__delattr__",
                     "__set_name__", "__get__", "__set__", "__delete__", "__enter__", "__exit__",
                     "__aenter__", "__aexit__", "__await__", "__aiter__", "__anext__",
@@ -62,30 +74,30 @@ _GEN_DUNDER_SKIP = {"__init__", "__new__", "__del__", "__init_subclass__", "__cl
                     "__subclasscheck__", "__prepare__", "__post_init__", "__getnewargs__",
                     "__getnewargs_ex__", "__dir__", "__sizeof__", "__hash__", "__iter__",
                     "__next__"}
-_GEN_IO_ROOTS = {"os", "socket", "subprocess", "requests", "urllib", "urllib2", "urllib3",
+_gen_IO_ROOTS = {"os", "socket", "subprocess", "requests", "urllib", "urllib2", "urllib3",
                  "shutil", "http", "httplib", "ftplib", "smtplib", "tempfile", "glob", "pathlib",
                  "asyncio", "threading", "multiprocessing", "sqlite3", "webbrowser", "select",
                  "selectors", "fcntl", "pty", "telnetlib", "poplib", "imaplib", "ssl"}
-_GEN_IO_PURE = {"os.path.join", "os.path.split", "os.path.splitext", "os.path.basename",
+_gen_IO_PURE = {"os.path.join", "os.path.split", "os.path.splitext", "os.path.basename",
                 "os.path.dirname", "os.path.normpath", "os.path.normcase", "os.path.isabs",
                 "os.path.commonprefix", "os.path.splitdrive", "os.fspath", "os.fsencode",
                 "os.fsdecode", "os.environ.get", "os.getenv", "os.path.relpath", "os.sep",
                 "os.linesep", "os.pathsep", "os.path.expanduser", "os.path.commonpath",
                 "threading.Lock", "threading.RLock", "threading.local", "threading.get_ident",
                 "os.getpid", "os.cpu_count", "os.get_terminal_size"}
-_GEN_IO_NAMES = {"open", "input", "breakpoint", "exit", "quit"}
-_GEN_IO_METHODS = {"write_text", "write_bytes", "read_text", "read_bytes", "mkdir", "unlink",
+_gen_IO_NAMES = {"open", "input", "breakpoint", "exit", "quit"}
+_gen_IO_METHODS = {"write_text", "write_bytes", "read_text", "read_bytes", "mkdir", "unlink",
                    "rmdir", "touch", "urlopen", "recv", "sendall", "connect", "makedirs",
                    "iterdir", "rglob"}
-_GEN_STR_METHODS = {"split", "rsplit", "splitlines", "lower", "upper", "strip", "lstrip", "rstrip",
+_gen_STR_METHODS = {"split", "rsplit", "splitlines", "lower", "upper", "strip", "lstrip", "rstrip",
                     "startswith", "endswith", "replace", "find", "rfind", "isdigit", "isalpha",
                     "isalnum", "isspace", "isupper", "islower", "title", "capitalize", "encode",
                     "format", "partition", "rpartition", "casefold", "zfill", "center", "ljust",
                     "rjust", "expandtabs", "translate", "isidentifier", "isnumeric", "isdecimal",
                     "swapcase", "removeprefix", "removesuffix"}
-_GEN_LIST_METHODS = {"append", "extend", "insert", "sort", "remove", "reverse"}
-_GEN_DICT_METHODS = {"items", "keys", "values", "get", "setdefault", "update", "popitem"}
-_GEN_NAME_TAGS = [
+_gen_LIST_METHODS = {"append", "extend", "insert", "sort", "remove", "reverse"}
+_gen_DICT_METHODS = {"items", "keys", "values", "get", "setdefault", "update", "popitem"}
+_gen_NAME_TAGS = [
     (re.compile(r"^(s|st|str|string|text|txt|name|word|line|char|ch|c|prefix|suffix|sep|"
                 r"delim|delimiter|pattern|fmt|format|path|filename|fname|key|label|title|"
                 r"msg|message|token|tok|src|source|sql|query|url|host|domain|code|ident|"
@@ -233,7 +245,7 @@ def _gen_repr(v):
         if not _gen_lit_ok(v):
             return None
         r = repr(v)
-        if len(r) > _GEN_CALL_MAX:
+        if len(r) > _gen_CALL_MAX:
             return None
         back = _gen_literal_eval(r)
         if back != v or type(back) is not type(v):
@@ -267,17 +279,17 @@ def _gen_needs_io(node):
     for n in ast.walk(node):
         if isinstance(n, ast.Call):
             f = n.func
-            if isinstance(f, ast.Name) and f.id in _GEN_IO_NAMES:
+            if isinstance(f, ast.Name) and f.id in _gen_IO_NAMES:
                 return True
             name = _gen_dotted(f)
             if name:
                 root = name.split(".")[0]
-                if root in _GEN_IO_ROOTS and name not in _GEN_IO_PURE and "." in name:
+                if root in _gen_IO_ROOTS and name not in _gen_IO_PURE and "." in name:
                     return True
                 if name in ("time.sleep", "sys.exit", "os._exit", "sys.stdin.read",
                             "sys.stdin.readline"):
                     return True
-            if isinstance(f, ast.Attribute) and f.attr in _GEN_IO_METHODS:
+            if isinstance(f, ast.Attribute) and f.attr in _gen_IO_METHODS:
                 return True
         elif isinstance(n, ast.Attribute) and _gen_dotted(n) in ("sys.stdin", "sys.argv"):
             return True
@@ -321,7 +333,7 @@ def _gen_defs(tree):
                     walk(h.body, cls)
             elif isinstance(s, ast.With):
                 walk(s.body, cls)
-            if len(out) > 4 * _GEN_MAX_FUNCTIONS:
+            if len(out) > 4 * _gen_MAX_FUNCTIONS:
                 return
     walk(tree.body, None)
     return out
@@ -344,7 +356,7 @@ def _gen_code_of(obj):
         if isinstance(obj, types.FunctionType):
             return obj.__code__
         try:
-            w = inspect.getattr_static(obj, "__wrapped__", None)
+            w = _gen_mods.inspect.getattr_static(obj, "__wrapped__", None)
         except BaseException:
             w = None
         if w is None:
@@ -400,7 +412,7 @@ def _gen_kind_and_skip(node, cls_node):
     if skip:
         return kind, skip
     if node.name.startswith("__") and node.name.endswith("__") and \
-            (cls_node is None or node.name in _GEN_DUNDER_SKIP):
+            (cls_node is None or node.name in _gen_DUNDER_SKIP):
         return kind, "dunder"
     if _gen_is_abstract_body(node):
         return kind, "abstract"
@@ -410,7 +422,7 @@ def _gen_kind_and_skip(node, cls_node):
         n -= 1
     if kind in ("method", "classmethod") and not (a.posonlyargs or a.args) and not a.vararg:
         return kind, "no_self"
-    if n > _GEN_MAX_PARAMS:
+    if n > _gen_MAX_PARAMS:
         return kind, "too_many_parameters"
     if _gen_needs_io(node):
         return kind, "needs_io"
@@ -509,9 +521,9 @@ class _gen_Tracer:
             ln = frame.f_lineno
             self.lines.add(ln)
             self.n += 1
-            if len(self.seq) < _GEN_SEQ_MAX:
+            if len(self.seq) < _gen_SEQ_MAX:
                 self.seq.append(ln)
-            if self.n > _GEN_EVENTS_MAX or (self.n & 255 == 0 and _gen_monotonic() > self.deadline):
+            if self.n > _gen_EVENTS_MAX or (self.n & 255 == 0 and _gen_monotonic() > self.deadline):
                 raise _gen_Timeout()
         return self.local
 
@@ -568,7 +580,7 @@ def _gen_type_values(t, mod, rnd, depth=0):
     """Candidate values for an annotation, typical first; [] when none is a literal."""
     if depth > 3:
         return []
-    if t is None or t is typing.Any or t is inspect.Parameter.empty or t is object:
+    if t is None or t is _gen_mods.typing.Any or t is _gen_mods.inspect.Parameter.empty or t is object:
         return None  # untyped: guess
     if isinstance(t, str):
         return None
@@ -583,11 +595,11 @@ def _gen_type_values(t, mod, rnd, depth=0):
             return _gen_tag_values(simple[t], mod, rnd)
     except TypeError:
         pass
-    origin = typing.get_origin(t)
-    args = typing.get_args(t)
-    if origin is typing.Literal:
+    origin = _gen_mods.typing.get_origin(t)
+    args = _gen_mods.typing.get_args(t)
+    if origin is _gen_mods.typing.Literal:
         return [a for a in args if _gen_repr(a) is not None]
-    if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+    if origin is _gen_mods.typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
         parts = [_gen_type_values(a, mod, rnd, depth + 1) for a in args]
         parts = [p if p is not None else _gen_tag_values("any", mod, rnd) for p in parts]
         out = []
@@ -600,9 +612,9 @@ def _gen_type_values(t, mod, rnd, depth=0):
                 seen.add(r)
                 uniq.append(x)
         return uniq
-    if isinstance(t, typing.TypeVar):
+    if isinstance(t, _gen_mods.typing.TypeVar):
         if t.__constraints__:
-            return _gen_type_values(typing.Union[t.__constraints__], mod, rnd, depth + 1)
+            return _gen_type_values(_gen_mods.typing.Union[t.__constraints__], mod, rnd, depth + 1)
         if t.__bound__ is not None:
             return _gen_type_values(t.__bound__, mod, rnd, depth + 1)
         return None
@@ -612,7 +624,7 @@ def _gen_type_values(t, mod, rnd, depth=0):
     if isinstance(t, type) and hasattr(t, "_fields"):
         return []
     import collections.abc as cabc
-    seqs = (list, typing.List, cabc.Sequence, cabc.MutableSequence, cabc.Iterable,
+    seqs = (list, _gen_mods.typing.List, cabc.Sequence, cabc.MutableSequence, cabc.Iterable,
             cabc.Collection, cabc.Iterator, cabc.Reversible, cabc.Container)
     sets = (set, frozenset, cabc.Set, cabc.MutableSet)
     maps = (dict, cabc.Mapping, cabc.MutableMapping)
@@ -673,11 +685,11 @@ def _gen_guess_tag(fnode, pname):
         if isinstance(n, ast.Call):
             f = n.func
             if isinstance(f, ast.Attribute) and is_p(f.value):
-                if f.attr in _GEN_STR_METHODS:
+                if f.attr in _gen_STR_METHODS:
                     vote("str", 3)
-                elif f.attr in _GEN_LIST_METHODS:
+                elif f.attr in _gen_LIST_METHODS:
                     vote("list", 3)
-                elif f.attr in _GEN_DICT_METHODS:
+                elif f.attr in _gen_DICT_METHODS:
                     vote("dict", 3)
                 elif f.attr == "decode":
                     vote("bytes", 3)
@@ -774,7 +786,7 @@ def _gen_guess_tag(fnode, pname):
                 if votes.get(t):
                     return t
         return best
-    for rx, tag in _GEN_NAME_TAGS:
+    for rx, tag in _gen_NAME_TAGS:
         if rx.search(pname):
             return tag
     return "any"
@@ -783,7 +795,7 @@ def _gen_guess_tag(fnode, pname):
 # ---------------------------------------------------------------- mutation
 
 
-_GEN_CHARS = " ,.;:-_/\\()[]{}\"'#0aZ9\n\t=@+*"
+_gen_CHARS = " ,.;:-_/\\()[]{}\"'#0aZ9\n\t=@+*"
 
 
 def _gen_mutate(v, rnd, mod, depth=0):
@@ -809,7 +821,7 @@ def _gen_mutate(v, rnd, mod, depth=0):
         enc = t is bytes
         s = v.decode("latin-1") if enc else v
         i = rnd.randrange(len(s) + 1)
-        ch = rnd.choice(_GEN_CHARS)
+        ch = rnd.choice(_gen_CHARS)
         ops = [lambda: "", lambda: s.upper(), lambda: s.lower(), lambda: s + " ",
                lambda: " " + s, lambda: s + "1", lambda: s[: len(s) // 2], lambda: (s * 2)[:200],
                lambda: s[:i] + ch + s[i:], lambda: s[:i] + s[i + 1:],
@@ -880,25 +892,25 @@ def _gen_params(func, drop_first, fnode, mod, rnd):
     """The parameters of func (minus self/cls) with candidate values; None when they cannot be
     read."""
     try:
-        sig = inspect.signature(func)
+        sig = _gen_mods.inspect.signature(func)
     except BaseException:
         return None
     ps = list(sig.parameters.values())
-    if drop_first and ps and ps[0].kind in (inspect.Parameter.POSITIONAL_ONLY,
-                                             inspect.Parameter.POSITIONAL_OR_KEYWORD):
+    if drop_first and ps and ps[0].kind in (_gen_mods.inspect.Parameter.POSITIONAL_ONLY,
+                                             _gen_mods.inspect.Parameter.POSITIONAL_OR_KEYWORD):
         ps = ps[1:]
     try:
-        hints = typing.get_type_hints(func)
+        hints = _gen_mods.typing.get_type_hints(func)
     except BaseException:
         hints = {}
     glb = getattr(func, "__globals__", {})
     out = []
     for p in ps:
-        if p.kind == inspect.Parameter.VAR_KEYWORD:
+        if p.kind == _gen_mods.inspect.Parameter.VAR_KEYWORD:
             continue
         q = _gen_Param()
         q.name, q.kind = p.name, p.kind
-        q.has_default = p.default is not inspect.Parameter.empty
+        q.has_default = p.default is not _gen_mods.inspect.Parameter.empty
         q.default = p.default
         ann = hints.get(p.name, p.annotation)
         ann = _gen_resolve_ann(ann, glb)
@@ -915,7 +927,7 @@ def _gen_params(func, drop_first, fnode, mod, rnd):
                 tag = {str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes",
                        list: "list", dict: "dict", tuple: "tuple"}.get(dt, tag)
             vals = _gen_tag_values(tag if tag != "callable" else "none", mod, rnd)
-            if p.kind == inspect.Parameter.VAR_POSITIONAL and tag == "list":
+            if p.kind == _gen_mods.inspect.Parameter.VAR_POSITIONAL and tag == "list":
                 vals = _gen_tag_values("any", mod, rnd)
         vals = [v for v in vals if _gen_repr(v) is not None]
         if q.has_default and _gen_repr(q.default) is not None:
@@ -932,16 +944,16 @@ def _gen_build(params, choice):
     positional_ok = True
     for p in params:
         if p.name not in choice:
-            if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
-                          inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            if p.kind in (_gen_mods.inspect.Parameter.POSITIONAL_ONLY,
+                          _gen_mods.inspect.Parameter.POSITIONAL_OR_KEYWORD):
                 positional_ok = False
             continue
         v = choice[p.name]
-        if p.kind == inspect.Parameter.VAR_POSITIONAL:
+        if p.kind == _gen_mods.inspect.Parameter.VAR_POSITIONAL:
             if positional_ok:
                 pos.extend(v)
-        elif p.kind == inspect.Parameter.KEYWORD_ONLY or \
-                (p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD and not positional_ok):
+        elif p.kind == _gen_mods.inspect.Parameter.KEYWORD_ONLY or \
+                (p.kind == _gen_mods.inspect.Parameter.POSITIONAL_OR_KEYWORD and not positional_ok):
             kw[p.name] = v
         else:
             pos.append(v)
@@ -951,9 +963,9 @@ def _gen_build(params, choice):
 def _gen_choices(params, rnd, limit):
     """Argument choices {name: value}: required params first with typical values, then one
     parameter varied at a time, optional ones added, then random combinations."""
-    req = [p for p in params if not p.has_default and p.kind != inspect.Parameter.VAR_POSITIONAL]
+    req = [p for p in params if not p.has_default and p.kind != _gen_mods.inspect.Parameter.VAR_POSITIONAL]
     opt = [p for p in params if p.has_default]
-    var = [p for p in params if p.kind == inspect.Parameter.VAR_POSITIONAL]
+    var = [p for p in params if p.kind == _gen_mods.inspect.Parameter.VAR_POSITIONAL]
     if any(not p.values for p in req):
         return
     base = {p.name: p.values[0] for p in req}
@@ -1005,7 +1017,7 @@ def _gen_hypothesis_choices(params, hints, n, seed):
         import hypothesis.errors as herr
     except BaseException:
         return []
-    req = [p for p in params if not p.has_default and p.kind != inspect.Parameter.VAR_POSITIONAL]
+    req = [p for p in params if not p.has_default and p.kind != _gen_mods.inspect.Parameter.VAR_POSITIONAL]
     if not req or any(p.name not in hints for p in req):
         return []
     try:
@@ -1098,7 +1110,7 @@ def _gen_docstrings(tree):
 def _gen_doctest_calls(node, doc, unit):
     out = []
     try:
-        examples = doctest.DocTestParser().get_examples(doc[:20000])
+        examples = _gen_mods.doctest.DocTestParser().get_examples(doc[:20000])
     except BaseException:
         return out
     for ex in examples[:200]:
@@ -1182,7 +1194,7 @@ class _gen_Gen:
             text = u.cls + "(" + i + ")." + u.name + "(" + a + ")"
         else:
             text = u.cls + "." + u.name + "(" + a + ")"
-        return text if len(text) <= _GEN_CALL_MAX else None
+        return text if len(text) <= _gen_CALL_MAX else None
 
     def run_once(self, text):
         """One run of a rendered call: an outcome."""
@@ -1194,7 +1206,7 @@ class _gen_Gen:
         o = _gen_Outcome()
         o.raised, o.timeout, o.init_failed, o.sig = "", False, False, ""
         now = _gen_monotonic()
-        limit = min(_GEN_RUN_S, max(0.0, self.deadline - now))
+        limit = min(_gen_RUN_S, max(0.0, self.deadline - now))
         tr = _gen_Tracer(self.mod.filename, self.unit.line, self.unit.end_line, now + limit)
 
         def ev(nodes):
@@ -1217,14 +1229,14 @@ class _gen_Gen:
                 if isinstance(r, types.GeneratorType) or (
                         hasattr(type(r), "__next__") and hasattr(type(r), "__iter__")
                         and not isinstance(r, (str, bytes, list, tuple, dict))):
-                    r = list(itertools.islice(r, _GEN_ITER_MAX))
+                    r = list(itertools.islice(r, _gen_ITER_MAX))
             finally:
                 _gen_settrace(None)
                 _gen_fix_builtins()
             s = repr(r)
-            if len(s) > _GEN_SIG_MAX:
-                s = s[:_GEN_SIG_MAX] + "...%d" % len(s)
-            return _GEN_ADDR_RE.sub(" at 0x?", s)
+            if len(s) > _gen_SIG_MAX:
+                s = s[:_gen_SIG_MAX] + "...%d" % len(s)
+            return _gen_ADDR_RE.sub(" at 0x?", s)
         self.init_failed = False
         ok, v = _gen_guarded(go, limit)
         o.entered, o.lines, o.seq = tr.entered, tr.lines, tr.seq
@@ -1278,7 +1290,7 @@ class _gen_Gen:
         if not o.raised:
             self.explored_normal |= o.lines
         self.pool.append((init, args))
-        keepable = not o.raised or o.raised not in _GEN_NOKEEP_EXC
+        keepable = not o.raised or o.raised not in _gen_NOKEEP_EXC
         if keepable and self.budget_left():
             self.attempts += 1
             o2 = self.run_once(text)
@@ -1320,7 +1332,7 @@ class _gen_Gen:
                 continue
             ipos, ikw = init
             cls = getattr(self.module, self.unit.cls)
-            ok, _ = _gen_guarded(lambda: cls(*ipos, **ikw), min(_GEN_RUN_S, max(
+            ok, _ = _gen_guarded(lambda: cls(*ipos, **ikw), min(_gen_RUN_S, max(
                 0.0, self.deadline - _gen_monotonic())))
             if ok:
                 good.append(init)
@@ -1331,7 +1343,7 @@ class _gen_Gen:
         # the callable and its parameters
         if u.cls:
             cls = getattr(m, u.cls, None)
-            raw = inspect.getattr_static(cls, u.name, None) if cls is not None else None
+            raw = _gen_mods.inspect.getattr_static(cls, u.name, None) if cls is not None else None
             func = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
             drop = u.kind in ("method", "classmethod")
         else:
@@ -1359,7 +1371,7 @@ class _gen_Gen:
         for c in _gen_calls_in(self.mod.tree, u):
             found.append((c, "example"))
         for s in list(self.req.get("seeds") or [])[:64]:
-            if not isinstance(s, str) or len(s) > _GEN_CALL_MAX:
+            if not isinstance(s, str) or len(s) > _gen_CALL_MAX:
                 continue
             try:
                 call = _gen_parse("f(" + s + ")", mode="eval").body
@@ -1374,7 +1386,7 @@ class _gen_Gen:
             self.try_cand(init if u.kind == "method" else None, args, src)
         if self.full():
             return ""
-        all_default = all(p.has_default or p.kind == inspect.Parameter.VAR_POSITIONAL
+        all_default = all(p.has_default or p.kind == _gen_mods.inspect.Parameter.VAR_POSITIONAL
                           for p in params)
         if all_default:
             self.try_cand(inits[0], ([], {}), "example")
@@ -1397,7 +1409,7 @@ class _gen_Gen:
                 self.try_cand(inits[0], _gen_build(params, c), "typed")
         # d. coverage-guided mutation
         stale = 0
-        while self.budget_left() and not self.full() and stale < _GEN_NO_PROGRESS:
+        while self.budget_left() and not self.full() and stale < _gen_NO_PROGRESS:
             if not self.pool:
                 break
             init, (pos, kw) = self.pool[-1 - min(len(self.pool) - 1,
@@ -1429,7 +1441,7 @@ class _gen_Gen:
             if self.try_cand(init2, (pos, kw), "fuzzed"):
                 stale = 0
             elif self.attempts == before:
-                stale += 1 if len(self.seen) < 100000 else _GEN_NO_PROGRESS
+                stale += 1 if len(self.seen) < 100000 else _gen_NO_PROGRESS
             else:
                 stale += 1
         return ""
@@ -1473,7 +1485,7 @@ def _gen_units(mod, module, deadline):
     out = []
     classes = {}
     for node, cls_node in mod.defs:
-        if len(out) >= _GEN_MAX_FUNCTIONS:
+        if len(out) >= _gen_MAX_FUNCTIONS:
             break
         if isinstance(node, ast.ClassDef):
             continue
@@ -1530,7 +1542,7 @@ def _gen_dynamic_skip(mod, module, u, classes, deadline):
 def _gen_class_skip(mod, module, u, cls, deadline):
     """Why instances of cls cannot be built for its methods ("" when they can)."""
     try:
-        if inspect.isabstract(cls):
+        if _gen_mods.inspect.isabstract(cls):
             return "abstract"
     except BaseException:
         pass
@@ -1568,6 +1580,7 @@ def _gen_import(load_module, deadline):
 def _gen_main(req, load_module):
     """The generator's entry point (see the contract in docs: find or generate)."""
     t0 = _gen_monotonic()
+    _gen_mods.load()
     out = {"status": "ok", "detail": "", "missing_module": "", "functions": [], "inputs": [],
            "lines": [], "attempts": 0, "reason": ""}
     try:

@@ -41,7 +41,7 @@ os._exit(0)
 
 // runEngine runs generate.py on code for function ("" finds) with plain /usr/bin/python3, as
 // uid 10001 without network when the test runs as root.
-func runEngine(t *testing.T, code, function string, budget float64) sandbox.Generation {
+func runEngine(t *testing.T, code, function string, budget float64, seeds ...string) sandbox.Generation {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("tracer", "generate.py"))
 	if err != nil {
@@ -53,7 +53,7 @@ func runEngine(t *testing.T, code, function string, budget float64) sandbox.Gene
 		"generate": filepath.Join(dir, "generate.py"),
 		"req": map[string]any{
 			"function": function, "code": code, "filename": filepath.Join(dir, "mod.py"),
-			"per_function": 4, "attempts": 200, "seeds": []string{}, "seed": 1, "budget_s": budget,
+			"per_function": 4, "attempts": 200, "seeds": append([]string{}, seeds...), "seed": 1, "budget_s": budget,
 		},
 	})
 	if err != nil {
@@ -151,6 +151,7 @@ func TestGenerateEngine(t *testing.T) {
 	}
 	cases := []struct {
 		name, code, function string
+		seeds                []string
 		// call matches one kept input's call; source is one kept input's source; reason the
 		// reason when nothing is kept; minCover the least share of lines covered.
 		call, source, reason string
@@ -193,11 +194,19 @@ func TestGenerateEngine(t *testing.T) {
 			code: "import sys\n\ndef quit_(n: int):\n    if n > 0:\n        sys.exit(3)\n    raise KeyboardInterrupt\n"},
 		{name: "generator", function: "count_up", call: `^count_up\(`, minCover: 1,
 			code: "def count_up(n: int):\n    i = 0\n    while i < n:\n        yield i\n        i += 1\n"},
+		{name: "llm seeds", function: "magic", seeds: []string{"'open sesame'", "bad(", "__import__('os')"},
+			call: `^magic\('open sesame'\)$`, source: "llm",
+			code: "def magic(word):\n    if word == 'open' + ' sesame':\n        return 'door'\n    return None\n"},
+		{name: "redefined in branches", function: "pick", call: `^pick\(`, minCover: 1,
+			code: "import sys\nif sys.version_info >= (3,):\n    def pick(x):\n        return [x]\nelse:\n    def pick(x):\n        return x\n"},
 		{name: "not found", function: "nope", reason: "not_found", code: "def f():\n    return 1\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			g := runEngine(t, c.code, c.function, 3)
+			g := runEngine(t, c.code, c.function, 3, c.seeds...)
+			if g.Attempts > 200 {
+				t.Errorf("%d attempts, want at most 200", g.Attempts)
+			}
 			if g.Status != "ok" {
 				t.Fatalf("status %s (%s)", g.Status, g.Detail)
 			}

@@ -1495,13 +1495,14 @@ def _gen_units(mod, module, deadline):
             skip = _gen_dynamic_skip(mod, module, u, classes, deadline)
         out.append({"qualname": u.qualname, "kind": kind, "line": u.line,
                     "end_line": u.end_line, "skip": skip})
-    # a name defined twice: only the def the module ends with is a unit
-    last = {}
-    for i, f in enumerate(out):
-        last[f["qualname"]] = i
-    for i, f in enumerate(out):
-        if last[f["qualname"]] != i and not f["skip"]:
-            f["skip"] = "redefined"
+    # a name defined twice (if/else branches, redefinitions): the def whose code the module's
+    # object runs is the unit (the dynamic check), a second one that matches too is a duplicate
+    seen = set()
+    for f in out:
+        if not f["skip"]:
+            if f["qualname"] in seen:
+                f["skip"] = "redefined"
+            seen.add(f["qualname"])
     return out
 
 
@@ -1600,16 +1601,16 @@ def _gen_main(req, load_module):
             out.update(status="invalid", detail=("cannot parse: " + type(e).__name__)[:200],
                        reason="syntax_error")
             return out
+        units = []
         if function:
-            unit = None
             for node, cls_node in mod.defs:
                 if isinstance(node, ast.ClassDef):
                     continue
                 kind, _ = _gen_kind_and_skip(node, cls_node)
                 u = _gen_Unit(node, cls_node, kind)
                 if u.qualname == function:
-                    unit = u  # the last def of a name is the one the module keeps
-            if unit is None:
+                    units.append(u)
+            if not units:
                 out.update(reason="not_found")
                 return out
         module, err = _gen_import(load_module, deadline)
@@ -1619,6 +1620,17 @@ def _gen_main(req, load_module):
         if not function:
             out["functions"] = _gen_units(mod, module, deadline)
             return out
+        # of several defs of the name, the one whose code the module's object runs
+        unit = units[-1]
+        for u in units:
+            try:
+                obj = module.__dict__.get(u.name) if not u.cls else \
+                    module.__dict__.get(u.cls).__dict__.get(u.name)
+            except BaseException:
+                obj = None
+            if obj is not None and _gen_code_matches(obj, mod.filename, u.line, u.end_line):
+                unit = u
+                break
         g = _gen_Gen(req, mod, module, unit, deadline)
         g.lines_set = set(_gen_exec_lines(mod, unit))
         out["lines"] = sorted(g.lines_set)

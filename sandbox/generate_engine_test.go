@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -350,6 +351,26 @@ def gen():
 	g = runEngine(t, "def f(:\n", "", 3)
 	if g.Status != "invalid" {
 		t.Errorf("syntax error: status %s, want invalid", g.Status)
+	}
+	// many functions: at most 5000 are listed; a class whose constructor never returns costs
+	// the find run its budget, not more
+	var many strings.Builder
+	many.WriteString("class Slow:\n    def __init__(self):\n        while True:\n            pass\n\n    def m(self):\n        return 1\n\n")
+	for i := range 6000 {
+		fmt.Fprintf(&many, "def f%d(x):\n    return x + %d\n", i, i)
+	}
+	g = runEngine(t, many.String(), "", 5)
+	if g.Status != "ok" || len(g.Functions) != 5000 {
+		t.Errorf("6001 functions: status %s (%s), %d listed, want 5000", g.Status, g.Detail, len(g.Functions))
+	}
+	for _, f := range g.Functions {
+		if f.QualName == "Slow.m" && f.Skip != "class_needs_arguments" && f.Skip != "" {
+			t.Errorf("Slow.m: skip %q", f.Skip)
+		}
+	}
+	g = runEngine(t, "x = "+strings.Repeat("(", 5000)+strings.Repeat(")", 5000)+"\n", "", 3)
+	if g.Status != "invalid" {
+		t.Errorf("nesting too deep to parse: status %s, want invalid", g.Status)
 	}
 	g = runEngine(t, "while True:\n    pass\n", "", 2)
 	if g.Status != "exception" || !strings.Contains(g.Detail, "timed out") {

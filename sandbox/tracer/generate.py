@@ -1360,6 +1360,10 @@ class _gen_Gen:
             inits = self.good_inits()
             if not inits:
                 return "class_needs_arguments"
+        # a required parameter no literal can stand for (annotated with a class of the module's)
+        self.needs_object = any(not p.values and not p.has_default and
+                                p.kind != _gen_mods.inspect.Parameter.VAR_POSITIONAL
+                                for p in params)
         share = max(4, self.attempts_max // 3)
         # a. examples
         found = []
@@ -1550,9 +1554,12 @@ def _gen_class_skip(mod, module, u, cls, deadline):
     g = _gen_Gen({"attempts": 40, "per_function": 1, "seed": 0}, mod, module, u,
                  min(deadline, _gen_monotonic() + 1.0))
     try:
-        return "" if g.good_inits(limit=1) else "class_needs_arguments"
+        if g.good_inits(limit=1):
+            return ""
     except BaseException:
-        return "class_needs_arguments"
+        pass
+    # out of time: let the generate run (a budget of its own) decide
+    return "class_needs_arguments" if _gen_monotonic() < g.deadline else ""
 
 
 def _gen_missing(e):
@@ -1649,6 +1656,10 @@ def _gen_main(req, load_module):
             c = g.counts
             if reason:
                 pass
+            elif g.attempts == 0 and _gen_monotonic() >= deadline:
+                reason = "timeout"
+            elif g.attempts == 0 and getattr(g, "needs_object", False):
+                reason = "unrenderable"
             elif g.attempts == 0 and not c["unrenderable"]:
                 reason = "no_candidates"
             elif c["nondeterministic"]:

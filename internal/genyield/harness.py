@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATE = os.path.normpath(os.path.join(HERE, "..", "..", "sandbox", "tracer", "generate.py"))
+GENERATE_USED = [GENERATE]
 SKIP_DIRS = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks",
              "bench", "build", "dist", ".git", "__pycache__", "scripts", "tools", "utils",
              "perf", "extra", "bin"}
@@ -92,7 +93,7 @@ def modules(spec):
 
 
 def call(root, module, filename, req, timeout):
-    job = {"generate": GENERATE, "root": root, "module": module, "filename": filename,
+    job = {"generate": GENERATE_USED[0], "root": root, "module": module, "filename": filename,
            "req": req}
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
     t0 = time.monotonic()
@@ -122,7 +123,9 @@ def main():
                     help="run each file as a standalone module instead of importing it")
     ap.add_argument("--json", help="write every unit's result to this file (JSON lines)")
     ap.add_argument("--only", help="only this qualname (debugging)")
+    ap.add_argument("--generate", default=GENERATE, help="the engine's file (default: the tracer's)")
     a = ap.parse_args()
+    GENERATE_USED[0] = os.path.abspath(a.generate)
     jl = open(a.json, "w") if a.json else None
     for spec in a.specs:
         mods = modules(spec)
@@ -174,7 +177,7 @@ def main():
                 if jl:
                     jl.write(json.dumps({"module": module, "function": req["function"],
                                          "result": r}) + "\n")
-        name = spec.rstrip("/").split("/")[-1]
+        name = spec.partition(":")[2] or spec.rstrip("/").split("/")[-1]
         pct = 100.0 * with_input / units if units else 0.0
         pct_found = 100.0 * with_input / found if found else 0.0
         med = statistics.median(covs) if covs else -1

@@ -38,6 +38,11 @@ class _gen_Lazy:
 
 _gen_mods = _gen_Lazy()
 
+
+class _gen_P:
+    """inspect.Parameter's kinds, without importing inspect when the tracer loads."""
+    POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD = range(5)
+
 # What the module under test may replace: taken before it runs, put back after every run.
 _gen_B = dict(builtins.__dict__)
 _gen_settrace = sys.settrace
@@ -580,7 +585,8 @@ def _gen_type_values(t, mod, rnd, depth=0):
     """Candidate values for an annotation, typical first; [] when none is a literal."""
     if depth > 3:
         return []
-    if t is None or t is _gen_mods.typing.Any or t is _gen_mods.inspect.Parameter.empty or t is object:
+    if t is None or t is _gen_mods.typing.Any or t is object or \
+            t is _gen_mods.inspect.Parameter.empty:
         return None  # untyped: guess
     if isinstance(t, str):
         return None
@@ -599,7 +605,8 @@ def _gen_type_values(t, mod, rnd, depth=0):
     args = _gen_mods.typing.get_args(t)
     if origin is _gen_mods.typing.Literal:
         return [a for a in args if _gen_repr(a) is not None]
-    if origin is _gen_mods.typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+    if origin is _gen_mods.typing.Union or (
+            hasattr(types, "UnionType") and origin is types.UnionType):
         parts = [_gen_type_values(a, mod, rnd, depth + 1) for a in args]
         parts = [p if p is not None else _gen_tag_values("any", mod, rnd) for p in parts]
         out = []
@@ -840,7 +847,8 @@ def _gen_mutate(v, rnd, mod, depth=0):
             return base if t is list else tuple(base)
         i = rnd.randrange(len(xs))
         ops = [lambda: [], lambda: xs[:1], lambda: xs + [xs[i]], lambda: xs[:i] + xs[i + 1:],
-               lambda: xs[::-1], lambda: xs[:i] + [_gen_mutate(xs[i], rnd, mod, depth + 1)] + xs[i + 1:],
+               lambda: xs[::-1],
+               lambda: xs[:i] + [_gen_mutate(xs[i], rnd, mod, depth + 1)] + xs[i + 1:],
                lambda: xs[:i] + [_gen_mutate(xs[i], rnd, mod, depth + 1)] + xs[i + 1:],
                lambda: xs + [_gen_mutate(xs[-1], rnd, mod, depth + 1)], lambda: xs * 2,
                lambda: sorted(xs) if all(type(x) is type(xs[0]) for x in xs) else xs[1:]]
@@ -882,7 +890,8 @@ class _gen_Param:
 def _gen_resolve_ann(ann, glb):
     if isinstance(ann, str):
         try:
-            return eval(ann, dict(glb) if isinstance(glb, dict) else {}, {})  # noqa: S307 - sandboxed
+            # the module's own annotation text, evaluated in its globals (inside the sandbox)
+            return eval(ann, dict(glb) if isinstance(glb, dict) else {}, {})
         except BaseException:
             return None
     return ann
@@ -896,8 +905,8 @@ def _gen_params(func, drop_first, fnode, mod, rnd):
     except BaseException:
         return None
     ps = list(sig.parameters.values())
-    if drop_first and ps and ps[0].kind in (_gen_mods.inspect.Parameter.POSITIONAL_ONLY,
-                                             _gen_mods.inspect.Parameter.POSITIONAL_OR_KEYWORD):
+    if drop_first and ps and ps[0].kind in (_gen_P.POSITIONAL_ONLY,
+                                             _gen_P.POSITIONAL_OR_KEYWORD):
         ps = ps[1:]
     try:
         hints = _gen_mods.typing.get_type_hints(func)
@@ -906,7 +915,7 @@ def _gen_params(func, drop_first, fnode, mod, rnd):
     glb = getattr(func, "__globals__", {})
     out = []
     for p in ps:
-        if p.kind == _gen_mods.inspect.Parameter.VAR_KEYWORD:
+        if p.kind == _gen_P.VAR_KEYWORD:
             continue
         q = _gen_Param()
         q.name, q.kind = p.name, p.kind
@@ -927,7 +936,7 @@ def _gen_params(func, drop_first, fnode, mod, rnd):
                 tag = {str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes",
                        list: "list", dict: "dict", tuple: "tuple"}.get(dt, tag)
             vals = _gen_tag_values(tag if tag != "callable" else "none", mod, rnd)
-            if p.kind == _gen_mods.inspect.Parameter.VAR_POSITIONAL and tag == "list":
+            if p.kind == _gen_P.VAR_POSITIONAL and tag == "list":
                 vals = _gen_tag_values("any", mod, rnd)
         vals = [v for v in vals if _gen_repr(v) is not None]
         if q.has_default and _gen_repr(q.default) is not None:
@@ -944,16 +953,16 @@ def _gen_build(params, choice):
     positional_ok = True
     for p in params:
         if p.name not in choice:
-            if p.kind in (_gen_mods.inspect.Parameter.POSITIONAL_ONLY,
-                          _gen_mods.inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            if p.kind in (_gen_P.POSITIONAL_ONLY,
+                          _gen_P.POSITIONAL_OR_KEYWORD):
                 positional_ok = False
             continue
         v = choice[p.name]
-        if p.kind == _gen_mods.inspect.Parameter.VAR_POSITIONAL:
+        if p.kind == _gen_P.VAR_POSITIONAL:
             if positional_ok:
                 pos.extend(v)
-        elif p.kind == _gen_mods.inspect.Parameter.KEYWORD_ONLY or \
-                (p.kind == _gen_mods.inspect.Parameter.POSITIONAL_OR_KEYWORD and not positional_ok):
+        elif p.kind == _gen_P.KEYWORD_ONLY or \
+                (p.kind == _gen_P.POSITIONAL_OR_KEYWORD and not positional_ok):
             kw[p.name] = v
         else:
             pos.append(v)
@@ -963,34 +972,34 @@ def _gen_build(params, choice):
 def _gen_choices(params, rnd, limit):
     """Argument choices {name: value}: required params first with typical values, then one
     parameter varied at a time, optional ones added, then random combinations."""
-    req = [p for p in params if not p.has_default and p.kind != _gen_mods.inspect.Parameter.VAR_POSITIONAL]
+    req = [p for p in params if not p.has_default and p.kind != _gen_P.VAR_POSITIONAL]
     opt = [p for p in params if p.has_default]
-    var = [p for p in params if p.kind == _gen_mods.inspect.Parameter.VAR_POSITIONAL]
+    var = [p for p in params if p.kind == _gen_P.VAR_POSITIONAL]
     if any(not p.values for p in req):
         return
     base = {p.name: p.values[0] for p in req}
     yield dict(base)
-    n = 1
     width = max([len(p.values) for p in req] + [1])
-    for i in range(1, width):
-        for p in req:
-            if i < len(p.values):
-                c = dict(base)
-                c[p.name] = p.values[i]
-                yield c
-                n += 1
-        if i == 2:
-            for p in opt:
-                for v in p.values[:3]:
+
+    def one_at_a_time(lo, hi):
+        for i in range(lo, hi):
+            for p in req:
+                if i < len(p.values):
                     c = dict(base)
-                    c[p.name] = v
+                    c[p.name] = p.values[i]
                     yield c
-            for p in var:
-                for k in (1, 2, 3):
-                    vs = p.values[:k]
-                    c = dict(base)
-                    c[p.name] = vs
-                    yield c
+    yield from one_at_a_time(1, min(3, width))
+    for p in opt:
+        for v in p.values[:3]:
+            c = dict(base)
+            c[p.name] = v
+            yield c
+    for p in var:
+        for k in (1, 2, 3):
+            c = dict(base)
+            c[p.name] = p.values[:k]
+            yield c
+    yield from one_at_a_time(3, width)
     for p in opt:
         for v in p.values[3:8]:
             c = dict(base)
@@ -1017,7 +1026,7 @@ def _gen_hypothesis_choices(params, hints, n, seed):
         import hypothesis.errors as herr
     except BaseException:
         return []
-    req = [p for p in params if not p.has_default and p.kind != _gen_mods.inspect.Parameter.VAR_POSITIONAL]
+    req = [p for p in params if not p.has_default and p.kind != _gen_P.VAR_POSITIONAL]
     if not req or any(p.name not in hints for p in req):
         return []
     try:
@@ -1362,7 +1371,7 @@ class _gen_Gen:
                 return "class_needs_arguments"
         # a required parameter no literal can stand for (annotated with a class of the module's)
         self.needs_object = any(not p.values and not p.has_default and
-                                p.kind != _gen_mods.inspect.Parameter.VAR_POSITIONAL
+                                p.kind != _gen_P.VAR_POSITIONAL
                                 for p in params)
         share = max(4, self.attempts_max // 3)
         # a. examples
@@ -1390,7 +1399,7 @@ class _gen_Gen:
             self.try_cand(init if u.kind == "method" else None, args, src)
         if self.full():
             return ""
-        all_default = all(p.has_default or p.kind == _gen_mods.inspect.Parameter.VAR_POSITIONAL
+        all_default = all(p.has_default or p.kind == _gen_P.VAR_POSITIONAL
                           for p in params)
         if all_default:
             self.try_cand(inits[0], ([], {}), "example")
@@ -1403,9 +1412,10 @@ class _gen_Gen:
                 break
             n += 1
             init = inits[n % len(inits)]
-            src1 = src if n > 1 or all_default else ("example" if any(
-                p.has_default for p in params) and not typed else src)
-            self.try_cand(init, _gen_build(params, c), src1 if n > 1 else src)
+            # the first: required parameters filled, the defaults as they are
+            src1 = "example" if n == 1 and not all_default and any(
+                p.has_default for p in params) else src
+            self.try_cand(init, _gen_build(params, c), src1)
         if typed and params and self.budget_left() and not self.full():
             for c in _gen_hypothesis_choices(params, hints, min(30, share), self.seed):
                 if not self.budget_left() or self.full():

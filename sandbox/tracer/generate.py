@@ -678,6 +678,20 @@ def _gen_type_values(t, mod, rnd, depth=0):
     return []
 
 
+_gen_attrs_cache = []
+
+
+def _gen_builtin_attrs():
+    """The attribute names of the literal types (str, bytes, int, float, list, tuple, dict,
+    set)."""
+    if not _gen_attrs_cache:
+        names = set()
+        for t in (str, bytes, int, float, complex, list, tuple, dict, set, bool, type(None)):
+            names.update(dir(t))
+        _gen_attrs_cache.append(frozenset(names))
+    return _gen_attrs_cache[0]
+
+
 def _gen_guess_tag(fnode, pname):
     """The type tag of an untyped parameter, from its uses in the body, then from its name."""
     votes = {}
@@ -779,13 +793,17 @@ def _gen_guess_tag(fnode, pname):
                             vote("str", 2)
                         elif isinstance(v, (int, float)):
                             vote("int" if isinstance(v, int) else "num", 2)
-        elif isinstance(n, ast.Attribute) and is_p(n.value) and isinstance(n.ctx, ast.Load):
+        elif isinstance(n, ast.Attribute) and is_p(n.value):
             if n.attr in ("real", "imag", "bit_length"):
                 vote("int", 2)
+            elif n.attr not in _gen_builtin_attrs():
+                vote("object", 4)  # an attribute no literal has: the module's own objects
         elif isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and is_p(n.operand):
             vote("int", 1)
     if votes.get("callable"):
         return "callable"
+    if votes.get("object"):
+        return "object"
     if votes:
         best = max(votes.items(), key=lambda kv: (kv[1], kv[0]))[0]
         if best == "seq":
@@ -935,7 +953,8 @@ def _gen_params(func, drop_first, fnode, mod, rnd):
                 dt = type(q.default)
                 tag = {str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes",
                        list: "list", dict: "dict", tuple: "tuple"}.get(dt, tag)
-            vals = _gen_tag_values(tag if tag != "callable" else "none", mod, rnd)
+            q.source = "object" if tag in ("object", "callable") else q.source
+            vals = _gen_tag_values(tag if tag not in ("callable", "object") else "any", mod, rnd)
             if p.kind == _gen_P.VAR_POSITIONAL and tag == "list":
                 vals = _gen_tag_values("any", mod, rnd)
         vals = [v for v in vals if _gen_repr(v) is not None]
@@ -1373,6 +1392,8 @@ class _gen_Gen:
         self.needs_object = any(not p.values and not p.has_default and
                                 p.kind != _gen_P.VAR_POSITIONAL
                                 for p in params)
+        # a parameter used as an object of the module's (attributes no literal has) or called
+        self.uses_object = any(p.source == "object" and not p.has_default for p in params)
         share = max(4, self.attempts_max // 3)
         # a. examples
         found = []
@@ -1674,6 +1695,8 @@ def _gen_main(req, load_module):
                 reason = "no_candidates"
             elif c["nondeterministic"]:
                 reason = "nondeterministic"
+            elif getattr(g, "uses_object", False) and c["normal"] == 0:
+                reason = "needs_object"
             elif c["normal"] == 0 and c["raised"] > 0:
                 reason = "all_raised"
             elif c["timeout"] and c["normal"] == 0:

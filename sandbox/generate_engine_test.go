@@ -304,6 +304,17 @@ class Needy:
 
 def gen():
     yield 1
+
+
+from subprocess import check_output as co
+
+
+def run(cmd):
+    return co(cmd)
+
+
+def wrapper(x):
+    return run(x)
 `
 	g := runEngine(t, code, "", 5)
 	if g.Status != "ok" {
@@ -315,7 +326,7 @@ def gen():
 		"Box.build": {"classmethod", ""}, "Box.__repr__": {"method", ""},
 		"Box.__init__": {"method", "dunder"}, "Box.__init_subclass__": {"method", "dunder"},
 		"Needy.__init__": {"method", "dunder"}, "Needy.go": {"method", "class_needs_arguments"},
-		"gen": {"function", ""},
+		"gen": {"function", ""}, "run": {"function", "needs_io"}, "wrapper": {"function", "needs_io"},
 	}
 	got := map[string][2]string{}
 	for _, f := range g.Functions {

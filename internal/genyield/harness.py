@@ -41,7 +41,11 @@ def worker():
         exec(compile(f.read(), job["generate"], "exec"), ns)
     root, module, filename = job["root"], job["module"], job["filename"]
     sys.path.insert(0, root)
-    real_stdout = sys.stdout
+    # the result goes out on a private copy of fd 1; whatever the module writes to fd 1 is lost
+    out_fd = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    real_stdout = os.fdopen(out_fd, "w")
 
     def load_module():
         if module:
@@ -57,7 +61,6 @@ def worker():
     t0 = time.monotonic()
     res = ns["_gen_main"](job["req"], load_module)
     res["_wall"] = time.monotonic() - t0
-    sys.stdout = real_stdout
     real_stdout.write(json.dumps(res))
     real_stdout.flush()
     os._exit(0)

@@ -280,14 +280,21 @@ def _gen_deco_name(d):
     return _gen_dotted(d) or ""
 
 
-def _gen_needs_io(node):
+def _gen_needs_io(node, names=frozenset(), aliases=None):
+    """Whether node's body calls what reads or writes the world (files, processes, network,
+    the terminal, sleeping): a static check. names are bare names that do (imported from such
+    modules, or the module's own functions that do); aliases map local module names to theirs."""
+    aliases = aliases or {}
     for n in ast.walk(node):
         if isinstance(n, ast.Call):
             f = n.func
-            if isinstance(f, ast.Name) and f.id in _gen_IO_NAMES:
+            if isinstance(f, ast.Name) and (f.id in _gen_IO_NAMES or f.id in names):
                 return True
             name = _gen_dotted(f)
             if name:
+                head, _, rest = name.partition(".")
+                if head in aliases:
+                    name = aliases[head] + ("." + rest if rest else "")
                 root = name.split(".")[0]
                 if root in _gen_IO_ROOTS and name not in _gen_IO_PURE and "." in name:
                     return True
@@ -299,6 +306,37 @@ def _gen_needs_io(node):
         elif isinstance(n, ast.Attribute) and _gen_dotted(n) in ("sys.stdin", "sys.argv"):
             return True
     return False
+
+
+def _gen_io_functions(tree, defs):
+    """The module-level functions that need I/O, directly or through other functions of the
+    module (a fixed point over their calls by name), with the names imported from I/O modules."""
+    names, aliases = set(), {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+            root = n.module.split(".")[0]
+            for a in n.names:
+                full = n.module + "." + a.name
+                if root in _gen_IO_ROOTS and full not in _gen_IO_PURE:
+                    names.add(a.asname or a.name)
+        elif isinstance(n, ast.Import):
+            for a in n.names:
+                if a.asname:
+                    aliases[a.asname] = a.name
+    funcs = {node.name: node for node, cls in defs
+             if cls is None and isinstance(node, ast.FunctionDef)}
+    calls = {}
+    for name, node in funcs.items():
+        calls[name] = {c.func.id for c in ast.walk(node)
+                       if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                       and c.func.id in funcs}
+    io = {name for name, node in funcs.items() if _gen_needs_io(node, names, aliases)}
+    for _ in range(64):
+        more = {name for name, called in calls.items() if name not in io and called & io}
+        if not more:
+            break
+        io |= more
+    return io | names, aliases
 
 
 def _gen_is_abstract_body(node):
@@ -389,7 +427,7 @@ class _gen_Unit:
         self.line, self.end_line = _gen_first_line(node), node.end_lineno or node.lineno
 
 
-def _gen_kind_and_skip(node, cls_node):
+def _gen_kind_and_skip(node, cls_node, io=(frozenset(), None)):
     """(kind, static skip reason) of a def."""
     if cls_node is None:
         kind = "function"
@@ -429,7 +467,7 @@ def _gen_kind_and_skip(node, cls_node):
         return kind, "no_self"
     if n > _gen_MAX_PARAMS:
         return kind, "too_many_parameters"
-    if _gen_needs_io(node):
+    if _gen_needs_io(node, io[0], io[1]):
         return kind, "needs_io"
     return kind, ""
 
@@ -1519,12 +1557,16 @@ def _gen_units(mod, module, deadline):
     """What a find run reports: [{"qualname", "kind", "line", "end_line", "skip"}]."""
     out = []
     classes = {}
+    try:
+        io = _gen_io_functions(mod.tree, mod.defs)
+    except BaseException:
+        io = (frozenset(), None)
     for node, cls_node in mod.defs:
         if len(out) >= _gen_MAX_FUNCTIONS:
             break
         if isinstance(node, ast.ClassDef):
             continue
-        kind, skip = _gen_kind_and_skip(node, cls_node)
+        kind, skip = _gen_kind_and_skip(node, cls_node, io)
         u = _gen_Unit(node, cls_node, kind)
         if not skip:
             skip = _gen_dynamic_skip(mod, module, u, classes, deadline)

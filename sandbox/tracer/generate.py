@@ -993,7 +993,8 @@ def _gen_params(func, drop_first, fnode, mod, rnd):
                        list: "list", dict: "dict", tuple: "tuple"}.get(dt, tag)
             q.source = "object" if tag in ("object", "callable") else q.source
             vals = _gen_tag_values(tag if tag not in ("callable", "object") else "any", mod, rnd)
-            if p.kind == _gen_P.VAR_POSITIONAL and tag == "list":
+            if p.kind == _gen_P.VAR_POSITIONAL:
+                # uses of *args are uses of the tuple: its elements are anything
                 vals = _gen_tag_values("any", mod, rnd)
         vals = [v for v in vals if _gen_repr(v) is not None]
         if q.has_default and _gen_repr(q.default) is not None:

@@ -1310,7 +1310,7 @@ class _gen_Gen:
         if ok:
             o.sig = v
         else:
-            o.raised = type(v).__name__
+            o.raised = str(type(v).__name__)[:100]
             if isinstance(v, _gen_Timeout):
                 o.timeout = True
                 o.raised = "_gen_Timeout"
@@ -1720,8 +1720,8 @@ def _gen_main(req, load_module):
             reason = g.generate()
         except BaseException as e:  # the module's doing: what was kept so far stands
             if not g.kept:
-                reason = "error_" + type(e).__name__.lower()[:30] \
-                    if type(e).__name__.isidentifier() else "other"
+                reason = "generator_error"
+                out["detail"] = ("generator: " + type(e).__name__)[:200]
         out["attempts"] = g.attempts
         chosen = g.select()
         out["inputs"] = [{"call": c, "source": s, "lines": sorted(ls & g.lines_set),

@@ -359,6 +359,10 @@ def wrapper(x):
 	if g.Status != "exception" || g.Reason != "import_failed" || len(g.Inputs) != 0 {
 		t.Errorf("missing module, generate: status %s, reason %q", g.Status, g.Reason)
 	}
+	g = runEngine(t, "class E(Exception):\n    def __str__(self):\n        while True:\n            pass\n\nraise E()\n", "", 3)
+	if g.Status != "exception" || g.Detail != "import failed" {
+		t.Errorf("import raising an exception whose str never returns: status %s (%s)", g.Status, g.Detail)
+	}
 	g = runEngine(t, "def f(:\n", "", 3)
 	if g.Status != "invalid" {
 		t.Errorf("syntax error: status %s, want invalid", g.Status)

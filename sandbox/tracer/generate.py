@@ -1650,12 +1650,14 @@ def _gen_import(load_module, deadline):
         return m, None
     if isinstance(m, _gen_Timeout):
         return None, {"status": "exception", "detail": "import timed out", "reason": "timeout"}
-    d = ""
-    try:
-        d = (type(m).__name__ + ": " + str(m))[:300]
-    except BaseException:
-        d = type(m).__name__
-    return None, {"status": "exception", "detail": d, "missing_module": _gen_missing(m),
+    # the exception is the module's: its str() and name run under the timer too
+    ok, d = _gen_guarded(lambda: str(type(m).__name__ + ": " + str(m))[:300], 0.2)
+    if not ok or type(d) is not str:
+        d = "import failed"
+    ok, missing = _gen_guarded(_gen_missing, 0.2, m)
+    if not ok or type(missing) is not str:
+        missing = ""
+    return None, {"status": "exception", "detail": d, "missing_module": missing[:200],
                   "reason": "import_failed"}
 
 

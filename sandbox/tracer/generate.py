@@ -81,19 +81,18 @@ _gen_DUNDER_SKIP = {"__init__", "__new__", "__del__", "__init_subclass__", "__cl
                     "__next__"}
 _gen_IO_ROOTS = {"os", "socket", "subprocess", "requests", "urllib", "urllib2", "urllib3",
                  "shutil", "http", "httplib", "ftplib", "smtplib", "tempfile", "glob", "pathlib",
-                 "asyncio", "threading", "multiprocessing", "sqlite3", "webbrowser", "select",
+                 "asyncio", "multiprocessing", "sqlite3", "webbrowser", "select",
                  "selectors", "fcntl", "pty", "telnetlib", "poplib", "imaplib", "ssl"}
 _gen_IO_PURE = {"os.path.join", "os.path.split", "os.path.splitext", "os.path.basename",
                 "os.path.dirname", "os.path.normpath", "os.path.normcase", "os.path.isabs",
                 "os.path.commonprefix", "os.path.splitdrive", "os.fspath", "os.fsencode",
                 "os.fsdecode", "os.environ.get", "os.getenv", "os.path.relpath", "os.sep",
                 "os.linesep", "os.pathsep", "os.path.expanduser", "os.path.commonpath",
-                "threading.Lock", "threading.RLock", "threading.local", "threading.get_ident",
                 "os.getpid", "os.cpu_count", "os.get_terminal_size"}
 _gen_IO_NAMES = {"open", "input", "breakpoint", "exit", "quit"}
-_gen_IO_METHODS = {"write_text", "write_bytes", "read_text", "read_bytes", "mkdir", "unlink",
-                   "rmdir", "touch", "urlopen", "recv", "sendall", "connect", "makedirs",
-                   "iterdir", "rglob"}
+# method names that are I/O whoever owns them (unlink, touch, connect are too common to tell)
+_gen_IO_METHODS = {"write_text", "write_bytes", "read_text", "read_bytes", "mkdir", "rmdir",
+                   "urlopen", "sendall", "makedirs", "iterdir", "rglob"}
 _gen_STR_METHODS = {"split", "rsplit", "splitlines", "lower", "upper", "strip", "lstrip", "rstrip",
                     "startswith", "endswith", "replace", "find", "rfind", "isdigit", "isalpha",
                     "isalnum", "isspace", "isupper", "islower", "title", "capitalize", "encode",

@@ -1,0 +1,2 @@
+"""structs: small data structures."""
+from .containers import Stack, Queue, Interval, Color, Point

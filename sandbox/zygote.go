@@ -39,7 +39,7 @@ var tracerFS embed.FS
 var tracerParts = loadTracerParts(tracerFS)
 
 // TracerVersion identifies the tracer's behaviour; it changes whenever its output could.
-const TracerVersion = "8"
+const TracerVersion = "9"
 
 // tracerBootstrap is the interpreter's -c program: it joins the tracer's files in the support
 // directory, in tracerFiles' order, and compiles them as one module under the name -c gives

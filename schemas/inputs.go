@@ -156,12 +156,14 @@ var genReasons = map[string]bool{
 	"context_manager": true, "property": true, "dunder": true, "private": true, "lambda": true,
 	"decorated": true, "method_decorated": true, "params": true, "no_source": true,
 	"not_callable": true, "overload": true, "protocol": true, "test_function": true,
-	"invalid_report": true, "duplicate": true,
+	"invalid_report": true, "duplicate": true, "no_self": true, "too_many_parameters": true,
+	"decorated_unknown": true, "redefined": true, "not_found": true, "no_signature": true,
 	// a unit that kept no input
 	"no_candidates": true, "all_raised": true, "nondeterministic": true, "timeout": true,
 	"memory": true, "budget": true, "attempts": true, "no_coverage": true, "unrepresentable": true,
 	"input_refused": true, "llm_error": true, "tampered": true, "exception": true, "invalid": true,
-	"code_bytes": true, "other": true,
+	"code_bytes": true, "other": true, "unrenderable": true, "needs_object": true,
+	"no_new_lines": true, "generator_error": true,
 }
 
 // GenReason is reason when it is one of GenYield.Losses' vocabulary, else "other".

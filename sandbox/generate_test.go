@@ -52,8 +52,8 @@ def boom():
     raise ValueError("no")
 `
 
-// TestGenerate runs find and input generation (the stub generator's: a call of a zero-argument
-// function, and each seed) on a standalone module and on one imported where it lives.
+// TestGenerate runs find and input generation (generate.py's engine) on a standalone module and on
+// one imported where it lives.
 func TestGenerate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the sandbox; run without -short")
@@ -72,7 +72,7 @@ func TestGenerate(t *testing.T) {
 		{QualName: "zero", Kind: "function", Line: 4, EndLine: 6},
 		{QualName: "area", Kind: "function", Line: 9, EndLine: 10},
 		{QualName: "later", Kind: "function", Line: 13, EndLine: 14, Skip: "async"},
-		{QualName: "Box.__init__", Kind: "method", Line: 18, EndLine: 19},
+		{QualName: "Box.__init__", Kind: "method", Line: 18, EndLine: 19, Skip: "dunder"},
 		{QualName: "Box.add", Kind: "method", Line: 21, EndLine: 23},
 		{QualName: "Box.make", Kind: "staticmethod", Line: 25, EndLine: 27},
 		{QualName: "Box.named", Kind: "classmethod", Line: 29, EndLine: 31},
@@ -102,14 +102,19 @@ func TestGenerate(t *testing.T) {
 		{name: "zero-argument function", req: alone(sandbox.GenerateRequest{Function: "zero"}), status: schemas.StatusOK,
 			calls: []string{"zero()"}, sources: []string{"example"}, lines: []int{5, 6}},
 		{name: "seeds where it lives", req: where(sandbox.GenerateRequest{Function: "area", Seeds: []string{"2", "r=0.5", "][", "x"}}),
-			status: schemas.StatusOK, calls: []string{"area(2)", "area(r=0.5)"}, sources: []string{"llm", "llm"}, lines: []int{10}},
+			status: schemas.StatusOK, calls: []string{"area(2)"}, sources: []string{"llm"}, lines: []int{10}}, // area(r=0.5) reaches no new line
 		{name: "per function bounds the inputs", req: alone(sandbox.GenerateRequest{Function: "area", PerFunction: 1, Seeds: []string{"1", "2", "3"}}),
 			status: schemas.StatusOK, calls: []string{"area(1)"}, sources: []string{"llm"}, lines: []int{10}},
-		{name: "no input", req: alone(sandbox.GenerateRequest{Function: "area"}), status: schemas.StatusOK, lines: []int{10}, reason: "no_candidates"},
+		{name: "guessed input", req: alone(sandbox.GenerateRequest{Function: "area"}), status: schemas.StatusOK, calls: []string{"area(3)"},
+			sources: []string{"fuzzed"}, lines: []int{10}},
+		{name: "an exception path is kept", req: alone(sandbox.GenerateRequest{Function: "boom"}), status: schemas.StatusOK,
+			calls: []string{"boom()"}, sources: []string{"example"}, lines: []int{35}},
+		{name: "no input", req: sandbox.GenerateRequest{Code: "def g(x):\n    raise TypeError(x)\n", Filename: "g.py", Function: "g"},
+			status: schemas.StatusOK, lines: []int{2}, reason: "all_raised"},
 		{name: "missing module", req: sandbox.GenerateRequest{Code: "import notinstalled.sub\n\ndef f():\n    return 1\n",
 			Filename: filepath.Join(src, "pkg", "needs.py"), Module: "pkg.needs", Dir: dir, Paths: []string{src}},
-			status: schemas.StatusException, missing: "notinstalled"},
-		{name: "syntax error", req: sandbox.GenerateRequest{Code: "def f(:\n"}, status: schemas.StatusInvalid},
+			status: schemas.StatusException, missing: "notinstalled", reason: "import_failed"},
+		{name: "syntax error", req: sandbox.GenerateRequest{Code: "def f(:\n"}, status: schemas.StatusInvalid, reason: "syntax_error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := sb.Generate(ctx, tc.req)
@@ -176,12 +181,15 @@ func TestGenerateVerdicts(t *testing.T) {
 		want       []schemas.Status
 	}{
 		{"prints", "import sys\nprint('x' * 1000)\nsys.stderr.write('{}\\n')\ndef f():\n    pass\n", []schemas.Status{schemas.StatusOK}},
-		{"sleeps", "import time\ntime.sleep(60)\n", []schemas.Status{schemas.StatusTimeout}},
-		{"spins", "while True:\n    pass\n", []schemas.Status{schemas.StatusTimeout}},
+		// The engine bounds an import with its own timer (an exception, "import timed out"); a
+		// module that ignores the timer's signal meets the supervisor's limit.
+		{"sleeps", "import time\ntime.sleep(60)\n", []schemas.Status{schemas.StatusException, schemas.StatusTimeout}},
+		{"sleeps past the engine's timer", "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ntime.sleep(60)\n", []schemas.Status{schemas.StatusTimeout}},
+		{"spins past the engine's timer", "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n", []schemas.Status{schemas.StatusTimeout}},
 		{"exits", "import os\nos._exit(3)\n", []schemas.Status{schemas.StatusKilled}},
 		{"exits as the set-up", "import os\nos._exit(97)\n", []schemas.Status{schemas.StatusKilled}},
 		{"exits cleanly", "import os\nos._exit(0)\n", []schemas.Status{schemas.StatusKilled}},
-		{"floods", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", []schemas.Status{schemas.StatusOutputLimit}},
+		{"floods", "import os\nwhile True:\n    os.write(1, b'x' * 65536)\n", []schemas.Status{schemas.StatusOutputLimit}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := sb.Generate(ctx, sandbox.GenerateRequest{Code: tc.code, Limits: lim})

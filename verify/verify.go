@@ -317,7 +317,9 @@ func findItems(ctx context.Context, f *crawl.Fetcher, spec schemas.Spec, items [
 				continue
 			}
 		case "examples":
-		case "repository":
+		case "repository", "files":
+			// A files source's groups are repositories without tests, all under the source's
+			// path (files:PATH) and told apart by their content hash.
 			if len(repos) == 0 {
 				continue
 			}
@@ -334,7 +336,7 @@ func findItems(ctx context.Context, f *crawl.Fetcher, spec schemas.Spec, items [
 				k := [2]string{e.Item.Path, e.Item.SourceID}
 				if e.Item.Kind() == crawl.RepositoryTests {
 					k[1] = e.Item.Repo.Resolved.Pin()
-					if vi := repos[e.Item.Path]; vi != nil && vi.item == nil && k[1] != vi.sourceID {
+					if vi := repos[e.Item.Path]; vi != nil && vi.item == nil && k[1] != vi.sourceID && e.Item.Repo.Resolved.Kind != crawl.KindFiles {
 						vi.moved = k[1]
 					}
 				}

@@ -797,6 +797,7 @@ func (trc *Tracer) generateInputs(ctx context.Context, wd *watchdog, cfg sandbox
 		}
 		return sb, nil
 	}
+	began := time.Now()
 	g := &generation{it: it, dir: w.Dir, roots: roots, at: placeOf(w.Dir, imports), in: in, seed: trc.seed, lim: lim,
 		start: start, llm: trc.llm, deps: found.Deps, seen: seen, counts: rt.Counts, alive: alive, begin: wd.begin,
 		now: time.Now, budget: in.GenerationBudget(), y: &schemas.GenYield{}}
@@ -806,7 +807,7 @@ func (trc *Tracer) generateInputs(ctx context.Context, wd *watchdog, cfg sandbox
 	if err := g.run(ctx); err != nil {
 		return err
 	}
-	rt.Gen = g.y
+	rt.Gen, rt.GenWall = g.y, time.Since(began)
 	if len(g.items) == 0 {
 		return nil
 	}

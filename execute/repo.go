@@ -66,6 +66,9 @@ type RepoTrace struct {
 	Functions []TracedItem `json:"functions,omitempty"`
 	// Gen is what generating inputs gave (RepoTarget.FunctionsAll); its items are in Functions.
 	Gen *schemas.GenYield `json:"gen,omitempty"`
+	// GenWall is the wall time generating inputs took (the finds and the units' runs; not the
+	// items' traced runs): the progress display's cost per function, never part of a row.
+	GenWall time.Duration `json:"gen_wall,omitempty"`
 	// NoTests is why a repository with FunctionsAll (or a group of files: RepoTarget.NoTests)
 	// ran no test, as "STAGE: reason" (the stage it would have been rejected at, as a
 	// TracedItem's Stage and Detail): it gives the items of its functions' generated inputs only.

@@ -54,11 +54,21 @@ type BatchSummary struct {
 	// Fatal is set when even the batch's failure could not be recorded, for a reason no retry
 	// fixes (the store cannot be used): the run cannot go on, and fails with it.
 	Fatal string `json:"fatal,omitempty"`
+	// GenUnits counts the functions its repositories generated inputs for (issue 30), GenWall the
+	// time that took (zero for a batch whose record was reused): the progress display's cost per
+	// function.
+	GenUnits int64         `json:"gen_units,omitempty"`
+	GenWall  time.Duration `json:"gen_wall,omitempty"`
 }
 
 // Summary sums a record up.
 func (rec *BatchRecord) Summary(reused bool) BatchSummary {
 	s := BatchSummary{Items: rec.Items, Rows: rec.Rows, Rejected: len(rec.Rejects), Reused: reused}
+	for _, y := range rec.Yields {
+		if y.Generation != nil {
+			s.GenUnits += y.Generation.Units
+		}
+	}
 	if rec.Shard != nil {
 		s.Tokens = rec.Shard.Tokens
 	}
@@ -145,6 +155,7 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 	opts.LoadTest = func(ref string) (schemas.TestTrace, *debugger.Trace, error) { return execute.LoadTest(ctx, s, ref) }
 	rec := &BatchRecord{Hash: tr.Hash, Counts: schemas.Counts{}, CreatedAt: run.CreatedAt}
 	var built []schemas.Row
+	var genWall time.Duration // the time its repositories took generating inputs
 	for c := 0; c < tr.Chunks; c++ {
 		ts, err := readRunChunk(ctx, s, run, tr.Hash, c)
 		if err != nil {
@@ -158,6 +169,9 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 			}
 			if t.Item.Kind() == crawl.RepositoryTests {
 				rec.Yields = append(rec.Yields, rows.Yield(t, len(r), rej))
+				if t.Repo != nil {
+					genWall += t.Repo.GenWall
+				}
 			}
 			if rej != nil {
 				rec.Rejects = append(rec.Rejects, *rej)
@@ -219,7 +233,11 @@ func BuildShard(ctx context.Context, s *store.Store, run Run, b Builder, tr Trac
 	if err != nil {
 		return BatchSummary{}, err
 	}
-	return won.Summary(!created), nil
+	sum := won.Summary(!created)
+	if created {
+		sum.GenWall = genWall
+	}
+	return sum, nil
 }
 
 // packBatch packs a batch's rows into sequences of n tokens (dataset.Pack, padded with the

@@ -89,8 +89,12 @@ type Progress struct {
 	Rejected      int
 	Poison        int
 	Reused        int
-	Started       time.Time
-	Manifest      string
+	// GenUnits and GenWall sum the batches' functions given generated inputs and the time that
+	// took (pipeline.BatchSummary).
+	GenUnits int64
+	GenWall  time.Duration
+	Started  time.Time
+	Manifest string
 	// InFlight lists the workflow IDs of the batches running (at most Parallelism).
 	InFlight []string
 	// Failed lists the first maxFailedShown batches that failed (the version's manifest lists
@@ -411,6 +415,8 @@ func (d *datasetRun) record(done BatchDone) {
 	p.Tokens += s.Tokens
 	p.Rejected += s.Rejected
 	p.Poison += s.Poison
+	p.GenUnits += s.GenUnits
+	p.GenWall += s.GenWall
 	if s.Reused {
 		p.Reused++
 	}

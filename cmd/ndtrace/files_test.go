@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -106,6 +107,10 @@ created_at: 2026-11-22T00:00:00Z
 		var stdout, stderr bytes.Buffer
 		if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
 			t.Fatalf("run: exit %d: %s", code, stderr.String())
+		}
+		// The progress display shows the functions given inputs and the cost of one.
+		if !regexp.MustCompile(`inputs generated for \d+ functions \([0-9.]+m?s per function\)`).MatchString(stdout.String() + stderr.String()) {
+			t.Errorf("the progress shows no generation:\n%s%s", stdout.String(), stderr.String())
 		}
 		m, _ := checkDataset(t, out)
 		return out, m

@@ -31,7 +31,7 @@ type progressView interface {
 func snapshotOf(p workflows.Progress) progress.Snapshot {
 	return progress.Snapshot{Phase: p.Phase, Items: p.Items, ItemsDone: p.ItemsDone, Trajectories: p.Rows,
 		Tokens: p.Tokens, Rejects: p.Rejected, Batches: p.Batches, BatchesDone: p.BatchesDone,
-		BatchesFailed: p.BatchesFailed, InFlight: len(p.InFlight), Started: p.Started}
+		BatchesFailed: p.BatchesFailed, InFlight: len(p.InFlight), Started: p.Started, GenUnits: p.GenUnits, GenWall: p.GenWall}
 }
 
 // canRedraw reports whether w is a terminal that can redraw in place (not TERM=dumb).
@@ -84,6 +84,9 @@ func (v *lineView) print(st progress.Status, final bool) {
 		"trajectories", st.Trajectories, "tokens", st.Tokens, "rejects", st.Rejects,
 		"batches_done", st.BatchesDone, "batches", st.Batches, "batches_failed", st.BatchesFailed,
 		"in_flight", st.InFlight, "items_per_second", round1(st.Rate), "elapsed_seconds", int64(st.Elapsed.Seconds())}
+	if st.GenUnits > 0 {
+		attrs = append(attrs, "generated_functions", st.GenUnits, "generation_ms_per_function", genCost(st).Milliseconds())
+	}
 	if st.ETAKnown {
 		attrs = append(attrs, "eta_seconds", int64(st.ETA.Seconds()))
 	}
@@ -94,6 +97,11 @@ func (v *lineView) print(st progress.Status, final bool) {
 }
 
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+// genCost is the mean time generating one function's inputs took (st.GenUnits > 0).
+func genCost(st progress.Status) time.Duration {
+	return (st.GenWall / time.Duration(st.GenUnits)).Round(time.Millisecond)
+}
 
 // progressLine formats a status on one line (ndtrace status, and run's output when it is not a
 // terminal), its text escaped for a terminal.
@@ -106,6 +114,12 @@ func progressLine(st progress.Status) string {
 	}
 	if st.BatchesFailed > 0 {
 		fmt.Fprintf(&b, ", %d batches failed", st.BatchesFailed)
+	}
+	if st.GenUnits > 0 {
+		fmt.Fprintf(&b, ", inputs generated for %d functions", st.GenUnits)
+		if st.GenWall > 0 {
+			fmt.Fprintf(&b, " (%s per function)", genCost(st))
+		}
 	}
 	if st.Rate > 0 {
 		fmt.Fprintf(&b, ", %.1f items/s", st.Rate)
@@ -175,8 +189,16 @@ func (v *liveView) start() {
 			return liveIndent + rate + " · " + eta + " · elapsed " + st.Elapsed.Round(time.Second).String()
 		},
 		func(st progress.Status) string {
-			return fmt.Sprintf("%s%s trajectories · %s tokens · %s rejects", liveIndent,
+			s := fmt.Sprintf("%s%s trajectories · %s tokens · %s rejects", liveIndent,
 				numfmt.Thousands(int64(st.Trajectories)), numfmt.Thousands(st.Tokens), numfmt.Thousands(int64(st.Rejects)))
+			if st.GenUnits > 0 {
+				// Generating inputs (issue 30): how many functions, and what one costs.
+				s += fmt.Sprintf(" · inputs for %s functions", numfmt.Thousands(st.GenUnits))
+				if st.GenWall > 0 {
+					s += fmt.Sprintf(" (%s each)", genCost(st))
+				}
+			}
+			return s
 		},
 		func(st progress.Status) string {
 			return fmt.Sprintf("%sbatches %s/%s · %d in flight · %d failed", liveIndent,

@@ -230,6 +230,10 @@ func TestProgressLine(t *testing.T) {
 			Tokens: 8123456, Rejects: 17, Batches: 500, BatchesDone: 123, BatchesFailed: 1, InFlight: 4},
 			Elapsed: 40 * time.Second, Rate: 312.44, ETA: 121 * time.Second, ETAKnown: true},
 			"tracing: 12345/50000 items traced, 24690 trajectories, 8123456 tokens, 17 rejects, 123/500 batches (4 in flight), 1 batches failed, 312.4 items/s, ETA 2m1s, elapsed 40s"},
+		// Inputs generated for functions that came without them: how many, and the cost of one.
+		{progress.Status{Snapshot: progress.Snapshot{Phase: "tracing", Items: 10, ItemsDone: 4, Batches: 10, BatchesDone: 4,
+			GenUnits: 120, GenWall: 30 * time.Second}, Elapsed: 9 * time.Second},
+			"tracing: 4/10 items traced, 0 trajectories, 0 tokens, 0 rejects, 4/10 batches, inputs generated for 120 functions (250ms per function), elapsed 9s"},
 	}
 	for _, tt := range tests {
 		if got := progressLine(tt.st); got != tt.want {

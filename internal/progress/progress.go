@@ -22,6 +22,10 @@ type Snapshot struct {
 	Tokens int64
 	// Rejects counts the items rejected, with their reasons in the dataset's rejects.
 	Rejects int
+	// GenUnits counts the functions given generated inputs so far, GenWall the time generating
+	// them took (summed over the workers).
+	GenUnits int64
+	GenWall  time.Duration
 	// Batches, BatchesDone, BatchesFailed and InFlight count the run's batches.
 	Batches, BatchesDone, BatchesFailed, InFlight int
 	// Started is when the run started (zero: unknown).

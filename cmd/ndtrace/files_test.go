@@ -116,6 +116,10 @@ created_at: 2026-11-22T00:00:00Z
 		return out, m
 	}
 	out, m := runOnce("data1")
+	// Its groups of files are no rejects: their rows are their functions'.
+	if len(m.Rejects) != 0 {
+		t.Errorf("rejects %+v", m.Rejects)
+	}
 	rows := allRows(t, out)
 	sources := map[string]int{}
 	funcs := map[string]bool{}

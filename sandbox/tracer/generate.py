@@ -50,7 +50,11 @@ _gen_gettrace = sys.gettrace
 _gen_setitimer = signal.setitimer
 _gen_signal = signal.signal
 _gen_getsignal = signal.getsignal
-_gen_monotonic = time.monotonic
+# The generator's budgets count CPU time, not wall time: what a function keeps must not depend on
+# how loaded the worker is (the same spec gives the same shards). Wall time only bounds what burns
+# no CPU (a sleep), with margins a loaded worker stays within.
+_gen_monotonic = time.process_time
+_gen_wall = time.monotonic
 _gen_literal_eval = ast.literal_eval
 _gen_parse = ast.parse
 _gen_seed = random.seed
@@ -60,7 +64,8 @@ _gen_getrlimit = sys.getrecursionlimit
 _gen_MAX_FUNCTIONS = 5000
 _gen_MAX_PARAMS = 8
 _gen_CALL_MAX = 4096
-_gen_RUN_S = 0.2           # one candidate's wall time
+_gen_RUN_S = 0.2           # one candidate's CPU time
+_gen_RUN_WALL_S = 2.0      # one candidate's wall time (what sleeps)
 _gen_EVENTS_MAX = 200000   # line events per candidate run
 _gen_SEQ_MAX = 4000        # line sequence kept for the determinism check
 _gen_SIG_MAX = 2000        # result repr kept for the determinism check
@@ -155,7 +160,7 @@ class _gen_Sink:
         raise OSError("no file descriptor")
 
 
-_gen_state = {"armed": False}
+_gen_state = {"armed": False, "wall_deadline": float("inf")}
 
 
 def _gen_alarm(signum, frame):
@@ -178,6 +183,7 @@ def _gen_restore(saved):
     the timer and the recursion limit."""
     _gen_state["armed"] = False
     try:
+        _gen_setitimer(signal.ITIMER_PROF, 0, 0)
         _gen_setitimer(signal.ITIMER_REAL, 0, 0)
     except BaseException:
         pass
@@ -190,6 +196,8 @@ def _gen_restore(saved):
         try:
             if name == "sigalrm":
                 _gen_signal(signal.SIGALRM, v)
+            elif name == "sigprof":
+                _gen_signal(signal.SIGPROF, v)
             elif name == "recursion":
                 _gen_setrlimit(v)
             else:
@@ -199,16 +207,22 @@ def _gen_restore(saved):
 
 
 def _gen_guarded(fn, seconds, *args):
-    """fn(*args) under an interval timer of seconds (raising _gen_Timeout in it) with streams
-    and builtins put back afterwards; returns (ok, value_or_exception)."""
+    """fn(*args) under interval timers (raising _gen_Timeout in it): seconds of CPU time
+    (ITIMER_PROF), and for what burns none, _gen_RUN_WALL_S or more of wall time, never past the
+    run's wall deadline; streams and builtins put back afterwards. Returns (ok,
+    value_or_exception)."""
     saved = {"stdout": sys.stdout, "stderr": sys.stderr, "stdin": sys.stdin,
-             "sigalrm": _gen_getsignal(signal.SIGALRM), "recursion": _gen_getrlimit()}
+             "sigalrm": _gen_getsignal(signal.SIGALRM), "sigprof": _gen_getsignal(signal.SIGPROF),
+             "recursion": _gen_getrlimit()}
     try:
         try:
             sys.stdout = sys.stderr = _gen_Sink()
             _gen_signal(signal.SIGALRM, _gen_alarm)
+            _gen_signal(signal.SIGPROF, _gen_alarm)
             _gen_state["armed"] = True
-            _gen_setitimer(signal.ITIMER_REAL, max(seconds, 0.001), 0.02)
+            wall = min(max(_gen_RUN_WALL_S, 10 * seconds), _gen_state["wall_deadline"] - _gen_wall())
+            _gen_setitimer(signal.ITIMER_REAL, max(wall, 0.001), 0.02)
+            _gen_setitimer(signal.ITIMER_PROF, max(seconds, 0.001), 0.02)
             return True, fn(*args)
         finally:
             _gen_restore(saved)
@@ -1319,7 +1333,8 @@ class _gen_Gen:
 
     # -- one candidate
     def budget_left(self):
-        return self.attempts < self.attempts_max and _gen_monotonic() < self.deadline
+        return (self.attempts < self.attempts_max and _gen_monotonic() < self.deadline
+                and _gen_wall() < _gen_state["wall_deadline"])
 
     def try_cand(self, init, args, source):
         """Runs one candidate; True when it reached new lines."""
@@ -1663,6 +1678,7 @@ def _gen_import(load_module, deadline):
 def _gen_main(req, load_module):
     """The generator's entry point (see the contract in docs: find or generate)."""
     t0 = _gen_monotonic()
+    wall0 = _gen_wall()
     _gen_mods.load()
     out = {"status": "ok", "detail": "", "missing_module": "", "functions": [], "inputs": [],
            "lines": [], "attempts": 0, "reason": ""}
@@ -1671,6 +1687,8 @@ def _gen_main(req, load_module):
         if not budget > 0:
             budget = 5.0
         deadline = t0 + budget * 0.88 - 0.05
+        # What burns no CPU stops before the supervisor's kill (the run's wall limit is budget_s).
+        _gen_state["wall_deadline"] = wall0 + budget * 0.88 - 0.05
         function = req.get("function") or ""
         code, filename = req.get("code"), req.get("filename")
         if not isinstance(code, str) or not isinstance(filename, str) or \

@@ -95,9 +95,10 @@ type generation struct {
 
 	y        *schemas.GenYield
 	items    []crawl.Item
-	code     int // the bytes of code the items hold
-	maxCode  int // what they may hold (0: maxGenCodeBytes)
-	nunits   int // the units given a generation run (at most MaxGenUnits)
+	spans    map[string]pylex.Span // the def's lines of each item, by its Key
+	code     int                   // the bytes of code the items hold
+	maxCode  int                   // what they may hold (0: maxGenCodeBytes)
+	nunits   int                   // the units given a generation run (at most MaxGenUnits)
 	sb       genSandbox
 	broke    int  // runs in a row that broke their sandbox
 	dead     bool // the sandbox is given up: the rest is counted as sandbox_error
@@ -233,6 +234,7 @@ func (g *generation) units(m genModule, code string, found []sandbox.FoundFuncti
 		found = found[:schemas.MaxGenUnits]
 	}
 	var lines []string // the module's lines, split once needed
+	var defs map[string][]pylex.Span
 	seen := map[string]bool{}
 	var out []genUnit
 	for _, f := range found {
@@ -247,11 +249,12 @@ func (g *generation) units(m genModule, code string, found []sandbox.FoundFuncti
 			continue
 		}
 		if lines == nil {
-			lines = strings.SplitAfter(code, "\n")
+			lines, defs = strings.SplitAfter(code, "\n"), unitDefs(code)
 		}
+		// Its lines must be a def of that name where a unit's def is (unitDefs): they are the
+		// item's Func, what deduplication, decontamination and the split read.
 		src, ok := funcLines(lines, f.Line, f.EndLine)
-		name := f.QualName[strings.LastIndexByte(f.QualName, '.')+1:]
-		if !ok || !strings.Contains(src, "def "+name) {
+		if !ok || !isUnitDef(defs, f.QualName, f.Line, f.EndLine) {
 			g.lose("invalid_report", 1)
 			continue
 		}
@@ -373,6 +376,10 @@ func (g *generation) unit(ctx context.Context, u genUnit) error {
 		}
 		g.code += len(u.code)
 		g.items = append(g.items, g.item(u, in, kept))
+		if g.spans == nil {
+			g.spans = map[string]pylex.Span{}
+		}
+		g.spans[g.items[len(g.items)-1].Key] = pylex.Span{First: u.fn.Line, Last: u.fn.EndLine}
 		kept++
 		if g.y.BySource == nil {
 			g.y.BySource = map[string]int64{}
@@ -822,10 +829,21 @@ func (trc *Tracer) generateInputs(ctx context.Context, wd *watchdog, cfg sandbox
 	if err != nil {
 		return err
 	}
-	for _, t := range traced {
-		if t.Trace != nil {
-			g.y.Traced++
+	for i := range traced {
+		t := &traced[i]
+		if t.Trace == nil {
+			continue
 		}
+		// The traced run must have called the def its item names (the module may rebind the
+		// name, or the class, between the generator's run and this one): else the row would show
+		// one function's source beside another's trace.
+		if s, ok := g.spans[t.Item.Key]; ok && !ranUnit(t.Trace, t.Item.Filename, t.Item.QualName, s.First, s.Last) {
+			t.Trace, t.Status = nil, schemas.StatusInvalid
+			t.Detail = "the traced run did not call " + t.Item.QualName + " of " + t.Item.Path
+			rt.Counts[schemas.CountGenInputsRefused]++
+			continue
+		}
+		g.y.Traced++
 	}
 	rt.Functions = append(rt.Functions, traced...)
 	return nil

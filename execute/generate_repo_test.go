@@ -175,3 +175,44 @@ func TestGenerateInSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratedRunIsTheUnit (an attacker's review): a module that tells the generator's run from
+// the traced one (the generator's frames are on the stack of its import) binds clamp to its def
+// for the generator and to another function for the traced run. The item's Func is clamp's def,
+// so its row would show clamp's source beside the trace of another function (a benchmark's
+// solution, say, past decontamination): the traced run of a generated item must call the def its
+// item names, or it is no row.
+func TestGeneratedRunIsTheUnit(t *testing.T) {
+	ctx := context.Background()
+	f, it, pool := repoFixture(t, "genswap", map[string]string{
+		"calc/__init__.py": "",
+		"calc/ops.py": "import sys\n\n\n" +
+			"def _generating():\n    try:\n        fr = sys._getframe(1)\n    except BaseException:\n        return False\n" +
+			"    while fr is not None:\n        if fr.f_code.co_name == '_gen_main':\n            return True\n        fr = fr.f_back\n    return False\n\n\n" +
+			"def clamp(x, lo=0, hi=10):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n\n\n" +
+			"def _stolen(x, lo=0, hi=10):\n    return sorted([x, lo, hi])[1]\n\n\n" +
+			"if not _generating():\n    clamp = _stolen\n",
+	})
+	it.Repo.FunctionsAll, it.Repo.NoTests = true, true
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
+	tr, err := trc.Trace(ctx, it, schemas.Spec{}.WithDefaults(), func() {})
+	if err != nil || tr.Repo == nil || tr.Repo.Gen == nil {
+		t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
+	}
+	clamps := 0
+	for _, fi := range tr.Repo.Functions {
+		if fi.Item.QualName != "clamp" {
+			continue
+		}
+		clamps++
+		if fi.Trace != nil || fi.Status != schemas.StatusInvalid {
+			t.Errorf("%s traced as clamp's row: %s %s (Func %q)", fi.Item.Call, fi.Status, fi.Detail, fi.Item.Func)
+		}
+	}
+	if clamps == 0 {
+		t.Fatalf("the generator kept no input of clamp (gen %+v): the attack did not run", tr.Repo.Gen)
+	}
+	if tr.Repo.Counts[schemas.CountGenInputsRefused] < int64(clamps) {
+		t.Errorf("counts %v", tr.Repo.Counts)
+	}
+}

@@ -91,3 +91,45 @@ func TestGenerationForgedFuncLines(t *testing.T) {
 		t.Errorf("%d invalid reports, want 6 or more (losses %v)", n, g.y.Losses)
 	}
 }
+
+// TestGenerationSourceClaims (an attacker's review): the input source a run gives its inputs is a
+// column of their rows: a module without doctests cannot claim one, nor a run no language model
+// proposed seeds to claim llm.
+func TestGenerationSourceClaims(t *testing.T) {
+	gen := map[string]*sandbox.Generation{
+		"pkg/mod.py:f": {Status: schemas.StatusOK, Lines: []int{5}, Inputs: []sandbox.GeneratedInput{
+			{Call: "f(1)", Source: "llm", Lines: []int{5}}, {Call: "f(2)", Source: "doctest", Lines: []int{5}},
+			{Call: "f(3)", Source: "typed", Lines: []int{5}}}},
+	}
+	for _, tc := range []struct {
+		name  string
+		llm   bool
+		want  []string
+		bySrc map[string]int64
+	}{
+		{"no model", false, []string{"f(3)"}, map[string]int64{"typed": 1}},
+		{"a model", true, []string{"f(1)", "f(3)"}, map[string]int64{"llm": 1, "typed": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGen{find: map[string]*sandbox.Generation{"pkg/mod.py": modFind}, gen: gen}
+			g := newTestGeneration(genFixture(t), f, schemas.InputsSpec{})
+			if tc.llm {
+				g.llm = fakeProposer(func(genUnit) ([]string, error) { return []string{"1"}, nil })
+			}
+			if err := g.run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var calls []string
+			for _, it := range g.items {
+				calls = append(calls, it.Call)
+			}
+			if !reflect.DeepEqual(calls, tc.want) || !reflect.DeepEqual(g.y.BySource, tc.bySrc) {
+				t.Errorf("items %q by source %v, want %q %v", calls, g.y.BySource, tc.want, tc.bySrc)
+			}
+		})
+	}
+	// A module with a doctest may claim one.
+	if !sourceClaimable(schemas.InputSourceDoctest, "def f(x):\n    \"\"\"\n    >>> f(2)\n    \"\"\"\n", nil) {
+		t.Error("a doctest refused")
+	}
+}

@@ -356,7 +356,7 @@ func (g *generation) unit(ctx context.Context, u genUnit) error {
 	calls := map[string]bool{}
 	reason := ""
 	for _, in := range gen.Inputs[:min(len(gen.Inputs), g.in.PerFunction)] {
-		if !validSource(in.Source) || calls[in.Call] || !validCall(in.Call, u.fn.QualName) {
+		if !validSource(in.Source) || !sourceClaimable(in.Source, u.code, req.Seeds) || calls[in.Call] || !validCall(in.Call, u.fn.QualName) {
 			refused++
 			continue
 		}
@@ -435,6 +435,20 @@ func validSource(s string) bool {
 		return true
 	}
 	return false
+}
+
+// sourceClaimable reports whether an input of a unit of module code may have input source
+// source when the run was given seeds (an attacker's review: the source is the run's to forge,
+// and it is a column of every row): llm only when a language model proposed seeds, doctest only
+// when the module has a doctest (">>>").
+func sourceClaimable(source, code string, seeds []string) bool {
+	switch source {
+	case schemas.InputSourceLLM:
+		return len(seeds) > 0
+	case schemas.InputSourceDoctest:
+		return strings.Contains(code, ">>>")
+	}
+	return true
 }
 
 // item is the function-level item of in, the n-th input kept for u.

@@ -96,6 +96,7 @@ type generation struct {
 	y        *schemas.GenYield
 	items    []crawl.Item
 	spans    map[string]pylex.Span // the def's lines of each item, by its Key
+	covs     []unitCov             // the units whose coverage was counted
 	code     int                   // the bytes of code the items hold
 	maxCode  int                   // what they may hold (0: maxGenCodeBytes)
 	nunits   int                   // the units given a generation run (at most MaxGenUnits)
@@ -411,9 +412,45 @@ func (g *generation) unit(ctx context.Context, u genUnit) error {
 	g.y.WithInput++
 	g.y.Inputs += int64(kept)
 	if len(exec) > 0 {
-		g.y.Coverage[schemas.CoverageBucket(len(covered), len(exec))]++
+		b := schemas.CoverageBucket(len(covered), len(exec))
+		g.y.Coverage[b]++
+		g.covs = append(g.covs, unitCov{exec: exec, bucket: b, first: len(g.items) - kept, n: kept})
 	}
 	return nil
+}
+
+// unitCov is what the coverage of a unit with kept inputs was counted from: its executable lines
+// (the run's), its bucket, and its items (g.items[first:first+n]).
+type unitCov struct {
+	exec     map[int]bool
+	bucket   int
+	first, n int
+}
+
+// recount counts the coverage of each unit again from the lines its items' traced runs reached
+// in its own frames (an attacker's review: the lines a generation run reports of its inputs are
+// the run's to forge, and they made the yield report's coverage): traced holds the items' traced
+// runs, by Key.
+func (g *generation) recount(traced map[string]*TracedItem) {
+	for _, c := range g.covs {
+		covered := map[int]bool{}
+		for _, it := range g.items[c.first : c.first+c.n] {
+			t := traced[it.Key]
+			if t == nil || t.Trace == nil {
+				continue
+			}
+			tr := t.Trace
+			for i := 0; i < tr.Len(); i++ {
+				if l := tr.Lineno(i); c.exec[l] && tr.Kind(i) == schemas.EventLine && tr.Func(i) == it.QualName && tr.File(i) == it.Filename {
+					covered[l] = true
+				}
+			}
+		}
+		if b := schemas.CoverageBucket(len(covered), len(c.exec)); b != c.bucket {
+			g.y.Coverage[c.bucket]--
+			g.y.Coverage[b]++
+		}
+	}
 }
 
 // unitLines are the executable lines a run reported of function f that are f's: within its lines.
@@ -859,6 +896,11 @@ func (trc *Tracer) generateInputs(ctx context.Context, wd *watchdog, cfg sandbox
 		}
 		g.y.Traced++
 	}
+	byKey := make(map[string]*TracedItem, len(traced))
+	for i := range traced {
+		byKey[traced[i].Item.Key] = &traced[i]
+	}
+	g.recount(byKey)
 	rt.Functions = append(rt.Functions, traced...)
 	return nil
 }

@@ -216,3 +216,40 @@ func TestGeneratedRunIsTheUnit(t *testing.T) {
 		t.Errorf("counts %v", tr.Repo.Counts)
 	}
 }
+
+// inflatedGen reports calc/ops.py's clamp with one input said to reach all of clamp's lines.
+type inflatedGen struct{}
+
+func (inflatedGen) Generate(_ context.Context, req sandbox.GenerateRequest) (*sandbox.Generation, error) {
+	if req.Filename != execute.CheckoutPath+"/calc/ops.py" {
+		return &sandbox.Generation{Status: schemas.StatusOK}, nil
+	}
+	if req.Function == "" {
+		return &sandbox.Generation{Status: schemas.StatusOK, Functions: []sandbox.FoundFunction{
+			{QualName: "clamp", Kind: "function", Line: 5, EndLine: 10}}}, nil
+	}
+	return &sandbox.Generation{Status: schemas.StatusOK, Lines: []int{6, 7, 8, 9, 10}, Attempts: 1,
+		Inputs: []sandbox.GeneratedInput{{Call: "clamp(-1)", Source: "typed", Lines: []int{6, 7, 8, 9, 10}}}}, nil
+}
+
+func (inflatedGen) Close() error { return nil }
+
+// TestGeneratedCoverageIsTraced (an attacker's review): the lines a generation run says its
+// inputs reach are its to forge; the yield report's coverage counts those its items' traced runs
+// reached. clamp(-1) runs lines 6 and 7 of clamp's 5 executable lines: 40%, not the 100% claimed.
+func TestGeneratedCoverageIsTraced(t *testing.T) {
+	ctx := context.Background()
+	f, it, pool := repoFixture(t, "gencov", map[string]string{"calc/__init__.py": "", "calc/ops.py": genRepo["calc/ops.py"]})
+	it.Repo.FunctionsAll, it.Repo.NoTests = true, true
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
+	execute.SetGenStart(trc, func(context.Context, sandbox.Config) (execute.GenSandbox, error) { return inflatedGen{}, nil })
+	tr, err := trc.Trace(ctx, it, schemas.Spec{}.WithDefaults(), func() {})
+	if err != nil || tr.Repo == nil || tr.Repo.Gen == nil {
+		t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
+	}
+	var want [schemas.CoverageBuckets]int64
+	want[4] = 1
+	if y := tr.Repo.Gen; y.Traced != 1 || y.Coverage != want {
+		t.Errorf("yield %+v, coverage want %v", y, want)
+	}
+}

@@ -95,9 +95,11 @@ type generation struct {
 
 	y        *schemas.GenYield
 	items    []crawl.Item
-	code     int // the bytes of code the items hold
-	maxCode  int // what they may hold (0: maxGenCodeBytes)
-	nunits   int // the units given a generation run (at most MaxGenUnits)
+	spans    map[string]pylex.Span // the def's lines of each item, by its Key
+	covs     []unitCov             // the units whose coverage was counted
+	code     int                   // the bytes of code the items hold
+	maxCode  int                   // what they may hold (0: maxGenCodeBytes)
+	nunits   int                   // the units given a generation run (at most MaxGenUnits)
 	sb       genSandbox
 	broke    int  // runs in a row that broke their sandbox
 	dead     bool // the sandbox is given up: the rest is counted as sandbox_error
@@ -233,6 +235,7 @@ func (g *generation) units(m genModule, code string, found []sandbox.FoundFuncti
 		found = found[:schemas.MaxGenUnits]
 	}
 	var lines []string // the module's lines, split once needed
+	var defs map[string][]pylex.Span
 	seen := map[string]bool{}
 	var out []genUnit
 	for _, f := range found {
@@ -247,11 +250,12 @@ func (g *generation) units(m genModule, code string, found []sandbox.FoundFuncti
 			continue
 		}
 		if lines == nil {
-			lines = strings.SplitAfter(code, "\n")
+			lines, defs = strings.SplitAfter(code, "\n"), unitDefs(code)
 		}
+		// Its lines must be a def of that name where a unit's def is (unitDefs): they are the
+		// item's Func, what deduplication, decontamination and the split read.
 		src, ok := funcLines(lines, f.Line, f.EndLine)
-		name := f.QualName[strings.LastIndexByte(f.QualName, '.')+1:]
-		if !ok || !strings.Contains(src, "def "+name) {
+		if !ok || !isUnitDef(defs, f.QualName, f.Line, f.EndLine) {
 			g.lose("invalid_report", 1)
 			continue
 		}
@@ -353,7 +357,7 @@ func (g *generation) unit(ctx context.Context, u genUnit) error {
 	calls := map[string]bool{}
 	reason := ""
 	for _, in := range gen.Inputs[:min(len(gen.Inputs), g.in.PerFunction)] {
-		if !validSource(in.Source) || calls[in.Call] || !validCall(in.Call, u.fn.QualName) {
+		if !validSource(in.Source) || !sourceClaimable(in.Source, u.code, req.Seeds) || calls[in.Call] || !validCall(in.Call, u.fn.QualName) {
 			refused++
 			continue
 		}
@@ -373,6 +377,10 @@ func (g *generation) unit(ctx context.Context, u genUnit) error {
 		}
 		g.code += len(u.code)
 		g.items = append(g.items, g.item(u, in, kept))
+		if g.spans == nil {
+			g.spans = map[string]pylex.Span{}
+		}
+		g.spans[g.items[len(g.items)-1].Key] = pylex.Span{First: u.fn.Line, Last: u.fn.EndLine}
 		kept++
 		if g.y.BySource == nil {
 			g.y.BySource = map[string]int64{}
@@ -404,9 +412,45 @@ func (g *generation) unit(ctx context.Context, u genUnit) error {
 	g.y.WithInput++
 	g.y.Inputs += int64(kept)
 	if len(exec) > 0 {
-		g.y.Coverage[schemas.CoverageBucket(len(covered), len(exec))]++
+		b := schemas.CoverageBucket(len(covered), len(exec))
+		g.y.Coverage[b]++
+		g.covs = append(g.covs, unitCov{exec: exec, bucket: b, first: len(g.items) - kept, n: kept})
 	}
 	return nil
+}
+
+// unitCov is what the coverage of a unit with kept inputs was counted from: its executable lines
+// (the run's), its bucket, and its items (g.items[first:first+n]).
+type unitCov struct {
+	exec     map[int]bool
+	bucket   int
+	first, n int
+}
+
+// recount counts the coverage of each unit again from the lines its items' traced runs reached
+// in its own frames (an attacker's review: the lines a generation run reports of its inputs are
+// the run's to forge, and they made the yield report's coverage): traced holds the items' traced
+// runs, by Key.
+func (g *generation) recount(traced map[string]*TracedItem) {
+	for _, c := range g.covs {
+		covered := map[int]bool{}
+		for _, it := range g.items[c.first : c.first+c.n] {
+			t := traced[it.Key]
+			if t == nil || t.Trace == nil {
+				continue
+			}
+			tr := t.Trace
+			for i := 0; i < tr.Len(); i++ {
+				if l := tr.Lineno(i); c.exec[l] && tr.Kind(i) == schemas.EventLine && tr.Func(i) == it.QualName && tr.File(i) == it.Filename {
+					covered[l] = true
+				}
+			}
+		}
+		if b := schemas.CoverageBucket(len(covered), len(c.exec)); b != c.bucket {
+			g.y.Coverage[c.bucket]--
+			g.y.Coverage[b]++
+		}
+	}
 }
 
 // unitLines are the executable lines a run reported of function f that are f's: within its lines.
@@ -428,6 +472,20 @@ func validSource(s string) bool {
 		return true
 	}
 	return false
+}
+
+// sourceClaimable reports whether an input of a unit of module code may have input source
+// source when the run was given seeds (an attacker's review: the source is the run's to forge,
+// and it is a column of every row): llm only when a language model proposed seeds, doctest only
+// when the module has a doctest (">>>").
+func sourceClaimable(source, code string, seeds []string) bool {
+	switch source {
+	case schemas.InputSourceLLM:
+		return len(seeds) > 0
+	case schemas.InputSourceDoctest:
+		return strings.Contains(code, ">>>")
+	}
+	return true
 }
 
 // item is the function-level item of in, the n-th input kept for u.
@@ -823,11 +881,27 @@ func (trc *Tracer) generateInputs(ctx context.Context, wd *watchdog, cfg sandbox
 	if err != nil {
 		return err
 	}
-	for _, t := range traced {
-		if t.Trace != nil {
-			g.y.Traced++
+	for i := range traced {
+		t := &traced[i]
+		if t.Trace == nil {
+			continue
 		}
+		// The traced run must have called the def its item names (the module may rebind the
+		// name, or the class, between the generator's run and this one): else the row would show
+		// one function's source beside another's trace.
+		if s, ok := g.spans[t.Item.Key]; ok && !ranUnit(t.Trace, t.Item.Filename, t.Item.QualName, s.First, s.Last) {
+			t.Trace, t.Status = nil, schemas.StatusInvalid
+			t.Detail = "the traced run did not call " + t.Item.QualName + " of " + t.Item.Path
+			rt.Counts[schemas.CountGenInputsRefused]++
+			continue
+		}
+		g.y.Traced++
 	}
+	byKey := make(map[string]*TracedItem, len(traced))
+	for i := range traced {
+		byKey[traced[i].Item.Key] = &traced[i]
+	}
+	g.recount(byKey)
 	rt.Functions = append(rt.Functions, traced...)
 	return nil
 }

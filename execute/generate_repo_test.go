@@ -175,3 +175,81 @@ func TestGenerateInSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratedRunIsTheUnit (an attacker's review): a module that tells the generator's run from
+// the traced one (the generator's frames are on the stack of its import) binds clamp to its def
+// for the generator and to another function for the traced run. The item's Func is clamp's def,
+// so its row would show clamp's source beside the trace of another function (a benchmark's
+// solution, say, past decontamination): the traced run of a generated item must call the def its
+// item names, or it is no row.
+func TestGeneratedRunIsTheUnit(t *testing.T) {
+	ctx := context.Background()
+	f, it, pool := repoFixture(t, "genswap", map[string]string{
+		"calc/__init__.py": "",
+		"calc/ops.py": "import sys\n\n\n" +
+			"def _generating():\n    try:\n        fr = sys._getframe(1)\n    except BaseException:\n        return False\n" +
+			"    while fr is not None:\n        if fr.f_code.co_name == '_gen_main':\n            return True\n        fr = fr.f_back\n    return False\n\n\n" +
+			"def clamp(x, lo=0, hi=10):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n\n\n" +
+			"def _stolen(x, lo=0, hi=10):\n    return sorted([x, lo, hi])[1]\n\n\n" +
+			"if not _generating():\n    clamp = _stolen\n",
+	})
+	it.Repo.FunctionsAll, it.Repo.NoTests = true, true
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
+	tr, err := trc.Trace(ctx, it, schemas.Spec{}.WithDefaults(), func() {})
+	if err != nil || tr.Repo == nil || tr.Repo.Gen == nil {
+		t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
+	}
+	clamps := 0
+	for _, fi := range tr.Repo.Functions {
+		if fi.Item.QualName != "clamp" {
+			continue
+		}
+		clamps++
+		if fi.Trace != nil || fi.Status != schemas.StatusInvalid {
+			t.Errorf("%s traced as clamp's row: %s %s (Func %q)", fi.Item.Call, fi.Status, fi.Detail, fi.Item.Func)
+		}
+	}
+	if clamps == 0 {
+		t.Fatalf("the generator kept no input of clamp (gen %+v): the attack did not run", tr.Repo.Gen)
+	}
+	if tr.Repo.Counts[schemas.CountGenInputsRefused] < int64(clamps) {
+		t.Errorf("counts %v", tr.Repo.Counts)
+	}
+}
+
+// inflatedGen reports calc/ops.py's clamp with one input said to reach all of clamp's lines.
+type inflatedGen struct{}
+
+func (inflatedGen) Generate(_ context.Context, req sandbox.GenerateRequest) (*sandbox.Generation, error) {
+	if req.Filename != execute.CheckoutPath+"/calc/ops.py" {
+		return &sandbox.Generation{Status: schemas.StatusOK}, nil
+	}
+	if req.Function == "" {
+		return &sandbox.Generation{Status: schemas.StatusOK, Functions: []sandbox.FoundFunction{
+			{QualName: "clamp", Kind: "function", Line: 5, EndLine: 10}}}, nil
+	}
+	return &sandbox.Generation{Status: schemas.StatusOK, Lines: []int{6, 7, 8, 9, 10}, Attempts: 1,
+		Inputs: []sandbox.GeneratedInput{{Call: "clamp(-1)", Source: "typed", Lines: []int{6, 7, 8, 9, 10}}}}, nil
+}
+
+func (inflatedGen) Close() error { return nil }
+
+// TestGeneratedCoverageIsTraced (an attacker's review): the lines a generation run says its
+// inputs reach are its to forge; the yield report's coverage counts those its items' traced runs
+// reached. clamp(-1) runs lines 6 and 7 of clamp's 5 executable lines: 40%, not the 100% claimed.
+func TestGeneratedCoverageIsTraced(t *testing.T) {
+	ctx := context.Background()
+	f, it, pool := repoFixture(t, "gencov", map[string]string{"calc/__init__.py": "", "calc/ops.py": genRepo["calc/ops.py"]})
+	it.Repo.FunctionsAll, it.Repo.NoTests = true, true
+	trc := &execute.Tracer{Sandboxes: pool, Fetcher: f, Scratch: sandboxtest.HostDir(t)}
+	execute.SetGenStart(trc, func(context.Context, sandbox.Config) (execute.GenSandbox, error) { return inflatedGen{}, nil })
+	tr, err := trc.Trace(ctx, it, schemas.Spec{}.WithDefaults(), func() {})
+	if err != nil || tr.Repo == nil || tr.Repo.Gen == nil {
+		t.Fatalf("trace: %v, %s %s", err, tr.Status, tr.Detail)
+	}
+	var want [schemas.CoverageBuckets]int64
+	want[4] = 1
+	if y := tr.Repo.Gen; y.Traced != 1 || y.Coverage != want {
+		t.Errorf("yield %+v, coverage want %v", y, want)
+	}
+}

@@ -175,14 +175,14 @@ func TestGeneration(t *testing.T) {
 				{Call: "f(1); import os", Source: "fuzzed"},
 				{Call: "f(2)", Source: "fuzzed"},
 				{Call: "f(3)", Source: "corpus"},
-				{Call: "f(-1)", Source: "doctest", Lines: []int{5, 7, 9999, 1}},
+				{Call: "f(-1)", Source: "fuzzed", Lines: []int{5, 7, 9999, 1}},
 			}},
 			"pkg/mod.py:C.m": {Status: schemas.StatusOK, Attempts: 3, Lines: []int{16}, Inputs: []sandbox.GeneratedInput{
 				{Call: "C().m(1)", Source: "example", Lines: []int{16}},
 				{Call: "C.m(C(), 2)", Source: "fuzzed", Lines: []int{16}},
 				{Call: "D().m(1)", Source: "fuzzed"},
 				{Call: "C(open('x')).m()", Source: "fuzzed"},
-				{Call: "C(1, 'a').m(y=[1, {'k': (2,)}])", Source: "llm", Lines: []int{16}},
+				{Call: "C(1, 'a').m(y=[1, {'k': (2,)}])", Source: "typed", Lines: []int{16}},
 			}},
 			"pkg/sub/__init__.py:top": {Status: schemas.StatusTimeout},
 		},
@@ -204,7 +204,7 @@ func TestGeneration(t *testing.T) {
 	}
 	y := g.y
 	want := schemas.GenYield{Modules: 4, Found: 9, Units: 3, WithInput: 2, Inputs: 3, Attempts: 200 + 3, // f's attempts capped at inputs.attempts
-		BySource: map[string]int64{"typed": 1, "example": 1, "llm": 1},
+		BySource: map[string]int64{"typed": 2, "example": 1},
 		Losses: map[string]int64{"sandbox_error": 1, "missing_module": 1, "async": 1, "invalid_report": 4, "other": 1,
 			"timeout": 1}}
 	// f: lines 5, 6, 7 executable, its kept input reached 5 and 6 (f(-1) is the tests'): 66%.

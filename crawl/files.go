@@ -61,6 +61,11 @@ const (
 	maxParquetChunk = 1 << 30
 	// maxParquetRowsPerByte bounds a Parquet file's rows by its size (plus 2^20).
 	maxParquetRowsPerByte = 64
+	// maxParquetBytesPerByte and maxParquetBytesSlack bound the bytes of the values a Parquet
+	// shard gives by its size: a dictionary-encoded, compressed column can give one 1 MiB file in
+	// each of millions of rows from a few KiB (outside review).
+	maxParquetBytesPerByte = 256
+	maxParquetBytesSlack   = 64 << 20
 )
 
 // filesRow is one row of a files source: a file, or the reason it is a reject.
@@ -134,7 +139,7 @@ func (f *Fetcher) scanFiles(ctx context.Context, src schemas.SourceSpec, cur Sou
 	err = s.eachShard(ctx, cur, func(name, page string) error {
 		at := SourceCursor{Shard: name, Page: page, Format: s.format}
 		if name == cur.Shard && page == cur.Page {
-			at.Row, at.Offset, at.Line = cur.Row, cur.Offset, cur.Line
+			at.Row, at.Offset, at.Line, at.Bytes = cur.Row, cur.Offset, cur.Line, cur.Bytes
 		}
 		at.Index = last.Index
 		end, err := s.readShard(ctx, name, at, func(r filesRow) error {
@@ -714,7 +719,7 @@ func (s *filesScan) readParquet(ctx context.Context, name string, at SourceCurso
 				}
 			}
 		}
-		if err := s.readRowGroup(ctx, shown, rg, leaves, rgStart, &at, each); err != nil {
+		if err := s.readRowGroup(ctx, shown, rg, leaves, rgStart, maxParquetBytesPerByte*size+maxParquetBytesSlack, &at, each); err != nil {
 			return at, err
 		}
 		rgStart += n
@@ -767,8 +772,9 @@ func parquetColumns(pf *parquet.File) []string {
 }
 
 // readRowGroup reads the rows of one row group from at.Row (rgStart being its first row),
-// advancing at after each row given.
-func (s *filesScan) readRowGroup(ctx context.Context, shown string, rg parquet.RowGroup, leaves []int, rgStart int64, at *SourceCursor, each func(filesRow) error) error {
+// advancing at after each row given. The bytes of the values read in the shard (at.Bytes) stay
+// within maxBytes.
+func (s *filesScan) readRowGroup(ctx context.Context, shown string, rg parquet.RowGroup, leaves []int, rgStart, maxBytes int64, at *SourceCursor, each func(filesRow) error) error {
 	chunks := rg.ColumnChunks()
 	readers := make([]parquet.ColumnChunkValueReader, len(leaves))
 	defer func() {
@@ -842,9 +848,14 @@ func (s *filesScan) readRowGroup(ctx context.Context, shown string, rg parquet.R
 				row.reject = "path or repository value too long"
 			}
 			row.empty = row.reject == "" && row.content == ""
+			n := int64(len(row.content) + len(row.path) + len(row.repo) + len(row.license))
+			if at.Bytes+n > maxBytes {
+				return fmt.Errorf("crawl: files source %s: more than %d bytes of files in %d bytes of Parquet", shown, maxBytes, (maxBytes-maxParquetBytesSlack)/maxParquetBytesPerByte)
+			}
 			if err := each(row); err != nil {
 				return err
 			}
+			at.Bytes += n
 			at.Row++
 			at.Index++
 			if at.Index%4096 == 0 {

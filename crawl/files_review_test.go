@@ -1,0 +1,66 @@
+package crawl
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// TestScanFilesParquetDictionaryBomb (outside review): a dictionary-encoded, compressed content
+// column holds one file of 16 KiB once (and in its statistics), and 40,000 rows that all point at
+// it. The file is 60 KiB, within the rows-per-byte bound (64 a byte), yet it gives 640 MiB of
+// files (a terabyte at full scale, each row an item's file, each traced): the bytes of files a
+// shard gives are bounded by its size too, and the bound holds across pages (SourceCursor.Bytes).
+func TestScanFilesParquetDictionaryBomb(t *testing.T) {
+	type dictRow struct {
+		Content string `parquet:"content,dict,zstd"`
+	}
+	text := "def f(x):\n    return x\n" + strings.Repeat("# padding padding padding\n", 600)
+	rows := make([]dictRow, 40000)
+	for i := range rows {
+		rows[i].Content = text
+	}
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[dictRow](&buf, parquet.Compression(&zstd.Codec{Level: zstd.SpeedBestCompression}),
+		parquet.SkipPageBounds("content"), parquet.ColumnIndexSizeLimit(func([]string) int { return 16 }))
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "bomb.parquet")
+	putFile(t, p, buf.Bytes())
+	src := schemas.SourceSpec{Kind: "files", Path: p, ContentColumn: "content", FilesPerItem: 1}
+	var got int64
+	var cur SourceCursor
+	var err error
+	for calls := 0; calls < 10000; calls++ {
+		var done bool
+		cur, done, err = (&Fetcher{}).Scan(context.Background(), src, cur, 100, func(e Entry) error {
+			if e.Item != nil {
+				for _, f := range e.Item.Repo.Resolved.Files {
+					got += int64(len(f.Content))
+				}
+			}
+			return nil
+		})
+		if err != nil || done {
+			break
+		}
+	}
+	t.Logf("%d bytes of Parquet gave %d bytes of files (%v)", buf.Len(), got, err)
+	if limit := int64(maxParquetBytesPerByte)*int64(buf.Len()) + maxParquetBytesSlack; got > limit {
+		t.Errorf("%d bytes of Parquet gave %d bytes of files, more than %d", buf.Len(), got, limit)
+	}
+	if err == nil || !strings.Contains(err.Error(), "bytes of files in") {
+		t.Errorf("error %v, want the shard's bytes bound", err)
+	}
+}

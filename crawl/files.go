@@ -574,6 +574,11 @@ func (s *filesScan) columns() filesColumns {
 // parseJSONLRow reads one JSONL row (a JSON object) into r: its content and optional path,
 // repository and license (strings, or null), or the reason it is a reject.
 func parseJSONLRow(line []byte, cols filesColumns, r *filesRow) {
+	if !utf8.Valid(line) {
+		// encoding/json would read each bad byte as U+FFFD: a file the corpus never held.
+		r.reject = "not UTF-8 text"
+		return
+	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(line, &obj); err != nil {
 		r.reject = "malformed JSON: " + clip(err.Error(), 200)

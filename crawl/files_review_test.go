@@ -64,3 +64,32 @@ func TestScanFilesParquetDictionaryBomb(t *testing.T) {
 		t.Errorf("error %v, want the shard's bytes bound", err)
 	}
 }
+
+// TestParseJSONLRowNotUTF8 (outside review): a JSONL row whose bytes are not UTF-8 is a reject, as
+// a .py file or a Parquet value that is not UTF-8 is: encoding/json took it, each bad byte silently
+// turned into U+FFFD, a file the corpus never held. Duplicate keys take the last value (as
+// Python's json does); a non-string content is a reject.
+func TestParseJSONLRowNotUTF8(t *testing.T) {
+	cols := filesColumns{content: "content", path: "path", repo: "repo", license: "license"}
+	for _, tc := range []struct {
+		line, content, reject string
+	}{
+		{"{\"content\": \"def f():\\n    return '\xff'\\n\"}", "", "not UTF-8"},
+		{"{\"content\": \"x = 1\\n\", \"license\": \"MIT\xc3\"}", "", "not UTF-8"},
+		{`{"content": "a = 1\n", "content": "b = 2\n"}`, "b = 2\n", ""},
+		{`{"content": ["a"]}`, "", "not a string"},
+		{`{"content": "\ud800"}`, "\ufffd", ""}, // an escaped lone surrogate: valid JSON, read as U+FFFD
+	} {
+		var r filesRow
+		parseJSONLRow([]byte(tc.line), cols, &r)
+		if tc.reject != "" {
+			if !strings.Contains(r.reject, tc.reject) {
+				t.Errorf("%q: reject %q, want %q", tc.line, r.reject, tc.reject)
+			}
+			continue
+		}
+		if r.reject != "" || r.content != tc.content {
+			t.Errorf("%q: content %q, reject %q; want %q", tc.line, r.content, r.reject, tc.content)
+		}
+	}
+}

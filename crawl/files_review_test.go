@@ -3,6 +3,7 @@ package crawl
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +92,43 @@ func TestParseJSONLRowNotUTF8(t *testing.T) {
 		if r.reject != "" || r.content != tc.content {
 			t.Errorf("%q: content %q, reject %q; want %q", tc.line, r.content, r.reject, tc.content)
 		}
+	}
+}
+
+// TestScanFilesCollidingPaths (outside review): paths that are one after sanitising (a backslash,
+// "./", "//", a missing .py), a file where another row wants a folder, a folder where another wants
+// a file, and case variants are all given distinct, checked paths, and the group checks out.
+func TestScanFilesCollidingPaths(t *testing.T) {
+	paths := []string{"a/b.py", `a\b.py`, "a/./b.py", "a//b.py", "a/b", "x.py", "x.py/y.py", "d/e.py", "d", "A/b.py",
+		"a/b_2.py", "", "../etc/passwd", "/abs.py", ".git/config", "ok.py"}
+	var rows []pqRow
+	for i, p := range paths {
+		rows = append(rows, pqRow{Content: fmt.Sprintf("X = %d\n", i), Path: strp(p), Repo: "r"})
+	}
+	p := filepath.Join(t.TempDir(), "c.parquet")
+	putFile(t, p, parquetBytes(t, rows, 100))
+	src := schemas.SourceSpec{Kind: "files", Path: p, ContentColumn: "content", PathColumn: "path", RepoColumn: "repo", FilesPerItem: 100}
+	entries := scanFilesAll(t, &Fetcher{}, src, 10)
+	if len(entries) != 1 || entries[0].Item == nil {
+		t.Fatalf("%d entries, want one item", len(entries))
+	}
+	res := entries[0].Item.Repo.Resolved
+	seen := map[string]bool{}
+	for _, f := range res.Files {
+		if sp, err := SanitizeFilePath(f.Path); err != nil || sp != f.Path || seen[f.Path] {
+			t.Errorf("path %q: %v (given twice: %v)", f.Path, err, seen[f.Path])
+		}
+		seen[f.Path] = true
+	}
+	if len(res.Files) != len(paths) {
+		t.Errorf("%d files, want %d", len(res.Files), len(paths))
+	}
+	w, err := Checkout(context.Background(), res, t.TempDir(), CheckoutLimits{})
+	if err != nil {
+		t.Fatalf("checkout: %v (paths %v)", err, seen)
+	}
+	defer w.Remove()
+	if w.Files != len(paths) {
+		t.Errorf("checked out %d files, want %d", w.Files, len(paths))
 	}
 }

@@ -672,7 +672,7 @@ func (s *filesScan) readParquet(ctx context.Context, name string, at SourceCurso
 	if err != nil {
 		return at, fmt.Errorf("crawl: files source %s: not a readable Parquet file: %w", shown, err)
 	}
-	if at.Row > 0 && pageIndexBytes(pf) <= maxParquetFooter {
+	if at.Row > 0 && pageIndexBytes(pf) <= maxParquetFooter && checkParquetPageIndex(ra, size, pf) == nil {
 		// Resuming inside the file: its page index lets each column seek to the row's page
 		// instead of reading every page before it. Read only if its size is sane.
 		if withIndex, err := openPq(false); err == nil {
@@ -751,6 +751,36 @@ func checkParquetFooter(r io.ReaderAt, size int64) error {
 	n := int64(tail[0]) | int64(tail[1])<<8 | int64(tail[2])<<16 | int64(tail[3])<<24
 	if n <= 0 || n > size-12 || n > maxParquetFooter {
 		return fmt.Errorf("footer of %d bytes in a file of %d", n, size)
+	}
+	footer := make([]byte, n)
+	if _, err := r.ReadAt(footer, size-8-n); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return checkThriftCompact(footer)
+}
+
+// checkParquetPageIndex checks a Parquet file's page index (its column and offset indexes) as
+// checkParquetFooter checks its footer, before parquet-go reads it.
+func checkParquetPageIndex(r io.ReaderAt, size int64, pf *parquet.File) error {
+	for _, rg := range pf.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			for _, span := range [][2]int64{{c.ColumnIndexOffset, int64(c.ColumnIndexLength)}, {c.OffsetIndexOffset, int64(c.OffsetIndexLength)}} {
+				off, n := span[0], span[1]
+				if n == 0 {
+					continue
+				}
+				if off < 0 || n < 0 || n > maxParquetFooter || off > size-n {
+					return fmt.Errorf("a page index of %d bytes at %d in a file of %d", n, off, size)
+				}
+				b := make([]byte, n)
+				if _, err := r.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+					return err
+				}
+				if err := checkThriftCompact(b); err != nil {
+					return fmt.Errorf("page index: %w", err)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -61,6 +61,11 @@ const (
 	maxParquetChunk = 1 << 30
 	// maxParquetRowsPerByte bounds a Parquet file's rows by its size (plus 2^20).
 	maxParquetRowsPerByte = 64
+	// maxParquetBytesPerByte and maxParquetBytesSlack bound the bytes of the values a Parquet
+	// shard gives by its size: a dictionary-encoded, compressed column can give one 1 MiB file in
+	// each of millions of rows from a few KiB (outside review).
+	maxParquetBytesPerByte = 256
+	maxParquetBytesSlack   = 64 << 20
 )
 
 // filesRow is one row of a files source: a file, or the reason it is a reject.
@@ -134,7 +139,7 @@ func (f *Fetcher) scanFiles(ctx context.Context, src schemas.SourceSpec, cur Sou
 	err = s.eachShard(ctx, cur, func(name, page string) error {
 		at := SourceCursor{Shard: name, Page: page, Format: s.format}
 		if name == cur.Shard && page == cur.Page {
-			at.Row, at.Offset, at.Line = cur.Row, cur.Offset, cur.Line
+			at.Row, at.Offset, at.Line, at.Bytes = cur.Row, cur.Offset, cur.Line, cur.Bytes
 		}
 		at.Index = last.Index
 		end, err := s.readShard(ctx, name, at, func(r filesRow) error {
@@ -569,6 +574,11 @@ func (s *filesScan) columns() filesColumns {
 // parseJSONLRow reads one JSONL row (a JSON object) into r: its content and optional path,
 // repository and license (strings, or null), or the reason it is a reject.
 func parseJSONLRow(line []byte, cols filesColumns, r *filesRow) {
+	if !utf8.Valid(line) {
+		// encoding/json would read each bad byte as U+FFFD: a file the corpus never held.
+		r.reject = "not UTF-8 text"
+		return
+	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(line, &obj); err != nil {
 		r.reject = "malformed JSON: " + clip(err.Error(), 200)
@@ -662,7 +672,7 @@ func (s *filesScan) readParquet(ctx context.Context, name string, at SourceCurso
 	if err != nil {
 		return at, fmt.Errorf("crawl: files source %s: not a readable Parquet file: %w", shown, err)
 	}
-	if at.Row > 0 && pageIndexBytes(pf) <= maxParquetFooter {
+	if at.Row > 0 && pageIndexBytes(pf) <= maxParquetFooter && checkParquetPageIndex(ra, size, pf) == nil {
 		// Resuming inside the file: its page index lets each column seek to the row's page
 		// instead of reading every page before it. Read only if its size is sane.
 		if withIndex, err := openPq(false); err == nil {
@@ -714,7 +724,7 @@ func (s *filesScan) readParquet(ctx context.Context, name string, at SourceCurso
 				}
 			}
 		}
-		if err := s.readRowGroup(ctx, shown, rg, leaves, rgStart, &at, each); err != nil {
+		if err := s.readRowGroup(ctx, shown, rg, leaves, rgStart, maxParquetBytesPerByte*size+maxParquetBytesSlack, &at, each); err != nil {
 			return at, err
 		}
 		rgStart += n
@@ -742,6 +752,36 @@ func checkParquetFooter(r io.ReaderAt, size int64) error {
 	if n <= 0 || n > size-12 || n > maxParquetFooter {
 		return fmt.Errorf("footer of %d bytes in a file of %d", n, size)
 	}
+	footer := make([]byte, n)
+	if _, err := r.ReadAt(footer, size-8-n); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return checkThriftCompact(footer)
+}
+
+// checkParquetPageIndex checks a Parquet file's page index (its column and offset indexes) as
+// checkParquetFooter checks its footer, before parquet-go reads it.
+func checkParquetPageIndex(r io.ReaderAt, size int64, pf *parquet.File) error {
+	for _, rg := range pf.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			for _, span := range [][2]int64{{c.ColumnIndexOffset, int64(c.ColumnIndexLength)}, {c.OffsetIndexOffset, int64(c.OffsetIndexLength)}} {
+				off, n := span[0], span[1]
+				if n == 0 {
+					continue
+				}
+				if off < 0 || n < 0 || n > maxParquetFooter || off > size-n {
+					return fmt.Errorf("a page index of %d bytes at %d in a file of %d", n, off, size)
+				}
+				b := make([]byte, n)
+				if _, err := r.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+					return err
+				}
+				if err := checkThriftCompact(b); err != nil {
+					return fmt.Errorf("page index: %w", err)
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -767,8 +807,9 @@ func parquetColumns(pf *parquet.File) []string {
 }
 
 // readRowGroup reads the rows of one row group from at.Row (rgStart being its first row),
-// advancing at after each row given.
-func (s *filesScan) readRowGroup(ctx context.Context, shown string, rg parquet.RowGroup, leaves []int, rgStart int64, at *SourceCursor, each func(filesRow) error) error {
+// advancing at after each row given. The bytes of the values read in the shard (at.Bytes) stay
+// within maxBytes.
+func (s *filesScan) readRowGroup(ctx context.Context, shown string, rg parquet.RowGroup, leaves []int, rgStart, maxBytes int64, at *SourceCursor, each func(filesRow) error) error {
 	chunks := rg.ColumnChunks()
 	readers := make([]parquet.ColumnChunkValueReader, len(leaves))
 	defer func() {
@@ -842,9 +883,14 @@ func (s *filesScan) readRowGroup(ctx context.Context, shown string, rg parquet.R
 				row.reject = "path or repository value too long"
 			}
 			row.empty = row.reject == "" && row.content == ""
+			n := int64(len(row.content) + len(row.path) + len(row.repo) + len(row.license))
+			if at.Bytes+n > maxBytes {
+				return fmt.Errorf("crawl: files source %s: more than %d bytes of files in %d bytes of Parquet", shown, maxBytes, (maxBytes-maxParquetBytesSlack)/maxParquetBytesPerByte)
+			}
 			if err := each(row); err != nil {
 				return err
 			}
+			at.Bytes += n
 			at.Row++
 			at.Index++
 			if at.Index%4096 == 0 {

@@ -637,7 +637,7 @@ func FuzzSanitizeFilePath(f *testing.F) {
 }
 
 func FuzzParseJSONLRow(f *testing.F) {
-	for _, s := range []string{`{"content": "x"}`, `{"content": 1}`, `{"content": "a", "path": "../b", "repo": "r"}`, `[]`, `null`, `{"content": null}`, `{"content": "\u0000"}`, `{`} {
+	for _, s := range []string{`{"content": "x"}`, `{"content": 1}`, `{"content": "a", "path": "../b", "repo": "r"}`, `[]`, `null`, `{"content": null}`, `{"content": "\u0000"}`, `{`, "{\"content\": \"\xff\"}", `{"content": "a", "content": "b"}`} {
 		f.Add([]byte(s))
 	}
 	cols := filesColumns{content: "content", path: "path", repo: "repo", license: "license"}

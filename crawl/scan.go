@@ -43,6 +43,9 @@ type SourceCursor struct {
 	Shard  string `json:"shard,omitempty"`
 	Page   string `json:"page,omitempty"`
 	Row    int64  `json:"row,omitempty"`
+	// Bytes counts the bytes of the values read in a Parquet shard before Row (bounded by the
+	// shard's size: a dictionary-encoded file given in every row).
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // Entry is one entry of a source, in order: an item, or a reject (a malformed entry, a repository

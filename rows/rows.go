@@ -51,6 +51,12 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 			return nil, nil, err
 		}
 		if reason != "" {
+			if noTestsToRun(t) {
+				// A files group, or a functions: all repository without tests: its function
+				// items are its output, and no test is no loss (outside review: every files
+				// group was a no_trajectory reject, 6 million of them for 10^8 files).
+				return nil, nil, nil
+			}
 			return reject(schemas.RejectNoTrajectory, reason)
 		}
 		return rows, nil, nil
@@ -186,4 +192,15 @@ func OptionsFor(spec schemas.Spec, tok tokenize.Tokenizer, createdAt time.Time) 
 	return Options{Tokenizer: tok, Mask: tokenize.MaskMode(spec.Mask), MaxTokens: spec.MaxTokens,
 		TooLong: TooLong(spec.TooLong), CreatedAt: createdAt, TracerVersion: sandbox.TracerVersion,
 		ForwardStart: spec.ForwardStart, Split: spec.Split}
+}
+
+// noTestsToRun reports whether a traced repository item had no test to give rows, and was not
+// meant to: a files group (NoTests), or a functions: all repository in which no test was
+// collected (docs/spec.md: it gives function items only).
+func noTestsToRun(t execute.TracedItem) bool {
+	rt, rp := t.Repo, t.Item.Repo
+	if rt == nil || rp == nil || len(rt.Traces) > 0 {
+		return false
+	}
+	return rp.NoTests || rp.FunctionsAll && rt.Tests == 0
 }

@@ -39,6 +39,10 @@ func Yield(t execute.TracedItem, rows int, rej *schemas.Reject) schemas.RepoYiel
 	}
 	if rej != nil {
 		y.Rejected, y.Reason = stageOf(*rej, t.Stage), cutReason(rej.Reason)
+	} else if rows == 0 && noTestsToRun(t) {
+		// Not a reject (its function items are its output), but a repository without rows of
+		// its own in the repositories' table.
+		y.Rejected, y.Reason = schemas.YieldNoTrajectory, "no tests to run: function items only"
 	}
 	return y
 }

@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -94,7 +95,7 @@ func (in InputsSpec) validate() error {
 	if l := in.LLM; l != nil {
 		u, err := url.Parse(l.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return bad("llm.url", "%q is not an absolute http or https URL (no credentials, query or fragment)", l.URL)
+			return bad("llm.url", "%q is not an absolute http or https URL (no credentials, query or fragment)", shownLLMURL(l.URL))
 		}
 		if l.Model == "" {
 			return bad("llm.model", "a model name is required")
@@ -183,3 +184,31 @@ const (
 	CountGenTestCallRepeat CountKey = "generation:test_call_repeats"
 	CountGenLLMErrors      CountKey = "generation:llm_errors"
 )
+
+// shownLLMURL is how an llm.url refused is named in its error: without its credentials, query
+// and fragment (an API key put there would reach logs and reports), or "" if it does not parse.
+func shownLLMURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	if u.Scheme != "" {
+		b.WriteString(u.Scheme + ":")
+	}
+	if u.Host != "" || u.User != nil {
+		b.WriteString("//")
+		if u.User != nil {
+			b.WriteString("…@")
+		}
+		b.WriteString(u.Host)
+	}
+	b.WriteString(u.EscapedPath())
+	if u.RawQuery != "" || u.ForceQuery {
+		b.WriteString("?…")
+	}
+	if u.Fragment != "" {
+		b.WriteString("#…")
+	}
+	return b.String()
+}

@@ -1486,10 +1486,9 @@ class _gen_Gen:
                 break
             n += 1
             init = inits[n % len(inits)]
-            # the first: required parameters filled, the defaults as they are
-            src1 = "example" if n == 1 and not all_default and any(
-                p.has_default for p in params) else src
-            self.try_cand(init, _gen_build(params, c), src1)
+            # labelled by how its values were made (outside review: the first, the defaults
+            # as they are, was "example" though its required arguments were generated)
+            self.try_cand(init, _gen_build(params, c), src)
         if typed and params and self.budget_left() and not self.full():
             for c in _gen_hypothesis_choices(params, hints, min(30, share), self.seed):
                 if not self.budget_left() or self.full():

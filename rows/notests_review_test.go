@@ -22,8 +22,9 @@ func TestOfRepositoryWithoutTests(t *testing.T) {
 		trace  execute.RepoTrace
 		reject bool
 	}{
-		{"files group", crawl.RepoTarget{NoTests: true, FunctionsAll: true}, execute.RepoTrace{}, false},
-		{"functions all, no tests found", crawl.RepoTarget{FunctionsAll: true}, execute.RepoTrace{}, false},
+		{"files group", crawl.RepoTarget{NoTests: true, FunctionsAll: true}, execute.RepoTrace{Gen: &schemas.GenYield{Inputs: 1}}, false},
+		{"functions all, no tests found", crawl.RepoTarget{FunctionsAll: true}, execute.RepoTrace{Gen: &schemas.GenYield{Inputs: 2}}, false},
+		{"files group whose functions kept no input", crawl.RepoTarget{NoTests: true, FunctionsAll: true}, execute.RepoTrace{Gen: &schemas.GenYield{}}, true},
 		{"functions all, tests gave nothing", crawl.RepoTarget{FunctionsAll: true}, execute.RepoTrace{Tests: 3, Run: 3}, true},
 		{"tests only, none found", crawl.RepoTarget{}, execute.RepoTrace{}, true},
 	} {

@@ -51,12 +51,6 @@ func Of(t execute.TracedItem, spec schemas.Spec, p debugger.Policy, o Options, c
 			return nil, nil, err
 		}
 		if reason != "" {
-			if noTestsToRun(t) {
-				// A files group, or a functions: all repository without tests: its function
-				// items are its output, and no test is no loss (outside review: every files
-				// group was a no_trajectory reject, 6 million of them for 10^8 files).
-				return nil, nil, nil
-			}
 			return reject(schemas.RejectNoTrajectory, reason)
 		}
 		return rows, nil, nil

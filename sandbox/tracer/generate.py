@@ -1089,6 +1089,20 @@ def _gen_choices(params, rnd, limit):
         yield c
 
 
+def _gen_readable(v, depth):
+    """Whether every string in v (a drawn value: containers of scalars, a few levels deep) is
+    printable text (tabs and newlines allowed)."""
+    if depth > 8:
+        return False
+    if isinstance(v, str):
+        return all(c.isprintable() or c in "\n\t" for c in v)
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return all(_gen_readable(x, depth + 1) for x in v)
+    if isinstance(v, dict):
+        return all(_gen_readable(k, depth + 1) and _gen_readable(x, depth + 1) for k, x in v.items())
+    return True
+
+
 def _gen_hypothesis_choices(params, hints, n, seed):
     """Up to n argument choices drawn by Hypothesis's from_type (derandomized) for typed
     parameters; [] when Hypothesis is missing or cannot build strategies."""
@@ -1107,7 +1121,9 @@ def _gen_hypothesis_choices(params, hints, n, seed):
     out = []
 
     def take(v):
-        if len(out) < n:
+        # Text a person would write only: Hypothesis's strings reach NULs, control characters,
+        # surrogates and private-use code points, which make rows no model learns from.
+        if len(out) < n and _gen_readable(v, 0):
             out.append(v)
         return False
     try:

@@ -153,7 +153,7 @@ throughput)
 		[[ $re == false ]] && name=tp-generated-noreexec
 		{
 			printf 'name: %s\noutput: %s\n%s\nsources:\n' "$name" "$out/data/$name" "$header"
-			for lib in "${fixtures[@]}" toolz idna more-itertools; do
+			for lib in "${fixtures[@]}" idna jmespath.py cachetools; do
 				dir=$(stage "$lib") || continue
 				printf '  - kind: files\n    path: %s\n    reexecute: %s\n' "$dir" "$re"
 			done

@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,7 +142,7 @@ func pct(n, d int64) float64 {
 // key.
 func top(m map[string]int64, n int) string {
 	keys := slices.Sorted(maps.Keys(m))
-	slices.SortStableFunc(keys, func(a, b string) int { return int(m[b] - m[a]) })
+	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(m[b], m[a]) })
 	if n > 0 && len(keys) > n {
 		keys = keys[:n]
 	}

@@ -8,6 +8,7 @@
 #   go build -o /tmp/ndt-gysum ./internal/genyield/summarize
 #   internal/genyield/measure.sh yield      BIN SUM REPOS OUT [LIB ...]
 #   internal/genyield/measure.sh repo       BIN SUM REPOS OUT [LIB ...]
+#   internal/genyield/measure.sh jsonl      BIN SUM REPOS OUT [LIB ...]
 #   internal/genyield/measure.sh throughput BIN SUM REPOS OUT CRUXEVAL.jsonl
 #
 # BIN is the ndtrace binary, SUM the summariser (internal/genyield/summarize), REPOS a folder
@@ -24,6 +25,10 @@
 #   repo:       the same staged folders as `kind: repository` sources (url: the folder) with
 #               `functions: all`: the whole package is one checkout (a files source groups the
 #               files of one directory, at most files_per_item, into one item).
+#   jsonl:      the same staged files as one JSONL shard per library (content, path, repo
+#               columns) read by a files source with path_column, repo_column and files_per_item
+#               64: the files of one repository are one item, as a corpus with a repository column
+#               gives them.
 #   throughput: the same machine and settings, two runs: CruxEval (kind jsonl, limit 400: items
 #               whose inputs are given) and files sources over the fixtures and a few libraries
 #               (generated inputs), then the latter with reexecute: false; prints items/s of each.
@@ -33,7 +38,7 @@
 # third-party code stays in REPOS and OUT.
 set -euo pipefail
 
-mode=${1:?mode: yield, repo or throughput}
+mode=${1:?mode: yield, repo, jsonl or throughput}
 bin=$(realpath "${2:?ndtrace binary}")
 sum=$(realpath "${3:?summariser binary}")
 repos=$(realpath "${4:?folder of the checkouts}")
@@ -121,7 +126,20 @@ perlib() {
 		}
 		name=$kind-$lib
 		mkdir -p "$out/spec"
-		if [[ $kind == files ]]; then
+		if [[ $kind == jsonl ]]; then
+			# one object per file: its text, its path in the staged folder, the library
+			python3 -c 'import json, os, sys
+root, lib = sys.argv[1], sys.argv[2]
+for d, dirs, files in sorted(os.walk(root)):
+    dirs.sort()
+    for f in sorted(files):
+        p = os.path.join(d, f)
+        with open(p, encoding="utf-8") as fh:
+            print(json.dumps({"content": fh.read(), "path": os.path.relpath(p, root), "repo": lib}))' \
+				"$dir" "$lib" >"$out/spec/$name.jsonl"
+			printf 'name: %s\noutput: %s\n%s\nsources:\n  - kind: files\n    path: %s\n    path_column: path\n    repo_column: repo\n    files_per_item: 64\n' \
+				"$name" "$out/data/$name" "$header" "$out/spec/$name.jsonl" >"$out/spec/$name.yaml"
+		elif [[ $kind == files ]]; then
 			printf 'name: %s\noutput: %s\n%s\nsources:\n  - kind: files\n    path: %s\n' \
 				"$name" "$out/data/$name" "$header" "$dir" >"$out/spec/$name.yaml"
 		else
@@ -135,9 +153,9 @@ perlib() {
 }
 
 case $mode in
-yield | repo)
+yield | repo | jsonl)
 	kind=files
-	[[ $mode == repo ]] && kind=repo
+	[[ $mode == yield ]] || kind=$mode
 	libs=("$@")
 	((${#libs[@]})) || libs=("${fixtures[@]}" "${reallibs[@]}")
 	perlib "$kind" "${libs[@]}"
@@ -165,7 +183,7 @@ throughput)
 		"generated-noreexec=$out/res/tp-generated-noreexec.json:$(cat "$out/res/tp-generated-noreexec.wall")"
 	;;
 *)
-	echo "mode: yield, repo or throughput" >&2
+	echo "mode: yield, repo, jsonl or throughput" >&2
 	exit 2
 	;;
 esac

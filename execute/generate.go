@@ -228,7 +228,7 @@ func (m genModule) label() string {
 // units checks the functions a find run reported of module m (text code): each is counted in
 // Found, those with a skip reason in Losses, the others returned as units (the run is the
 // module's to forge: a name that is not "name" or "Class.name", lines outside the file or that
-// are not its def, a repeated name, are counted as invalid_report).
+// are not its def, a unit's name repeated, are counted as invalid_report).
 func (g *generation) units(m genModule, code string, found []sandbox.FoundFunction) []genUnit {
 	if len(found) > schemas.MaxGenUnits {
 		g.lose("repository_cap", len(found)-schemas.MaxGenUnits)
@@ -240,15 +240,22 @@ func (g *generation) units(m genModule, code string, found []sandbox.FoundFuncti
 	var out []genUnit
 	for _, f := range found {
 		g.y.Found++
-		if !validQualName(f.QualName) || seen[f.QualName] {
+		if !validQualName(f.QualName) {
+			g.lose("invalid_report", 1)
+			continue
+		}
+		if f.Skip != "" {
+			// A name defined twice (six's if PY2/else branches) is reported twice, the def the
+			// module does not run with its reason (redefined): counted as such, whichever
+			// comes first. Only a unit's name may not repeat.
+			g.lose(f.Skip, 1)
+			continue
+		}
+		if seen[f.QualName] {
 			g.lose("invalid_report", 1)
 			continue
 		}
 		seen[f.QualName] = true
-		if f.Skip != "" {
-			g.lose(f.Skip, 1)
-			continue
-		}
 		if lines == nil {
 			lines, defs = strings.SplitAfter(code, "\n"), unitDefs(code)
 		}

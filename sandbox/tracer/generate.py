@@ -1550,14 +1550,17 @@ class _gen_Gen:
         return ""
 
     def full(self):
+        """Whether no candidate can add anything: the kept inputs reach every line, a normal
+        return among them (a function whose error paths are kept, and the rest reached by normal
+        returns, stops here too: Hypothesis and mutation, the costly steps, are then skipped)."""
         lines = self.lines_set
         if not lines:
             return False
-        got = set()
+        got, normal = set(), False
         for _, _, ls, raised in self.kept:
-            if not raised:
-                got |= ls
-        return lines <= got
+            got |= ls
+            normal = normal or not raised
+        return normal and lines <= got
 
     def select(self):
         """Up to K kept inputs: greedy by new lines, normal returns first, at most max(1, K//4)

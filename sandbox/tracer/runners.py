@@ -376,14 +376,15 @@ def _extend_path(d, pythonpath, paths=()):
 
 def _preload(req):
     """Zygote only: import the interpreter's own pytest once, before the first pytest item is
-    forked, so items do not pay for it; before the first generate item, hypothesis.strategies
-    instead (the generator's type-directed inputs: ~100 ms an item otherwise).  Only code under
+    forked, so items do not pay for it; before the first generate item, the generator's modules
+    instead (doctest, inspect, typing and hypothesis.strategies: ~100 ms an item otherwise).  Only code under
     the interpreter's prefix runs here: the zygote's sys.path holds neither the repository nor any
     PythonPath entry.  What is preloaded stays in every later item of the zygote, whatever its
     kind (a repository or PythonPath entry with a copy of its own purges it: _purge_preloaded), so
     a sandbox that generates is best kept for generating (execute gives it one of its own)."""
     if req["kind"] == "generate":
-        which, modules = "gen", ("hypothesis.strategies",)
+        # The engine's own (generate.py, _gen_Lazy) and Hypothesis: 60-70 ms an item otherwise.
+        which, modules = "gen", ("doctest", "inspect", "typing", "hypothesis.strategies")
     elif req["kind"] in ("call", "replay") or req["runner"] == "unittest":
         return
     else:

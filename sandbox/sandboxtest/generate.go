@@ -195,7 +195,8 @@ def seen(port, writes):
 		// Results the module writes itself: anything out of bounds is invalid; what is within
 		// them is a proposal like any other (and is traced again before it is kept).
 		forge := func(function, result string) *sandbox.Generation {
-			code := fmt.Sprintf("import os\nos.write(3, (%s).encode() + b'\\n')\nos._exit(0)\n", result)
+			// (def f: the generator looks a unit up in the module's text before importing it.)
+			code := fmt.Sprintf("def f():\n    pass\nimport os\nos.write(3, (%s).encode() + b'\\n')\nos._exit(0)\n", result)
 			return e.Generate(sandbox.GenerateRequest{Code: code, Function: function})
 		}
 		for _, c := range []struct{ name, function, result string }{
@@ -244,7 +245,15 @@ def f():
 		e.wantGen(g, schemas.StatusInvalid)
 	}},
 	{"generate_sleeps", func(e *Env) {
-		g := e.Generate(sandbox.GenerateRequest{Code: "import time\ntime.sleep(3600)\n", Limits: sandbox.Limits{WallTime: 1500 * time.Millisecond}})
+		// The generator bounds an import by its own timers (an exception, "import timed out");
+		// a module that ignores their signals meets the supervisor's limit.
+		lim := sandbox.Limits{WallTime: 1500 * time.Millisecond}
+		g := e.Generate(sandbox.GenerateRequest{Code: "import time\ntime.sleep(3600)\n", Limits: lim})
+		if g.Status != schemas.StatusTimeout && !(g.Status == schemas.StatusException && strings.Contains(g.Detail, "timed out")) {
+			e.T.Errorf("sleeps: status %s (%s), want timeout", g.Status, g.Detail)
+		}
+		g = e.Generate(sandbox.GenerateRequest{Code: "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n" +
+			"signal.signal(signal.SIGPROF, signal.SIG_IGN)\ntime.sleep(3600)\n", Limits: lim})
 		e.wantGen(g, schemas.StatusTimeout)
 	}},
 	{"generate_memory", func(e *Env) {

@@ -115,8 +115,9 @@ func TestRunRepositoryReproducible(t *testing.T) {
 			noisy++
 		}
 	}
+	// Whether a sampled trajectory shows a replaced value depends on which values differed
+	// between the two traced runs of this invocation (0 to 3 of the 30 rows in seven runs on one
+	// machine, issue 30): the replacement itself is the counts' (values_nondeterministic, above),
+	// and the byte-identical shards show it took effect.
 	t.Logf("reexecute on: %d of %d repository rows show %s", noisy, len(rows3), execute.Nondeterministic)
-	if noisy == 0 {
-		t.Errorf("reexecute on: no row shows %s", execute.Nondeterministic)
-	}
 }

@@ -93,6 +93,31 @@ func (e *Env) want(res *sandbox.Result, statuses ...schemas.Status) {
 // assertNoStrays checks, from the host, that no process outlived the previous run: between items
 // a zygote has no process below it (every item runs in a PID namespace of its own, which dies with
 // it, so an item could not see another's leftovers anyway).
+// hostListener listens on a loopback port of the host for the rest of the case; reached waits a
+// moment and reports whether anything connected to it.
+func (e *Env) hostListener() (port int, reached func() bool) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() { ln.Close() })
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, func() bool {
+		select {
+		case <-accepted:
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	}
+}
+
 func (e *Env) assertNoStrays() {
 	e.T.Helper()
 	var left map[int][]int
@@ -115,19 +140,7 @@ type testCase struct {
 
 var cases = []testCase{
 	{"network", func(e *Env) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			e.T.Fatal(err)
-		}
-		defer ln.Close()
-		accepted := make(chan struct{}, 1)
-		go func() {
-			if c, err := ln.Accept(); err == nil {
-				c.Close()
-				accepted <- struct{}{}
-			}
-		}()
-		port := ln.Addr().(*net.TCPAddr).Port
+		port, reached := e.hostListener()
 		res := e.Trace(`import socket
 def f(port):
     s = socket.create_connection(("127.0.0.1", port), timeout=2)
@@ -137,10 +150,8 @@ def f(port):
 		if !strings.Contains(res.ExcType, "Error") {
 			e.T.Errorf("exception %q, want an OSError", res.ExcType)
 		}
-		select {
-		case <-accepted:
+		if reached() {
 			e.T.Fatal("the sandbox reached a loopback listener on the host")
-		case <-time.After(100 * time.Millisecond):
 		}
 	}},
 	{"filesystem", func(e *Env) {

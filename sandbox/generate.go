@@ -243,8 +243,7 @@ func (s *Sandbox) classifyGenerate(res *Result, out *genOutput, done *ctrlMsg, k
 	case !out.started() && (exited(exitSetup) || exited(exitTracerBug)):
 		// Nothing of the item's ran: its set-up failed (stderr says why).
 		res.Status, res.Detail = schemas.StatusSandboxError, fmt.Sprintf("generate item failed (exit %d): %s", *done.ExitCode, lastLine(res.Stderr))
-	case done.Signal != nil && (*done.Signal == int(syscall.SIGXCPU) ||
-		(*done.Signal == int(syscall.SIGKILL) && time.Duration(done.CPUMS)*time.Millisecond >= lim.CPUTime)):
+	case done.cpuLimitHit(lim):
 		res.Status, res.Detail = schemas.StatusTimeout, fmt.Sprintf("CPU-time limit of %v reached", lim.CPUTime)
 	case exited(exitNoMemory):
 		res.Status, res.Detail = schemas.StatusMemory, "the generate run ran out of memory"

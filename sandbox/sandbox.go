@@ -578,6 +578,13 @@ wait:
 	return res, dec, healthy, err
 }
 
+// cpuLimitHit reports whether the item whose end m reports was stopped by its CPU-time limit
+// (lim.CPUTime): SIGXCPU at the soft limit, or SIGKILL at the hard one once that much CPU was used.
+func (m *ctrlMsg) cpuLimitHit(lim Limits) bool {
+	return m.Signal != nil && (*m.Signal == int(syscall.SIGXCPU) ||
+		(*m.Signal == int(syscall.SIGKILL) && time.Duration(m.CPUMS)*time.Millisecond >= lim.CPUTime))
+}
+
 // classify sets res.Status and res.Detail from what Go saw, what the zygote reported and the
 // tracer's end record, in that order of trust. A replay (whose driver never writes a
 // TracerError, and whose seal the item's code can reach: docs/debugger.md, "Replay on bdb") is
@@ -629,8 +636,7 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 		}
 	case end != nil:
 		res.Status = end.status
-	case done.Signal != nil && (*done.Signal == int(syscall.SIGXCPU) ||
-		(*done.Signal == int(syscall.SIGKILL) && time.Duration(done.CPUMS)*time.Millisecond >= lim.CPUTime)):
+	case done.cpuLimitHit(lim):
 		res.Status, res.Detail = schemas.StatusTimeout, fmt.Sprintf("CPU-time limit of %v reached", lim.CPUTime)
 	case done.ExitCode != nil && *done.ExitCode == exitNoMemory:
 		res.Status, res.Detail = schemas.StatusMemory, "the tracer ran out of memory"

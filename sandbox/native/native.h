@@ -1,6 +1,7 @@
 /*
  * native.h: what the native helper's parts (ndtrace_native.c: set-up and the audit hook;
- * tracer.c: the line tracer; frames.c: hardening of frame objects) share.
+ * tracer.c: the line tracer; frames.c: hardening of frame objects; spawn.c: an item's keeper and
+ * init) share.
  */
 #ifndef NDTRACE_NATIVE_H
 #define NDTRACE_NATIVE_H
@@ -43,6 +44,9 @@ void tracer_tamper(const char *reason);
 /* tracer.c: the tracer's module functions, added to the module's method table. */
 extern PyMethodDef tracer_methods[];
 int tracer_module_init(PyObject *module);
+
+/* spawn.c: an item's keeper and init, in C */
+PyObject *nd_spawn_item(PyObject *self, PyObject *args);
 
 /* frames.c */
 PyObject *nd_harden_frames(PyObject *self, PyObject *unused);

@@ -42,7 +42,6 @@ Standard library and the sandbox's own native helper (sandbox/native) only; work
 3.11, 3.12 and 3.13.
 """
 
-import argparse
 import ast
 import builtins
 import codecs

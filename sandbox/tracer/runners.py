@@ -407,6 +407,7 @@ def _preload(req):
     _PRELOADED[which] = frozenset(tops)
     gc.collect()
     gc.freeze()
+    _N.trim_heap()
 
 
 def _purge_preloaded(d, pythonpath):

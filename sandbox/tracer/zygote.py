@@ -335,6 +335,16 @@ def _others_in_namespace():
         return []
 
 
+def _spawn(sock, fds, opts):
+    """Fork the item's keeper, init and item with the native helper (spawn.c): the keeper and init
+    run no Python (what _keeper and _item_init do, in C). Returns the keeper's pid in the zygote,
+    and (to_item, from_item, ipc_limited) in the item."""
+    drop = (-1, -1) if opts.drop_uid is None else (opts.drop_uid, opts.drop_gid)
+    return _N.spawn_item(sock.fileno(), tuple(fds), tuple(opts.cgroup_fd), drop[0], drop[1],
+                         opts.tmp_bytes, opts.shm_bytes, bool(opts.landlock),
+                         "ro-sysctl" in opts.simulate)
+
+
 def run_item(sock, msg, fds, opts):
     """Handle one `run`: fork the item's keeper, supervise, reap, clean up, report.  Returns
     True to exit."""
@@ -350,11 +360,21 @@ def run_item(sock, msg, fds, opts):
     _preload(hdr)
     started = time.monotonic()
     try:
-        pid = os.fork()
+        if hdr["writable"]:
+            pid = os.fork()           # the keeper and init in Python: the writable view is
+        else:
+            pid = _spawn(sock, fds, opts)   # the keeper and init in C (native spawn.c)
     except OSError as e:
         _close_all(fds)
         return not send(sock, {"op": "error", "message": "fork failed: %s" % (e,),
                                "id": hdr["id"]})
+    if type(pid) is tuple:            # the item, forked by the C init
+        try:
+            sock.detach()             # (the keeper closed it)
+            opts.sync, opts.ipc_limited, opts.rw, opts.rw_mode = pid[:2], pid[2], [], ""
+            _item(hdr, fds, opts)
+        finally:
+            os._exit(EXIT_SETUP)
     if pid == 0:
         try:
             _keeper(sock, hdr, fds, opts)
@@ -380,36 +400,66 @@ def run_item(sock, msg, fds, opts):
     return exit_zygote or not sent
 
 
+# The zygote's options, as Go's zygote.go and bwrap.go pass them: "--name VALUE", and --own-pidns
+# alone. A parser of our own: argparse's import alone would add 1.3 MB to the zygote, which every
+# item's fork copies the page-table entries of and every exit tears down (docs/sandbox.md, "What an
+# item costs"). name: (type, repeated, default).
+_OPTIONS = {
+    "ctrl_fd": (int, False, None), "drop_uid": (int, False, None), "drop_gid": (int, False, None),
+    "support": (str, False, "/.ndtrace"), "ro": (str, True, None), "pyc_root": (str, True, None),
+    "ext_root": (str, True, None),
+    "cgroup_fd": (int, True, None),         # the item group's cgroup.procs
+    "tmp_bytes": (int, False, 64 << 20), "shm_bytes": (int, False, 16 << 20),
+    "unsandboxed_item": (str, False, None),  # tests: see unsandboxed_item
+    "native": (str, False, None),
+    "simulate": (str, True, None),           # tests: no-landlock, ro-sysctl, no-overlay
+}
+
+
+def _usage_error(message):
+    sys.stderr.write("ndtrace-zygote: error: %s\n" % message)
+    raise SystemExit(2)
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="ndtrace-zygote", add_help=False)
-    p.add_argument("--ctrl-fd", type=int)
-    p.add_argument("--own-pidns", action="store_true")
-    p.add_argument("--drop-uid", type=int)
-    p.add_argument("--drop-gid", type=int)
-    p.add_argument("--support", default="/.ndtrace")
-    p.add_argument("--ro", action="append", default=[])
-    p.add_argument("--pyc-root", action="append", default=[])
-    p.add_argument("--ext-root", action="append", default=[])
-    p.add_argument("--cgroup-fd", type=int, action="append", default=[])   # item group's cgroup.procs
-    p.add_argument("--tmp-bytes", type=int, default=64 << 20)
-    p.add_argument("--shm-bytes", type=int, default=16 << 20)
-    p.add_argument("--unsandboxed-item")                          # tests: see unsandboxed_item
-    p.add_argument("--native")
-    p.add_argument("--simulate", action="append", default=[])   # tests: no-landlock, ro-sysctl
-    opts = p.parse_args(argv)
+    opts = types.SimpleNamespace(own_pidns=False)
+    for name, (_, many, default) in _OPTIONS.items():
+        setattr(opts, name, [] if many else default)
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--own-pidns":
+            opts.own_pidns = True
+            continue
+        name = arg[2:].replace("-", "_") if arg.startswith("--") else ""
+        if name not in _OPTIONS:
+            _usage_error("unrecognized argument: %s" % arg)
+        if i >= len(argv):
+            _usage_error("argument %s: expected one argument" % arg)
+        kind, many, _ = _OPTIONS[name]
+        try:
+            value = kind(argv[i])
+        except ValueError:
+            _usage_error("argument %s: invalid %s value: %r" % (arg, kind.__name__, argv[i]))
+        i += 1
+        if many:
+            getattr(opts, name).append(value)
+        else:
+            setattr(opts, name, value)
     if opts.unsandboxed_item is not None:
         if not opts.native:
-            p.error("--unsandboxed-item needs --native PATH")
+            _usage_error("--unsandboxed-item needs --native PATH")
         return opts
     if opts.ctrl_fd is None:
-        p.error("--ctrl-fd is required")
+        _usage_error("--ctrl-fd is required")
     if (opts.drop_uid is None) != (opts.drop_gid is None):
-        p.error("--drop-uid and --drop-gid go together")
+        _usage_error("--drop-uid and --drop-gid go together")
     # Defence in depth: kill(-1) outside a private PID namespace would hit the whole host. In
     # one, the zygote is PID 1 (namespaces backend) or 2 (bubblewrap's init is PID 1).
     if opts.own_pidns and os.getpid() > 2:
-        p.error("--own-pidns given, but this process (pid %d) is not at the top of a fresh PID "
-                "namespace" % os.getpid())
+        _usage_error("--own-pidns given, but this process (pid %d) is not at the top of a fresh "
+                     "PID namespace" % os.getpid())
     return opts
 
 
@@ -521,8 +571,12 @@ def main(argv):
     except BaseException as e:
         sys.stderr.write("ndtrace: sandbox helper: %r\n" % (e,))
         return EXIT_SETUP
+    # Work every item would otherwise repeat, done once here (docs/sandbox.md, "What an item
+    # costs"): OpenSSL looks up its HMAC and SHA-256 implementations on first use (the seal).
+    _hmac_digest(b"\0" * 32, b"", "sha256")
     gc.collect()
     gc.freeze()                   # fewer copy-on-write faults in the forked children
+    _N.trim_heap()                # the compiler's freed memory: no fork copies or tears it down
     if not send(sock, {"op": "ready", "python": platform.python_version(), "pid": os.getpid(),
                        "landlock": opts.landlock}):
         return 0

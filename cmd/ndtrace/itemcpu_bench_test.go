@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ndtrace/ndtrace/internal/gencorpus"
+	"github.com/ndtrace/ndtrace/sandbox"
+	"github.com/ndtrace/ndtrace/schemas"
+)
+
+// cpuSplit is CPU time split by who spent it: this (Go) process, the sandbox processes (every
+// process below it that has ended and been reaped: zygotes, keepers, item inits, items), and the
+// rest of the machine's busy time (kernel threads, interrupts, other processes).
+type cpuSplit struct {
+	goUser, goSys, sbUser, sbSys, other time.Duration
+}
+
+// cpuNow reads the counters cpuSplit differences are made of.
+func cpuNow(b *testing.B) (self, children syscall.Rusage, busy time.Duration) {
+	b.Helper()
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
+		b.Fatal(err)
+	}
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children); err != nil {
+		b.Fatal(err)
+	}
+	return self, children, machineBusy(b)
+}
+
+// machineBusy is the machine's busy CPU time so far (every CPU, every mode but idle and iowait),
+// from /proc/stat.
+func machineBusy(b *testing.B) time.Duration {
+	b.Helper()
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Scan()
+	fields := strings.Fields(sc.Text()) // cpu user nice system idle iowait irq softirq steal ...
+	if len(fields) < 8 || fields[0] != "cpu" {
+		b.Fatalf("/proc/stat: %q", sc.Text())
+	}
+	var ticks int64
+	for i, v := range fields[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/stat: %v", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+func tv(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+
+// measureCPU runs f and returns the CPU it and what it started cost, split by cpuSplit.
+func measureCPU(b *testing.B, f func()) cpuSplit {
+	b.Helper()
+	s0, c0, busy0 := cpuNow(b)
+	f()
+	s1, c1, busy1 := cpuNow(b)
+	s := cpuSplit{
+		goUser: tv(s1.Utime) - tv(s0.Utime), goSys: tv(s1.Stime) - tv(s0.Stime),
+		sbUser: tv(c1.Utime) - tv(c0.Utime), sbSys: tv(c1.Stime) - tv(c0.Stime),
+	}
+	s.other = max(0, busy1-busy0-s.goUser-s.goSys-s.sbUser-s.sbSys)
+	return s
+}
+
+// report adds the split per item as metrics named prefix-*-ms.
+func (s cpuSplit) report(b *testing.B, prefix string, items int) {
+	per := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(items) }
+	b.ReportMetric(per(s.goUser+s.goSys), prefix+"go-ms/item")
+	b.ReportMetric(per(s.sbUser), prefix+"sandbox-user-ms/item")
+	b.ReportMetric(per(s.sbSys), prefix+"sandbox-kernel-ms/item")
+	b.ReportMetric(per(s.other), prefix+"other-ms/item")
+}
+
+// BenchmarkItemCPU runs the batch path that `ndtrace run` runs (embedded Temporal, one worker, its
+// default sandboxes, trajectories in both directions, Parquet to a local folder) over NDTRACE_BENCH_ITEMS
+// (default 2,500) CruxEval-shaped items (internal/gencorpus) and reports items/s and the CPU an
+// item costs, split into the Go process (worker, pipeline and the embedded server), the sandbox's
+// processes' user and kernel time (zygotes, keepers, item inits, items: reaped descendants), and
+// the machine's other busy time meanwhile (kernel threads: what the kernel defers, such as
+// namespace and cgroup teardown). Its baseline, in the same run, is the sandbox alone: the same
+// items through sandbox.Sandbox.Run, one after the other on one sandbox, as BenchmarkRunLatency
+// runs them (metrics prefixed sandbox-only-). The difference is what the pipeline adds around an
+// item. With NDTRACE_BENCH_PROFILE=DIR it writes the pipeline run's Go CPU profile to
+// DIR/go.pprof; docs/sandbox.md ("What an item costs") gives the commands that profile the
+// sandbox's kernel and Python side. Run with -benchtime=1x.
+func BenchmarkItemCPU(b *testing.B) {
+	n := 2500
+	if v := os.Getenv("NDTRACE_BENCH_ITEMS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("NDTRACE_BENCH_ITEMS=%q: want a positive number", v)
+		}
+	}
+	dir := b.TempDir()
+	corpus := filepath.Join(dir, "corpus.jsonl")
+	var buf bytes.Buffer
+	if err := gencorpus.Write(&buf, n, 7); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(corpus, buf.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	type item struct{ Code, Input string }
+	var items []item
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var it item
+		if err := json.Unmarshal(line, &it); err != nil {
+			b.Fatal(err)
+		}
+		items = append(items, it)
+	}
+	profile := os.Getenv("NDTRACE_BENCH_PROFILE")
+	ctx := context.Background()
+	var base, pipe cpuSplit
+	var baseWall, pipeWall time.Duration
+	for i := 0; i < b.N; i++ {
+		// The baseline: the sandbox alone, the same items, in order.
+		base = base.add(measureCPU(b, func() {
+			sb, err := sandbox.New(ctx, sandbox.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.Close()
+			t0 := time.Now()
+			for _, it := range items {
+				res, err := sb.Run(ctx, sandbox.Request{Code: it.Code, Call: sandbox.CallFromInput("f", it.Input)})
+				if err != nil || res.Status == schemas.StatusSandboxError {
+					b.Fatalf("%v %s %s", err, res.Status, res.Detail)
+				}
+			}
+			baseWall += time.Since(t0)
+		}))
+
+		// The pipeline.
+		out := filepath.Join(dir, fmt.Sprintf("data-%d", i))
+		spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: itemcpu\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\ncreated_at: 2026-11-28T00:00:00Z\n", out, corpus))
+		if profile != "" {
+			f, err := os.Create(filepath.Join(profile, "go.pprof"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+		}
+		pipe = pipe.add(measureCPU(b, func() {
+			var stdout, stderr bytes.Buffer
+			t0 := time.Now()
+			if code := run([]string{"run", "--spec", spec, "--db", filepath.Join(dir, fmt.Sprintf("t-%d.db", i))}, &stdout, &stderr); code != 0 {
+				b.Fatalf("run: %s", stderr.String())
+			}
+			pipeWall += time.Since(t0)
+		}))
+		if profile != "" {
+			pprof.StopCPUProfile()
+		}
+		if m := benchManifest(b, out); m.Counts["items"] != int64(n) {
+			b.Fatalf("%d items in the manifest, want %d", m.Counts["items"], n)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/pipeWall.Seconds(), "items/s")
+	pipe.report(b, "", n*b.N)
+	b.ReportMetric(float64(n*b.N)/baseWall.Seconds(), "sandbox-only-items/s")
+	base.report(b, "sandbox-only-", n*b.N)
+}
+
+// add sums two splits.
+func (s cpuSplit) add(o cpuSplit) cpuSplit {
+	return cpuSplit{s.goUser + o.goUser, s.goSys + o.goSys, s.sbUser + o.sbUser, s.sbSys + o.sbSys, s.other + o.other}
+}

@@ -299,5 +299,6 @@ def _setup_tracer(req, key):
                "phase": _phase.__code__ if req["kind"] == "test" else None,
                "proxy_type": None if proxy_type is dict else proxy_type}
     _N.tracer_setup(cfg, key, helpers)
-    _N.install_audit(_tracer_codes(), _import_codes(), DENIED_IMPORTS, TAMPER_IMPORTS,
-                     tuple(req["pyc_roots"]), tuple(req["ext_roots"]), EXT_DENIED)
+    # (The code it trusts, _tracer_codes and _import_codes, the zygote gave the helper once.)
+    _N.install_audit(DENIED_IMPORTS, TAMPER_IMPORTS, tuple(req["pyc_roots"]),
+                     tuple(req["ext_roots"]), EXT_DENIED)

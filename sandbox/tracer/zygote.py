@@ -489,8 +489,9 @@ def _tracer_codes():
     """Every code object of the tracer (its files, compiled as one module): the module's code
     and everything nested in it, with the one-line -c program that compiled it
     (sandbox.tracerBootstrap): the module-level frames at the bottom of every process started
-    from the tracer.  Recomputed where needed, never kept in a global: a list of the tracer's
-    code objects is exactly what traced code must not find."""
+    from the tracer.  The zygote computes it once and hands it to the native helper
+    (trust_codes: C memory every item inherits), never keeps it in a global: a list of the
+    tracer's code objects is exactly what traced code must not find."""
     frames, f = [], sys._getframe()
     while f is not None:
         frames.append(f)
@@ -529,6 +530,7 @@ def unsandboxed_item(opts):
         _N = _load_native(opts.native)
         sys.modules.pop("_ndtrace_native", None)
         _N.harden_frames()
+        _N.trust_codes(_tracer_codes(), _import_codes())
         hdr = validate_run(dict(json.loads(opts.unsandboxed_item), op="run"), [-1] * 4)
         if hdr["kind"] != "call":
             raise ProtocolError("--unsandboxed-item runs function items only")
@@ -559,6 +561,7 @@ def main(argv):
         _N.set_dumpable(0)            # no item can read or write the zygote's memory
         _N.join_session_keyring()     # nothing of the worker's keyrings is reachable
         _N.harden_frames()            # frames' tracing attributes read-only, in every item
+        _N.trust_codes(_tracer_codes(), _import_codes())   # once, for every item
         with open(os.path.join(opts.support, "seccomp.bpf"), "rb") as fh:
             opts.seccomp = fh.read()
         with open(os.path.join(opts.support, "seccomp-nosysv.bpf"), "rb") as fh:

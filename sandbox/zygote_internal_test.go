@@ -2,11 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -198,5 +200,82 @@ func TestRlimitProduct(t *testing.T) {
 				t.Fatalf("%d MiB x %d raises the limits %+v", as>>20, nproc, tc.lim)
 			}
 		})
+	}
+}
+
+// pythonDescendant returns the pid of the first python process below pid (the zygote below the
+// backend's set-up process), or 0.
+func pythonDescendant(pid int) int {
+	todo := []int{pid}
+	for len(todo) > 0 {
+		p := todo[0]
+		todo = todo[1:]
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p)); err == nil && strings.Contains(filepath.Base(exe), "python") {
+			return p
+		}
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
+		for _, t := range tasks {
+			b, _ := os.ReadFile(t)
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					todo = append(todo, c)
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// rssAnonKB is the RssAnon of process pid, in kB.
+func rssAnonKB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no RssAnon in /proc/%d/status", pid)
+	return 0
+}
+
+// TestZygoteMemoryFlat backs Config.RecycleAfter's default: items never run in the zygote, so
+// its memory does not grow with the items it forks (measured: the same RssAnon at its 10th and
+// 4000th item).
+func TestZygoteMemoryFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("zygote memory over 1,500 items: long integration test; run without -short")
+	}
+	s, err := New(context.Background(), Config{RecycleAfter: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run := func(n int) {
+		for i := 0; i < n; i++ {
+			res, err := s.Run(context.Background(), Request{Code: "def f(x):\n    return [str(x)] * 1000\n", Call: fmt.Sprintf("f(%d)", i)})
+			if err != nil || res.Status != schemas.StatusOK {
+				t.Fatalf("%v %s %s", err, res.Status, res.Detail)
+			}
+		}
+	}
+	run(20)
+	pid := pythonDescendant(s.z.cmd.Process.Pid)
+	if pid == 0 {
+		t.Skip("no python process found below the sandbox's process")
+	}
+	before := rssAnonKB(t, pid)
+	run(1500)
+	if after := rssAnonKB(t, pid); after > before+512 {
+		t.Fatalf("the zygote grew from %d kB to %d kB (RssAnon) over 1,500 items", before, after)
+	} else {
+		t.Logf("zygote RssAnon: %d kB after 20 items, %d kB after 1,520", before, after)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,15 +18,14 @@ import (
 	"github.com/ndtrace/ndtrace/schemas"
 )
 
-// cpuSplit is CPU time split by who spent it: this (Go) process, the sandbox processes (every
-// process below it that has ended and been reaped: zygotes, keepers, item inits, items), and the
-// rest of the machine's busy time (kernel threads, interrupts, other processes).
+// cpuSplit is CPU time split by who spent it: this (Go) process, and the sandbox processes (every
+// process below it that has ended and been reaped: zygotes, keepers, item inits, items).
 type cpuSplit struct {
-	goUser, goSys, sbUser, sbSys, other time.Duration
+	goUser, goSys, sbUser, sbSys time.Duration
 }
 
 // cpuNow reads the counters cpuSplit differences are made of.
-func cpuNow(b *testing.B) (self, children syscall.Rusage, busy time.Duration) {
+func cpuNow(b *testing.B) (self, children syscall.Rusage) {
 	b.Helper()
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
 		b.Fatal(err)
@@ -36,36 +33,7 @@ func cpuNow(b *testing.B) (self, children syscall.Rusage, busy time.Duration) {
 	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children); err != nil {
 		b.Fatal(err)
 	}
-	return self, children, machineBusy(b)
-}
-
-// machineBusy is the machine's busy CPU time so far (every CPU, every mode but idle and iowait),
-// from /proc/stat.
-func machineBusy(b *testing.B) time.Duration {
-	b.Helper()
-	f, err := os.Open("/proc/stat")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Scan()
-	fields := strings.Fields(sc.Text()) // cpu user nice system idle iowait irq softirq steal ...
-	if len(fields) < 8 || fields[0] != "cpu" {
-		b.Fatalf("/proc/stat: %q", sc.Text())
-	}
-	var ticks int64
-	for i, v := range fields[1:] {
-		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			b.Fatalf("/proc/stat: %v", err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+	return self, children
 }
 
 func tv(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
@@ -73,14 +41,13 @@ func tv(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
 // measureCPU runs f and returns the CPU it and what it started cost, split by cpuSplit.
 func measureCPU(b *testing.B, f func()) cpuSplit {
 	b.Helper()
-	s0, c0, busy0 := cpuNow(b)
+	s0, c0 := cpuNow(b)
 	f()
-	s1, c1, busy1 := cpuNow(b)
+	s1, c1 := cpuNow(b)
 	s := cpuSplit{
 		goUser: tv(s1.Utime) - tv(s0.Utime), goSys: tv(s1.Stime) - tv(s0.Stime),
 		sbUser: tv(c1.Utime) - tv(c0.Utime), sbSys: tv(c1.Stime) - tv(c0.Stime),
 	}
-	s.other = max(0, busy1-busy0-s.goUser-s.goSys-s.sbUser-s.sbSys)
 	return s
 }
 
@@ -90,16 +57,13 @@ func (s cpuSplit) report(b *testing.B, prefix string, items int) {
 	b.ReportMetric(per(s.goUser+s.goSys), prefix+"go-ms/item")
 	b.ReportMetric(per(s.sbUser), prefix+"sandbox-user-ms/item")
 	b.ReportMetric(per(s.sbSys), prefix+"sandbox-kernel-ms/item")
-	b.ReportMetric(per(s.other), prefix+"other-ms/item")
 }
 
 // BenchmarkItemCPU runs the batch path that `ndtrace run` runs (embedded Temporal, one worker, its
 // default sandboxes, trajectories in both directions, Parquet to a local folder) over NDTRACE_BENCH_ITEMS
 // (default 2,500) CruxEval-shaped items (internal/gencorpus) and reports items/s and the CPU an
 // item costs, split into the Go process (worker, pipeline and the embedded server), the sandbox's
-// processes' user and kernel time (zygotes, keepers, item inits, items: reaped descendants), and
-// the machine's other busy time meanwhile (kernel threads: what the kernel defers, such as
-// namespace and cgroup teardown). Its baseline, in the same run, is the sandbox alone: the same
+// processes' user and kernel time (zygotes, keepers, item inits, items: reaped descendants). Its baseline, in the same run, is the sandbox alone: the same
 // items through sandbox.Sandbox.Run, one after the other on one sandbox, as BenchmarkRunLatency
 // runs them (metrics prefixed sandbox-only-). The difference is what the pipeline adds around an
 // item. With NDTRACE_BENCH_PROFILE=DIR it writes the pipeline run's Go CPU profile to
@@ -169,7 +133,7 @@ func BenchmarkItemCPU(b *testing.B) {
 		pipe = pipe.add(measureCPU(b, func() {
 			var stdout, stderr bytes.Buffer
 			t0 := time.Now()
-			if code := run([]string{"run", "--spec", spec, "--db", filepath.Join(dir, fmt.Sprintf("t-%d.db", i))}, &stdout, &stderr); code != 0 {
+			if code := run([]string{"run", "--spec", spec}, &stdout, &stderr); code != 0 {
 				b.Fatalf("run: %s", stderr.String())
 			}
 			pipeWall += time.Since(t0)
@@ -189,5 +153,5 @@ func BenchmarkItemCPU(b *testing.B) {
 
 // add sums two splits.
 func (s cpuSplit) add(o cpuSplit) cpuSplit {
-	return cpuSplit{s.goUser + o.goUser, s.goSys + o.goSys, s.sbUser + o.sbUser, s.sbSys + o.sbSys, s.other + o.other}
+	return cpuSplit{s.goUser + o.goUser, s.goSys + o.goSys, s.sbUser + o.sbUser, s.sbSys + o.sbSys}
 }

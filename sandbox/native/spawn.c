@@ -43,14 +43,16 @@ struct spawn {
     long long tmp_bytes, shm_bytes;
     int landlock;             /* the item will be under Landlock */
     int ro_sysctl;            /* tests: sysctls that cannot be written */
+    int no_proc;              /* tests: no /proc of the item's own (a runtime that masks /proc) */
 };
 
-/* Best effort, as item.py's _report_setup_failure: the reason on the item's stderr pipe. */
+/* Best effort, as item.py's _report_setup_failure: the reason on the item's stderr pipe (fds[3]:
+ * the item's pipes are its request, events, stdout and stderr). */
 static void report(const struct spawn *s, const char *what, int err, const char *detail) {
     char buf[512];
     int n = snprintf(buf, sizeof buf, "ndtrace: %s failed: [Errno %d] %s (%s)\n", what, err, strerror(err), detail);
-    if (s->nfds > 2 && n > 0) {
-        ssize_t w = write(s->fds[2], buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    if (s->nfds > 3 && n > 0) {
+        ssize_t w = write(s->fds[3], buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
         (void)w;
     }
 }
@@ -95,8 +97,9 @@ static void mirror_exit(int status) {
  * maps the item's user namespace when it asks, hides /proc where the item may not have it, reaps
  * everything, reports the item's wait status to the keeper. Never returns. */
 static void init_wait(const struct spawn *s, pid_t pid, int status_w, int to_init, int from_init, int have_proc) {
-    close_item_fds(s);
+    /* The item's pipes stay open until the handshake is done: a failure is reported on its stderr. */
     char c = 0, path[64], map[64];
+    int failed = 0;
     if (read(to_init, &c, 1) == 1 && c == 'u') {
         snprintf(map, sizeof map, "%d 0 1\n", CODE_UID);
         const char *step = "uid_map";
@@ -122,8 +125,10 @@ static void init_wait(const struct spawn *s, pid_t pid, int status_w, int to_ini
         if (!ok) {
             report(s, "item user namespace", errno, step);
             kill(pid, SIGKILL);
+            failed = 1;
         }
     }
+    close_item_fds(s);
     close(to_init);
     close(from_init);
     int status = EXIT_SETUP << 8;
@@ -135,7 +140,7 @@ static void init_wait(const struct spawn *s, pid_t pid, int status_w, int to_ini
             break;
         }
         if (p == pid) {
-            status = st;
+            status = failed ? EXIT_SETUP << 8 : st; /* the SIGKILL was ours, not the item's end */
             break;
         }
     }
@@ -154,7 +159,7 @@ static int init_mounts(const struct spawn *s, int *have_proc, int *ipc_limited, 
     *step = "make / private";
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
     /* A container runtime that masks parts of /proc forbids a fresh one: the item then gets none. */
-    *have_proc = mount("proc", "/proc", "proc", flags, NULL) == 0;
+    *have_proc = !s->no_proc && mount("proc", "/proc", "proc", flags, NULL) == 0;
     long long shm = s->shm_bytes > 4096 ? s->shm_bytes : 4096;
     char shmmax[32], shmall[32];
     snprintf(shmmax, sizeof shmmax, "%lld", shm);
@@ -241,16 +246,16 @@ static int fill_fds(PyObject *seq, int *out, int *n, const char *what) {
 }
 
 /* spawn_item(sock, fds, cgroup_fds, drop_uid, drop_gid, tmp_bytes, shm_bytes, landlock,
- * ro_sysctl): fork the item's keeper, which creates its namespaces and forks its init, which
- * mounts its /proc, /tmp and /dev/shm and forks the item. Returns the keeper's pid in the zygote,
+ * ro_sysctl, no_proc): fork the item's keeper, which creates its namespaces and forks its init,
+ * which mounts its /proc, /tmp and /dev/shm and forks the item. Returns the keeper's pid in the zygote,
  * and (to_item, from_item, ipc_limited) in the item: its end of the handshake with its init
  * (item.py's opts.sync) and whether its IPC namespace has limits. */
 PyObject *nd_spawn_item(PyObject *self, PyObject *args) {
     struct spawn s;
     PyObject *fds, *cg;
     memset(&s, 0, sizeof s);
-    if (!PyArg_ParseTuple(args, "iO!O!llLLpp", &s.sock, PyTuple_Type, &fds, PyTuple_Type, &cg, &s.drop_uid,
-                          &s.drop_gid, &s.tmp_bytes, &s.shm_bytes, &s.landlock, &s.ro_sysctl) ||
+    if (!PyArg_ParseTuple(args, "iO!O!llLLppp", &s.sock, PyTuple_Type, &fds, PyTuple_Type, &cg, &s.drop_uid,
+                          &s.drop_gid, &s.tmp_bytes, &s.shm_bytes, &s.landlock, &s.ro_sysctl, &s.no_proc) ||
         refuse_sealed())
         return NULL;
     if (fill_fds(fds, s.fds, &s.nfds, "item descriptors") < 0 || fill_fds(cg, s.cg, &s.ncg, "cgroup descriptors") < 0)

@@ -32,10 +32,12 @@ def _map_ids(inside, outside_uid, outside_gid):
     _write_file("/proc/self/gid_map", "%d %d 1\n" % (inside, outside_gid))
 
 
-def _report_setup_failure(fds, what, exc):
-    """Best effort: the reason an item could not be set up, on its stderr pipe."""
+def _report_setup_failure(fd, what, exc):
+    """Best effort: the reason an item could not be set up, on its stderr pipe: fd, the item's
+    fds[3] in its keeper and init (fds are the request, events, stdout and stderr pipes), 2 in
+    the item."""
     try:
-        os.write(fds[2], ("ndtrace: %s failed: %r\n" % (what, exc)).encode("utf-8", "replace"))
+        os.write(fd, ("ndtrace: %s failed: %r\n" % (what, exc)).encode("utf-8", "replace"))
     except BaseException:
         pass
 
@@ -91,7 +93,7 @@ def _keeper(sock, hdr, fds, opts):
         _, status = os.waitpid(pid, 0)
         data = os.read(r, 32)
     except BaseException as e:
-        _report_setup_failure(fds, "item namespaces", e)
+        _report_setup_failure(fds[3], "item namespaces", e)
         os._exit(EXIT_SETUP)
     try:
         _mirror_exit(int(data) if data.strip().lstrip(b"-").isdigit() else status)
@@ -109,6 +111,8 @@ def _item_init(hdr, fds, opts, status_w):
         _N.mount(None, "/", None, MS_REC | MS_PRIVATE, None)
         flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
         try:
+            if "no-proc" in opts.simulate:
+                raise PermissionError("simulated: a runtime that masks /proc")
             _N.mount("proc", "/proc", "proc", flags, None)
             have_proc = True
         except OSError:
@@ -145,14 +149,14 @@ def _item_init(hdr, fds, opts, status_w):
                 opts.rw = [hdr["writable"]]
             except OSError as e:
                 opts.rw_mode = "read-only"
-                _report_setup_failure(fds, "writable view of the checkout (read-only instead)", e)
+                _report_setup_failure(fds[3], "writable view of the checkout (read-only instead)", e)
         if have_proc:
             _N.mount("/proc/sys", "/proc/sys", None, MS_BIND | MS_REC, None)
             _N.mount(None, "/proc/sys", None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, None)
         to_item, from_init = os.pipe2(os.O_CLOEXEC)
         to_init, from_item = os.pipe2(os.O_CLOEXEC)
     except BaseException as e:
-        _report_setup_failure(fds, "item mounts", e)
+        _report_setup_failure(fds[3], "item mounts", e)
         os._exit(EXIT_SETUP)
     pid = os.fork()
     if pid == 0:
@@ -164,9 +168,9 @@ def _item_init(hdr, fds, opts, status_w):
             _item(hdr, fds, opts)
         finally:
             os._exit(EXIT_SETUP)
-    _close_all(fds)
     os.close(to_item)
     os.close(from_item)
+    failed = False
     try:
         # The item has created its own user namespace: map its uid, as root of the parent one
         # (the item needs no /proc for it), then hide /proc where the item may not have it.
@@ -181,8 +185,11 @@ def _item_init(hdr, fds, opts, status_w):
                 _N.mount("tmpfs", "/proc", "tmpfs", flags | MS_RDONLY, "size=4096,mode=0555")
             os.write(from_init, b"g")
     except BaseException as e:
-        _report_setup_failure(fds, "item user namespace", e)
+        # (the item's pipes are still open: the reason reaches its stderr)
+        _report_setup_failure(fds[3], "item user namespace", e)
         os.kill(pid, signal.SIGKILL)
+        failed = True
+    _close_all(fds)
     os.close(to_init)
     os.close(from_init)
     status = (EXIT_SETUP << 8)
@@ -194,7 +201,7 @@ def _item_init(hdr, fds, opts, status_w):
         except InterruptedError:
             continue
         if p == pid:
-            status = st
+            status = (EXIT_SETUP << 8) if failed else st   # the SIGKILL was ours, not the item's end
             break
     try:
         os.write(status_w, b"%d" % status)
@@ -383,7 +390,7 @@ def _item(hdr, fds, opts):
         _N.seccomp(opts.seccomp if opts.ipc_limited else opts.seccomp_nosysv)
         signal.signal(signal.SIGINT, signal.default_int_handler)   # ordinary Python behaviour
     except BaseException as e:
-        _report_setup_failure((0, 1, 2), "item isolation", e)
+        _report_setup_failure(2, "item isolation", e)
         os._exit(EXIT_SETUP)
     req = _prepare(hdr, opts)
     try:
@@ -468,7 +475,7 @@ def _prepare(hdr, opts):
                 _purge_preloaded_in((), req["pythonpath"])
             _extend_path(None, req["pythonpath"])
     except BaseException as e:
-        _report_setup_failure((0, 1, 2), "item request", e)
+        _report_setup_failure(2, "item request", e)
         os._exit(EXIT_SETUP)
     return req
 

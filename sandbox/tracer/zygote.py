@@ -342,7 +342,7 @@ def _spawn(sock, fds, opts):
     drop = (-1, -1) if opts.drop_uid is None else (opts.drop_uid, opts.drop_gid)
     return _N.spawn_item(sock.fileno(), tuple(fds), tuple(opts.cgroup_fd), drop[0], drop[1],
                          opts.tmp_bytes, opts.shm_bytes, bool(opts.landlock),
-                         "ro-sysctl" in opts.simulate)
+                         "ro-sysctl" in opts.simulate, "no-proc" in opts.simulate)
 
 
 def run_item(sock, msg, fds, opts):
@@ -412,7 +412,7 @@ _OPTIONS = {
     "tmp_bytes": (int, False, 64 << 20), "shm_bytes": (int, False, 16 << 20),
     "unsandboxed_item": (str, False, None),  # tests: see unsandboxed_item
     "native": (str, False, None),
-    "simulate": (str, True, None),           # tests: no-landlock, ro-sysctl, no-overlay
+    "simulate": (str, True, None),           # tests: no-landlock, ro-sysctl, no-overlay, no-proc
 }
 
 

@@ -334,5 +334,7 @@ PyObject *nd_spawn_item(PyObject *self, PyObject *args) {
     close(from_init);
     close(to_init);
     PyOS_AfterFork_Child();
-    return Py_BuildValue("(iiN)", to_item, from_item, PyBool_FromLong(ipc_limited));
+    PyObject *got = Py_BuildValue("(iiN)", to_item, from_item, PyBool_FromLong(ipc_limited));
+    if (!got) _exit(EXIT_SETUP); /* an error would unwind into the zygote's loop, in the item */
+    return got;
 }

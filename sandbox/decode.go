@@ -30,6 +30,9 @@ const (
 	sealLineLen = 1 + 2*sealTagLen + 1
 	// readBufSize is the size of one read from the stream; the context is checked between reads.
 	readBufSize = 128 << 10
+	// smallReadBufs of a stream's buffers, its first, are smallReadBufSize: a small item's whole
+	// trace fits, without allocating and clearing 256 KiB for it (issue 31).
+	smallReadBufs, smallReadBufSize = 2, 16 << 10
 	// readBufs is how many read buffers a stream may have in flight: the reading goroutine keeps
 	// draining the pipe into them, up to readBufs*readBufSize bytes ahead of the decoder, so that
 	// the tracer is not left waiting on a full pipe while a chunk is decoded. They are allocated
@@ -760,7 +763,11 @@ func startReader(r io.Reader) *streamReader {
 			default:
 				if allocated < readBufs {
 					allocated++
-					buf = make([]byte, readBufSize)
+					size := readBufSize
+					if allocated <= smallReadBufs {
+						size = smallReadBufSize
+					}
+					buf = make([]byte, size)
 					break
 				}
 				select {

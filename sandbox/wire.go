@@ -590,8 +590,12 @@ func (s *scanner) skip(depth int) bool {
 }
 
 const (
-	// internSlots is the number of strings an internCache holds.
-	internSlots = 1 << 13
+	// internSlots is the number of strings an internCache holds at most; it starts with
+	// internFirstSlots and grows (by 4) once it has missed twice as often as it has slots, so that
+	// a small item's decoder does not allocate and clear 128 KiB (issue 31: a third of the Go
+	// side's allocation per item).
+	internSlots      = 1 << 13
+	internFirstSlots = 1 << 9
 	// internMaxLen is the longest string an internCache keeps; longer ones are allocated.
 	internMaxLen = 256
 )
@@ -603,8 +607,9 @@ const (
 // strings, its local names and its repeated values then share their bytes, and most strings of a
 // long trace are never allocated.
 type internCache struct {
-	seed  maphash.Seed
-	slots []string
+	seed   maphash.Seed
+	slots  []string
+	misses int
 }
 
 // get returns b as a string.
@@ -617,13 +622,27 @@ func (c *internCache) get(b []byte) string {
 	}
 	if c.slots == nil {
 		c.seed = maphash.MakeSeed()
-		c.slots = make([]string, internSlots)
+		c.slots = make([]string, internFirstSlots)
 	}
-	slot := &c.slots[maphash.Bytes(c.seed, b)&(internSlots-1)]
+	slot := &c.slots[maphash.Bytes(c.seed, b)&uint64(len(c.slots)-1)]
 	if *slot == string(b) {
 		return *slot
 	}
 	v := string(b)
 	*slot = v
+	if c.misses++; c.misses > 2*len(c.slots) && len(c.slots) < internSlots {
+		c.grow()
+	}
 	return v
+}
+
+// grow makes the cache 4 times larger (at most internSlots), keeping what it holds.
+func (c *internCache) grow() {
+	slots := make([]string, min(4*len(c.slots), internSlots))
+	for _, v := range c.slots {
+		if v != "" {
+			slots[maphash.String(c.seed, v)&uint64(len(slots)-1)] = v
+		}
+	}
+	c.slots, c.misses = slots, 0
 }

@@ -3,7 +3,9 @@
   attribute.py --kernel CPU.TXT                 the sandbox's CPU by kernel path, share of all its samples
   attribute.py --faults FAULTS.TXT MAPS PID     page faults per item by process role and mapping
   attribute.py --callers DWARF.TXT              samples under the native helper's and CPython's set-up functions
+  attribute.py --zygote                         the pid of a running zygote (none: prints nothing)
 """
+import os
 import collections
 import re
 import sys
@@ -118,6 +120,22 @@ def callers(path):
         print("%6.1f%%  %s" % (100 * inc[c] / max(1, total), c))
 
 
+def zygote():
+    """A process running the tracer's bootstrap whose parent does not (keepers, inits and items
+    are forks of the zygote and show its command line)."""
+    procs = {}
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and b"/.ndtrace/common.py" in open("/proc/%s/cmdline" % p, "rb").read():
+                procs[p] = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            pass
+    for p, ppid in procs.items():
+        if ppid not in procs:
+            print(p)
+            return
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--kernel":
         kernel(sys.argv[2])
@@ -125,5 +143,7 @@ if __name__ == "__main__":
         faults(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "--callers":
         callers(sys.argv[2])
+    elif len(sys.argv) == 2 and sys.argv[1] == "--zygote":
+        zygote()
     else:
         sys.exit(__doc__)

@@ -26,14 +26,16 @@ run_bench() {
   (cd "$ROOT/sandbox" && exec "$OUT/sandbox.test" -test.run '^$' -test.bench 'RunLatency/namespaces' \
     -test.benchtime 100000x >/dev/null 2>&1) &
   BENCH=$!
-  # the zygote: the python process whose command line is the tracer's bootstrap
+  # the zygote: the process running the tracer's bootstrap whose parent does not (its keepers,
+  # inits and items are forks of it and show the same command line)
+  sleep 1   # past the sandbox's start
+  Z=""
   for _ in $(seq 100); do
-    Z=$(pgrep -f '/.ndtrace/common.py' | head -1 || true)
+    Z=$(python3 "$H/attribute.py" --zygote || true)
     [ -n "$Z" ] && break
     sleep 0.1
   done
   [ -n "$Z" ] || { echo "no zygote found" >&2; kill "$BENCH"; exit 1; }
-  sleep 1   # past the sandbox's start
 }
 stop_bench() { pkill -P "$BENCH" 2>/dev/null || true; kill "$BENCH" 2>/dev/null || true; wait "$BENCH" 2>/dev/null || true; }
 

@@ -361,9 +361,9 @@ def run_item(sock, msg, fds, opts):
     started = time.monotonic()
     try:
         if hdr["writable"]:
-            pid = os.fork()           # the keeper and init in Python: the writable view is
+            pid = os.fork()           # keeper and init in Python, which makes the writable view
         else:
-            pid = _spawn(sock, fds, opts)   # the keeper and init in C (native spawn.c)
+            pid = _spawn(sock, fds, opts)   # keeper and init in C (native spawn.c)
     except OSError as e:
         _close_all(fds)
         return not send(sock, {"op": "error", "message": "fork failed: %s" % (e,),

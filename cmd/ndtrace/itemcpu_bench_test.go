@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndtrace/ndtrace/internal/cruxeval"
 	"github.com/ndtrace/ndtrace/internal/gencorpus"
 	"github.com/ndtrace/ndtrace/sandbox"
 	"github.com/ndtrace/ndtrace/schemas"
@@ -44,11 +44,10 @@ func measureCPU(b *testing.B, f func()) cpuSplit {
 	s0, c0 := cpuNow(b)
 	f()
 	s1, c1 := cpuNow(b)
-	s := cpuSplit{
+	return cpuSplit{
 		goUser: tv(s1.Utime) - tv(s0.Utime), goSys: tv(s1.Stime) - tv(s0.Stime),
 		sbUser: tv(c1.Utime) - tv(c0.Utime), sbSys: tv(c1.Stime) - tv(c0.Stime),
 	}
-	return s
 }
 
 // report adds the split per item as metrics named prefix-*-ms.
@@ -59,16 +58,17 @@ func (s cpuSplit) report(b *testing.B, prefix string, items int) {
 	b.ReportMetric(per(s.sbSys), prefix+"sandbox-kernel-ms/item")
 }
 
-// BenchmarkItemCPU runs the batch path that `ndtrace run` runs (embedded Temporal, one worker, its
-// default sandboxes, trajectories in both directions, Parquet to a local folder) over NDTRACE_BENCH_ITEMS
-// (default 2,500) CruxEval-shaped items (internal/gencorpus) and reports items/s and the CPU an
-// item costs, split into the Go process (worker, pipeline and the embedded server), the sandbox's
-// processes' user and kernel time (zygotes, keepers, item inits, items: reaped descendants). Its baseline, in the same run, is the sandbox alone: the same
-// items through sandbox.Sandbox.Run, one after the other on one sandbox, as BenchmarkRunLatency
-// runs them (metrics prefixed sandbox-only-). The difference is what the pipeline adds around an
-// item. With NDTRACE_BENCH_PROFILE=DIR it writes the pipeline run's Go CPU profile to
-// DIR/go.pprof; docs/sandbox.md ("What an item costs") gives the commands that profile the
-// sandbox's kernel and Python side. Run with -benchtime=1x.
+// BenchmarkItemCPU runs the batch path that `ndtrace run` runs (embedded Temporal, one worker,
+// its default sandboxes, trajectories in both directions, Parquet to a local folder) over
+// NDTRACE_BENCH_ITEMS (default 2,500) CruxEval-shaped items (internal/gencorpus) and reports
+// items/s and the CPU an item costs, split into the Go process (worker, pipeline and the embedded
+// server) and the sandbox's processes' user and kernel time (zygotes, keepers, item inits, items:
+// reaped descendants). Its baseline, in the same run, is the sandbox alone: the same items
+// through sandbox.Sandbox.Run, one after the other on one sandbox, as BenchmarkRunLatency runs
+// them (metrics prefixed sandbox-only-). The difference is what the pipeline adds around an item.
+// With NDTRACE_BENCH_PROFILE=DIR it writes the pipeline run's Go CPU profile to DIR/go.pprof;
+// internal/itemcost/profile.sh profiles the sandbox's side (docs/sandbox.md, "What an item
+// costs"). Run with -benchtime=1x.
 func BenchmarkItemCPU(b *testing.B) {
 	n := 2500
 	if v := os.Getenv("NDTRACE_BENCH_ITEMS"); v != "" {
@@ -86,14 +86,9 @@ func BenchmarkItemCPU(b *testing.B) {
 	if err := os.WriteFile(corpus, buf.Bytes(), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	type item struct{ Code, Input string }
-	var items []item
-	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		var it item
-		if err := json.Unmarshal(line, &it); err != nil {
-			b.Fatal(err)
-		}
-		items = append(items, it)
+	items, err := cruxeval.Read(corpus) // the same format as CruxEval's
+	if err != nil {
+		b.Fatal(err)
 	}
 	profile := os.Getenv("NDTRACE_BENCH_PROFILE")
 	ctx := context.Background()
@@ -120,15 +115,14 @@ func BenchmarkItemCPU(b *testing.B) {
 		// The pipeline.
 		out := filepath.Join(dir, fmt.Sprintf("data-%d", i))
 		spec := writeSpec(&testing.T{}, dir, fmt.Sprintf("name: itemcpu\noutput: %s\nsources:\n  - kind: jsonl\n    path: %s\ncreated_at: 2026-11-28T00:00:00Z\n", out, corpus))
+		var prof *os.File
 		if profile != "" {
-			f, err := os.Create(filepath.Join(profile, "go.pprof"))
-			if err != nil {
+			if prof, err = os.Create(filepath.Join(profile, "go.pprof")); err != nil {
 				b.Fatal(err)
 			}
-			if err := pprof.StartCPUProfile(f); err != nil {
+			if err := pprof.StartCPUProfile(prof); err != nil {
 				b.Fatal(err)
 			}
-			defer f.Close()
 		}
 		pipe = pipe.add(measureCPU(b, func() {
 			var stdout, stderr bytes.Buffer
@@ -138,8 +132,11 @@ func BenchmarkItemCPU(b *testing.B) {
 			}
 			pipeWall += time.Since(t0)
 		}))
-		if profile != "" {
+		if prof != nil {
 			pprof.StopCPUProfile()
+			if err := prof.Close(); err != nil {
+				b.Fatal(err)
+			}
 		}
 		if m := benchManifest(b, out); m.Counts["items"] != int64(n) {
 			b.Fatalf("%d items in the manifest, want %d", m.Counts["items"], n)

@@ -44,11 +44,10 @@ func TestTracerSourceNotAnArgument(t *testing.T) {
 	}
 }
 
-// TestTracerFiles checks how the tracer's files are joined: each one compiles on its own (so no
-// statement runs across the border of two files), the bootstrap holds no code object but its own
-// (the tracer trusts all the code the bottom frames' code holds), and the joined files are one
-// module whose docstring is common.py's and whose main() runs last.
-func TestTracerFiles(t *testing.T) {
+// writeTracerFiles writes the tracer's files to a new folder and returns it, for checks run by
+// /usr/bin/python3 (skipped without it).
+func writeTracerFiles(t *testing.T) string {
+	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
 	}
@@ -58,6 +57,15 @@ func TestTracerFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return dir
+}
+
+// TestTracerFiles checks how the tracer's files are joined: each one compiles on its own (so no
+// statement runs across the border of two files), the bootstrap holds no code object but its own
+// (the tracer trusts all the code the bottom frames' code holds), and the joined files are one
+// module whose docstring is common.py's and whose main() runs last.
+func TestTracerFiles(t *testing.T) {
+	dir := writeTracerFiles(t)
 	const check = `
 import ast, os, sys, types
 d, bootstrap, names = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -88,15 +96,7 @@ print("ok")
 // its own (the generator engine's harness execs it in a plain interpreter: docs/sandbox.md,
 // "Generating inputs").
 func TestTracerNames(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("no /usr/bin/python3")
-	}
-	dir := t.TempDir()
-	for i, name := range tracerFiles {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(tracerParts[i]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeTracerFiles(t)
 	const check = `
 import ast, os, sys
 d, names = sys.argv[1], sys.argv[2:]

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -251,14 +250,8 @@ func (s *Sandbox) classifyGenerate(res *Result, out *genOutput, done *ctrlMsg, k
 		res.Status, res.Detail = schemas.StatusKilled, "the run's code closed the result channel"
 	case exited(0) && out.started() && len(out.buf) > len(genStart):
 		res.Status = schemas.StatusOK
-	case done.Signal != nil:
-		res.Status, res.Detail = schemas.StatusKilled, "killed by signal "+syscall.Signal(*done.Signal).String()
 	default:
-		code := -1
-		if done.ExitCode != nil {
-			code = *done.ExitCode
-		}
-		res.Status, res.Detail = schemas.StatusKilled, fmt.Sprintf("the process exited with code %d before its result", code)
+		res.Status, res.Detail = schemas.StatusKilled, done.endedBefore("its result")
 	}
 	res.Detail = cut(res.Detail, MaxDetail)
 }

@@ -585,6 +585,19 @@ func (m *ctrlMsg) cpuLimitHit(lim Limits) bool {
 		(*m.Signal == int(syscall.SIGKILL) && time.Duration(m.CPUMS)*time.Millisecond >= lim.CPUTime))
 }
 
+// endedBefore says how the item whose end m reports ended, before what it owed (its trace's end,
+// its result): killed by a signal, or exited with a code.
+func (m *ctrlMsg) endedBefore(what string) string {
+	if m.Signal != nil {
+		return "killed by signal " + syscall.Signal(*m.Signal).String()
+	}
+	code := -1
+	if m.ExitCode != nil {
+		code = *m.ExitCode
+	}
+	return fmt.Sprintf("the process exited with code %d before %s", code, what)
+}
+
 // classify sets res.Status and res.Detail from what Go saw, what the zygote reported and the
 // tracer's end record, in that order of trust. A replay (whose driver never writes a
 // TracerError, and whose seal the item's code can reach: docs/debugger.md, "Replay on bdb") is
@@ -644,14 +657,8 @@ func (s *Sandbox) classify(res *Result, dec *decoder, done *ctrlMsg, killStatus 
 		res.Status, res.Detail = schemas.StatusTampered, "tampering: the traced code tried to reach the tracer where no record could be written"
 	case done.ExitCode != nil && *done.ExitCode == exitPipe:
 		res.Status, res.Detail = schemas.StatusKilled, "the traced code closed the events channel"
-	case done.Signal != nil:
-		res.Status, res.Detail = schemas.StatusKilled, "killed by signal "+syscall.Signal(*done.Signal).String()
 	default:
-		code := -1
-		if done.ExitCode != nil {
-			code = *done.ExitCode
-		}
-		res.Status, res.Detail = schemas.StatusKilled, fmt.Sprintf("the process exited with code %d before the trace ended", code)
+		res.Status, res.Detail = schemas.StatusKilled, done.endedBefore("the trace ended")
 	}
 	if res.Status == "" || !res.Status.Valid() {
 		res.Status, res.Detail = schemas.StatusSandboxError, "the tracer reported an unknown status"
